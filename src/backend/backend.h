@@ -1,0 +1,157 @@
+// The op interface the model needs, and nothing else. Every backend (cpu = the exact reference,
+// cuda = the fast one) implements exactly this contract; CUDA ops are tested against the CPU ones.
+//
+// Conventions for every op:
+//  - Tensors are views (core/tensor.h). Unless an op says otherwise, the LAST dim must be
+//    contiguous (stride 1) and leading dims may be strided, so q/k/v can be column slices of one
+//    fused qkv projection without copies.
+//  - "act" is the backend's activation dtype (`act_dtype()`): f32 on cpu, bf16 on cuda.
+//    Accumulation is always f32.
+//  - Ops run asynchronously on the backend's stream; only copy_to_host + synchronize() make
+//    results visible to the host.
+//  - Integer metadata (ids, positions, slot mappings, cu_seqlens, block tables) is i32.
+// A backend must never be included by the engine's scheduling code; it is reached only through
+// the model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace fg {
+
+// Attention options that are fixed per layer.
+struct AttentionParams {
+  float scale = 1.0f;     // multiplies q.k before softcap and softmax
+  bool causal = true;     // bottom-right aligned: query i of a sequence with q_len new tokens sits
+                          // at kv position seqlens_kv - q_len + i and sees kv positions <= its own
+  int sliding_window = 0; // 0 = off; else a query at position p sees kv positions j with p - j < window
+  float softcap = 0.0f;   // 0 = off; else score = softcap * tanh(score / softcap)
+};
+
+// Per-step batch metadata shared by every layer (built once by the batch builder).
+// Query tokens of sequence s are rows [cu_seqlens_q[s], cu_seqlens_q[s+1]) of q.
+struct AttentionBatch {
+  Tensor cu_seqlens_q;  // [num_seqs + 1] i32, device
+  Tensor seqlens_kv;    // [num_seqs] i32, device: kv length INCLUDING this step's new tokens
+  Tensor block_table;   // [num_seqs, max_pages_per_seq] i32, device: page ids, row-major
+  int num_seqs = 0;
+  int total_q = 0;
+  int max_q_len = 0;
+  int max_kv_len = 0;
+  int page_size = 0;
+  // Host copies of the same metadata, for planning (valid until the step ends).
+  std::span<const int32_t> host_cu_seqlens_q;
+  std::span<const int32_t> host_seqlens_kv;
+};
+
+// One layer's paged KV cache: [num_pages, page_size, num_kv_heads, head_dim], act dtype.
+struct KvCacheLayer {
+  Tensor k;
+  Tensor v;
+};
+
+// Rotary embedding tables for one step. Static scalings (default, linear, llama3) are folded into
+// inv_freq by the model; dynamic NTK passes a per-token base instead.
+struct RopeArgs {
+  Tensor positions;        // [n] i32, device
+  Tensor inv_freq;         // [rotary_dim / 2] f32, device; used when per_token_base is undefined
+  Tensor per_token_base;   // optional [n] f32: inv_freq[i] = base^(-2i / rotary_dim) for that token
+  int rotary_dim = 0;      // rotate the first rotary_dim channels of each head (<= head_dim)
+  bool neox = true;        // true: rotate halves (x[i], x[i + rot/2]); false: adjacent pairs
+  float attention_scaling = 1.0f;  // multiplies cos and sin (YaRN-style mscale; 1 otherwise)
+};
+
+// Sampling settings of one logits row. temperature <= 0 means greedy (argmax, lowest id on ties).
+struct SamplingRow {
+  float temperature = 0.0f;
+  int top_k = 0;          // 0 = off
+  float top_p = 1.0f;     // 1 = off
+  float min_p = 0.0f;     // 0 = off
+  uint64_t seed = 0;      // with `counter`, the only source of randomness: same (seed, counter,
+  uint64_t counter = 0;   // logits) -> same token on every backend and in every batch
+};
+
+// A backend: memory, transfers, and the ops. One instance per device; not thread-safe (the engine
+// thread owns it).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  virtual DType act_dtype() const = 0;
+
+  // ---- memory and transfers
+  virtual Buffer alloc(size_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;  // async w.r.t. host
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;    // async; synchronize()
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Pinned host memory for staging transfers (plain host memory on cpu).
+  virtual Buffer alloc_host(size_t bytes) = 0;
+
+  // Convert `src` into `dst` elementwise (same shape; f32/f16/bf16 in any combination).
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
+  // Fill with uniform random values in [lo, hi) from a seeded counter-based generator.
+  virtual void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) = 0;
+
+  // ---- ops
+  // ids: [n] i32; table: [vocab, hidden] act; out: [n, hidden] act.
+  // Ids outside [0, vocab) are a caller bug (checked by the engine before it gets here).
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+
+  // x, out: [..., hidden] act; weight: [hidden] act. out = x / rms(x) * weight (out may alias x).
+  // Works on 2D [n, hidden] and on 3D per-head views [n, heads, head_dim].
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+
+  // residual += delta; out = rms_norm(residual) * weight. residual, delta, out: [n, hidden] act.
+  virtual void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps,
+                            Tensor& out) = 0;
+
+  // In place on q: [n, num_q_heads, head_dim] and k: [n, num_kv_heads, head_dim] (strided views ok).
+  virtual void rope(Tensor& q, Tensor& k, const RopeArgs& args) = 0;
+
+  // out = x @ w^T (+ bias). x: [m, k] act; w: [n, k] act (HF Linear layout); bias: optional [n] act;
+  // out: [m, n] act or f32 (f32 for logits).
+  virtual void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
+
+  // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.
+  virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
+
+  // Write new K/V rows into the paged cache. k, v: [n, num_kv_heads, head_dim] act (strided ok);
+  // slot_mapping: [n] i32, slot = page * page_size + offset; slots < 0 are skipped.
+  virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                        KvCacheLayer& cache) = 0;
+
+  // Called once per step before the layers run, with the step's metadata; backends that split
+  // work across blocks (split-KV) decide the partition here, into memory they own.
+  virtual void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads,
+                              int head_dim) = 0;
+
+  // The one attention op (DESIGN.md's contract). q: [total_q, num_q_heads, head_dim] act (strided
+  // ok), RoPE applied; out: [total_q, num_q_heads, head_dim] act, contiguous; lse: optional
+  // [total_q, num_q_heads] f32 (natural log of the softmax denominator, scaled scores).
+  // New tokens' K/V must already be in the cache (kv_write).
+  virtual void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
+                         const AttentionParams& params, Tensor& out, Tensor* lse) = 0;
+
+  // out[i, :] = x[indices[i], :]. x: [n, h] act; indices: [m] i32; out: [m, h] act.
+  virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+
+  // logits: [m, vocab] f32 (read-only); rows: m settings (host); out: [m] i32, device.
+  virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) = 0;
+};
+
+// The CPU reference backend (always available).
+std::unique_ptr<Backend> make_cpu_backend();
+// The CUDA backend, or an error saying why there is none (no GPU, not built with CUDA).
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index = 0);
+// "cpu", "cuda" or "auto" (cuda when a GPU is present, else cpu).
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name);
+
+}  // namespace fg
