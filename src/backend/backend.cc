@@ -1,0 +1,25 @@
+// Backend selection by name. The CUDA factory lives in backend/cuda when it is built; otherwise
+// asking for cuda is a clear error rather than a silent fallback.
+#include "backend/backend.h"
+
+namespace fg {
+
+#if !defined(FG_WITH_CUDA)
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
+  (void)device_index;
+  return unsupported("this flashgen was built without the CUDA backend (nvcc was not found at build time)");
+}
+#endif
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "cuda") return make_cuda_backend(0);
+  if (name == "auto") {
+    auto cuda = make_cuda_backend(0);
+    if (cuda.is_ok()) return std::move(cuda).value();
+    return make_cpu_backend();
+  }
+  return invalid_argument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
+}
+
+}  // namespace fg
