@@ -1,0 +1,40 @@
+// The one attention kernel of flashgen on CUDA: queries of any length per sequence (cu_seqlens_q)
+// against a paged KV cache (block_table, seqlens_kv, any page size), GQA packing, split-KV with a
+// log-sum-exp merge. The host plans the work partition once per step (plan), into fixed-size
+// buffers it owns, so the per-layer run() only reads them and CUDA graph replays stay valid.
+// Contract: backend/backend.h (Backend::attention) and DESIGN.md.
+// Included by the CUDA backend only; never by the engine or the model.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace fg::cuda {
+
+struct AttentionPlanState;  // defined in attention.cu
+
+class AttentionKernel {
+ public:
+  // Allocates the plan/workspace buffers once (cudaMalloc / pinned host memory) — never on the
+  // step path. max_total_q / max_num_seqs bound the batches that plan() accepts.
+  AttentionKernel(int max_total_q, int max_num_seqs);
+  ~AttentionKernel();
+  AttentionKernel(const AttentionKernel&) = delete;
+  AttentionKernel& operator=(const AttentionKernel&) = delete;
+
+  // Once per step, before the layers: choose tiles, splits and their order from the host copies
+  // of the batch metadata and upload the plan asynchronously on `stream`.
+  void plan(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim, cudaStream_t stream);
+
+  // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16.
+  void run(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch, const AttentionParams& params,
+           Tensor& out, Tensor* lse, cudaStream_t stream);
+
+ private:
+  std::unique_ptr<AttentionPlanState> state_;
+};
+
+}  // namespace fg::cuda
