@@ -1,0 +1,286 @@
+// CPU backend: the factory, memory and transfers, dtype conversion, seeded fill, and the
+// row-wise ops (embedding, gemm, silu_mul, kv_write, gather_rows). Norms and RoPE live in
+// cpu_norm_rope.cc, attention in cpu_attention.cc, sampling in cpu_sample.cc.
+#include "backend/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "backend/cpu/cpu_checks.h"
+#include "backend/sampling_rule.h"
+
+namespace fg {
+
+using cpu::check_dim;
+using cpu::check_view;
+using cpu::kParallelMinWork;
+using cpu::row;
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+CpuBackend::CpuBackend() : sample_scratch_(size_t(omp_get_max_threads())) {}
+
+// ---- memory and transfers
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+Buffer alloc_aligned(size_t bytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment; never hand out null.
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  FG_CHECK(p != nullptr, "cpu alloc: out of host memory allocating " + std::to_string(bytes) + " bytes");
+  return Buffer(p, bytes, Device::kCpu, [](void* q) { std::free(q); });
+}
+
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  FG_CHECK(dst != nullptr && src != nullptr, "cpu copy: null pointer for a copy of " + std::to_string(bytes) + " bytes");
+  std::memmove(dst, src, bytes);
+}
+
+}  // namespace
+
+Buffer CpuBackend::alloc(size_t bytes) { return alloc_aligned(bytes); }
+Buffer CpuBackend::alloc_host(size_t bytes) { return alloc_aligned(bytes); }
+void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { copy_bytes(dst, src, bytes); }
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { copy_bytes(dst, src, bytes); }
+void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) { copy_bytes(dst, src, bytes); }
+
+// ---- elementwise: convert and fill_uniform
+
+namespace {
+
+bool is_float_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+template <DType kT>
+inline float load_as_f32(const void* base, int64_t i) {
+  if constexpr (kT == DType::kF32) return static_cast<const float*>(base)[i];
+  if constexpr (kT == DType::kF16) return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+  if constexpr (kT == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+}
+
+template <DType kT>
+inline void store_from_f32(void* base, int64_t i, float v) {
+  if constexpr (kT == DType::kF32) static_cast<float*>(base)[i] = v;
+  if constexpr (kT == DType::kF16) static_cast<uint16_t*>(base)[i] = f32_to_f16(v);
+  if constexpr (kT == DType::kBF16) static_cast<uint16_t*>(base)[i] = f32_to_bf16(v);
+}
+
+// Element offset of the first element of flattened row r (all dims but the last), honouring strides.
+int64_t row_offset(const Tensor& t, int64_t r) {
+  int64_t off = 0;
+  for (int d = t.ndim - 2; d >= 0; --d) {
+    off += (r % t.shape[d]) * t.stride[d];
+    r /= t.shape[d];
+  }
+  return off;
+}
+
+int64_t last_dim(const Tensor& t) { return t.ndim == 0 ? 1 : t.shape[t.ndim - 1]; }
+int64_t last_stride(const Tensor& t) { return t.ndim == 0 ? 1 : t.stride[t.ndim - 1]; }
+
+char* byte_at(const Tensor& t, int64_t elem_offset) {
+  return static_cast<char*>(t.data) + elem_offset * int64_t(dtype_size(t.dtype));
+}
+
+template <DType kSrc, DType kDst>
+void convert_typed(const Tensor& src, const Tensor& dst) {
+  const int64_t cols = last_dim(src);
+  const int64_t rows = src.numel() / cols;
+  const int64_t ss = last_stride(src), ds = last_stride(dst);
+#pragma omp parallel for schedule(static) if (src.numel() > kParallelMinWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* s = byte_at(src, row_offset(src, r));
+    void* d = byte_at(dst, row_offset(dst, r));
+    for (int64_t c = 0; c < cols; ++c) store_from_f32<kDst>(d, c * ds, load_as_f32<kSrc>(s, c * ss));
+  }
+}
+
+template <DType kSrc>
+void convert_from(const Tensor& src, const Tensor& dst) {
+  switch (dst.dtype) {
+    case DType::kF32: return convert_typed<kSrc, DType::kF32>(src, dst);
+    case DType::kF16: return convert_typed<kSrc, DType::kF16>(src, dst);
+    case DType::kBF16: return convert_typed<kSrc, DType::kBF16>(src, dst);
+    default: FG_CHECK(false, "convert: unsupported dst dtype");
+  }
+}
+
+template <DType kT>
+void fill_typed(const Tensor& t, float lo, float hi, uint64_t seed) {
+  const int64_t cols = last_dim(t);
+  const int64_t rows = t.numel() / cols;
+  const int64_t ts = last_stride(t);
+  // Exactly reproducible on any IEEE machine: the product of two f32 values is exact in double,
+  // so a fused multiply-add gives the same double as separate operations.
+  const double range = double(hi - lo);
+#pragma omp parallel for schedule(static) if (t.numel() > kParallelMinWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    void* d = byte_at(t, row_offset(t, r));
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint64_t index = uint64_t(r * cols + c);
+      const float u = sample_uniform(seed, index);
+      store_from_f32<kT>(d, c * ts, float(range * double(u) + double(lo)));
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::convert(const Tensor& src, Tensor& dst) {
+  FG_CHECK(src.device == Device::kCpu && dst.device == Device::kCpu,
+           "convert: src and dst must be cpu tensors, got " + src.describe() + " -> " + dst.describe());
+  FG_CHECK(is_float_dtype(src.dtype) && is_float_dtype(dst.dtype),
+           "convert: only f32/f16/bf16 are supported, got " + src.describe() + " -> " + dst.describe());
+  bool same_shape = src.ndim == dst.ndim;
+  for (int d = 0; same_shape && d < src.ndim; ++d) same_shape = src.shape[d] == dst.shape[d];
+  FG_CHECK(same_shape, "convert: shapes differ: " + src.describe() + " -> " + dst.describe());
+  if (src.numel() == 0) return;
+  FG_CHECK(src.data != nullptr && dst.data != nullptr, "convert: undefined tensor: " + src.describe() + " -> " + dst.describe());
+  switch (src.dtype) {
+    case DType::kF32: return convert_from<DType::kF32>(src, dst);
+    case DType::kF16: return convert_from<DType::kF16>(src, dst);
+    case DType::kBF16: return convert_from<DType::kBF16>(src, dst);
+    default: FG_CHECK(false, "convert: unsupported src dtype " + src.describe());
+  }
+}
+
+void CpuBackend::fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) {
+  FG_CHECK(t.device == Device::kCpu && is_float_dtype(t.dtype),
+           "fill_uniform: t must be an f32/f16/bf16 cpu tensor, got " + t.describe());
+  if (t.numel() == 0) return;
+  FG_CHECK(t.data != nullptr, "fill_uniform: t is undefined: " + t.describe());
+  switch (t.dtype) {
+    case DType::kF32: return fill_typed<DType::kF32>(t, lo, hi, seed);
+    case DType::kF16: return fill_typed<DType::kF16>(t, lo, hi, seed);
+    case DType::kBF16: return fill_typed<DType::kBF16>(t, lo, hi, seed);
+    default: break;
+  }
+}
+
+// ---- row ops
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check_view("embedding", "ids", ids, DType::kI32, 1);
+  check_view("embedding", "table", table, DType::kF32, 2);
+  check_view("embedding", "out", out, DType::kF32, 2);
+  const int64_t n = ids.shape[0], vocab = table.shape[0], hidden = table.shape[1];
+  check_dim("embedding", "out", out, 0, n);
+  check_dim("embedding", "out", out, 1, hidden);
+  const int32_t* id = ids.ptr<int32_t>();
+  for (int64_t i = 0; i < n; ++i)
+    FG_CHECK(id[i] >= 0 && id[i] < vocab, "embedding: ids[" + std::to_string(i) + "] = " + std::to_string(id[i]) +
+                                              " is outside the table " + table.describe());
+#pragma omp parallel for schedule(static) if (n * hidden > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) std::memcpy(row<float>(out, i), row<float>(table, id[i]), size_t(hidden) * 4);
+}
+
+void CpuBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  check_view("gemm", "x", x, DType::kF32, 2);
+  check_view("gemm", "w", w, DType::kF32, 2);
+  check_view("gemm", "out", out, DType::kF32, 2);
+  const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
+  check_dim("gemm", "w", w, 1, k);
+  check_dim("gemm", "out", out, 0, m);
+  check_dim("gemm", "out", out, 1, n);
+  if (bias != nullptr) {
+    check_view("gemm", "bias", *bias, DType::kF32, 1);
+    check_dim("gemm", "bias", *bias, 0, n);
+  }
+  if (m == 0 || n == 0) return;
+  // Like torch's addmm: out is pre-filled with the bias (or zero) and the product added to it.
+  const float* b = bias != nullptr ? bias->ptr<float>() : nullptr;
+#pragma omp parallel for schedule(static) if (m * n > kParallelMinWork)
+  for (int64_t i = 0; i < m; ++i) {
+    float* o = row<float>(out, i);
+    if (b != nullptr) {
+      std::memcpy(o, b, size_t(n) * 4);
+    } else {
+      std::memset(o, 0, size_t(n) * 4);
+    }
+  }
+  if (k == 0) return;
+  // A single-row view may carry any stride; BLAS wants a leading dim of at least the row length.
+  const int64_t ldx = m > 1 ? x.stride[0] : k;
+  const int64_t ldw = n > 1 ? w.stride[0] : k;
+  const int64_t ldo = m > 1 ? out.stride[0] : n;
+  FG_CHECK(ldx >= k && ldw >= k && ldo >= n, "gemm: overlapping rows in x " + x.describe() + ", w " +
+                                                 w.describe() + " or out " + out.describe());
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.ptr<float>(), int(ldx),
+              w.ptr<float>(), int(ldw), 1.0f, out.ptr<float>(), int(ldo));
+}
+
+void CpuBackend::silu_mul(const Tensor& x, Tensor& out) {
+  check_view("silu_mul", "x", x, DType::kF32, 2);
+  check_view("silu_mul", "out", out, DType::kF32, 2);
+  const int64_t n = x.shape[0], inter = out.shape[1];
+  check_dim("silu_mul", "out", out, 0, n);
+  check_dim("silu_mul", "x", x, 1, 2 * inter);
+#pragma omp parallel for schedule(static) if (n * inter > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gate = row<float>(x, i);
+    const float* up = gate + inter;
+    float* o = row<float>(out, i);
+    for (int64_t c = 0; c < inter; ++c) {
+      const float g = gate[c];
+      o[c] = g / (1.0f + std::exp(-g)) * up[c];  // silu(g) = g * sigmoid(g), as torch computes it
+    }
+  }
+}
+
+void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) {
+  check_view("kv_write", "k", k, DType::kF32, 3);
+  check_view("kv_write", "v", v, DType::kF32, 3);
+  check_view("kv_write", "slot_mapping", slot_mapping, DType::kI32, 1);
+  check_view("kv_write", "cache.k", cache.k, DType::kF32, 4);
+  check_view("kv_write", "cache.v", cache.v, DType::kF32, 4);
+  const int64_t n = k.shape[0], heads = k.shape[1], head_dim = k.shape[2];
+  const int64_t num_pages = cache.k.shape[0], page_size = cache.k.shape[1];
+  for (int d = 0; d < 3; ++d) check_dim("kv_write", "v", v, d, k.shape[d]);
+  check_dim("kv_write", "slot_mapping", slot_mapping, 0, n);
+  for (int d = 0; d < 4; ++d) check_dim("kv_write", "cache.v", cache.v, d, cache.k.shape[d]);
+  check_dim("kv_write", "cache.k", cache.k, 2, heads);
+  check_dim("kv_write", "cache.k", cache.k, 3, head_dim);
+  const int32_t* slots = slot_mapping.ptr<int32_t>();
+  for (int64_t i = 0; i < n; ++i)
+    FG_CHECK(slots[i] < num_pages * page_size, "kv_write: slot_mapping[" + std::to_string(i) + "] = " +
+                                                   std::to_string(slots[i]) + " is past the cache " + cache.k.describe());
+  const size_t row_bytes = size_t(head_dim) * 4;
+#pragma omp parallel for schedule(static) if (n * heads * head_dim > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t slot = slots[i];
+    if (slot < 0) continue;  // padding token: nothing to store
+    const int64_t page = slot / page_size, offset = slot % page_size;
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t dst = page * cache.k.stride[0] + offset * cache.k.stride[1] + h * cache.k.stride[2];
+      const int64_t dst_v = page * cache.v.stride[0] + offset * cache.v.stride[1] + h * cache.v.stride[2];
+      std::memcpy(cache.k.ptr<float>() + dst, row<float>(k, i, h), row_bytes);
+      std::memcpy(cache.v.ptr<float>() + dst_v, row<float>(v, i, h), row_bytes);
+    }
+  }
+}
+
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
+  check_view("gather_rows", "x", x, DType::kF32, 2);
+  check_view("gather_rows", "indices", indices, DType::kI32, 1);
+  check_view("gather_rows", "out", out, DType::kF32, 2);
+  const int64_t n = x.shape[0], h = x.shape[1], m = indices.shape[0];
+  check_dim("gather_rows", "out", out, 0, m);
+  check_dim("gather_rows", "out", out, 1, h);
+  const int32_t* idx = indices.ptr<int32_t>();
+  for (int64_t i = 0; i < m; ++i)
+    FG_CHECK(idx[i] >= 0 && idx[i] < n, "gather_rows: indices[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
+                                           " is outside x " + x.describe());
+#pragma omp parallel for schedule(static) if (m * h > kParallelMinWork)
+  for (int64_t i = 0; i < m; ++i) std::memcpy(row<float>(out, i), row<float>(x, idx[i]), size_t(h) * 4);
+}
+
+}  // namespace fg

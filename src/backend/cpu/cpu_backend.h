@@ -1,0 +1,72 @@
+// The CPU reference backend: every op of backend/backend.h implemented plainly and exactly
+// (f32 activations, f32 or wider accumulation), parallelised with OpenMP and OpenBLAS where that
+// pays. It is the oracle every CUDA kernel is tested against and the backend CI runs models on,
+// so clarity and exactness come before speed; it must never take shortcuts that change results
+// (no fast-math, no approximate exp/tanh, no reduced precision).
+//
+// Reach it through make_cpu_backend(); the class is public only so tests can name it.
+// Ops are synchronous (the "stream" is the calling thread); synchronize() is a no-op.
+// Not thread-safe, like every Backend: one engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace fg {
+
+// Per-thread scratch of sample(): probabilities and the candidate order of one logits row.
+struct CpuSampleScratch {
+  std::vector<float> probs;     // [vocab] softmax of logits / temperature
+  std::vector<int32_t> order;   // candidate ids, sorted lazily into the sampling rule's order
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+
+  Device device() const override { return Device::kCpu; }
+  std::string name() const override { return "cpu"; }
+  DType act_dtype() const override { return DType::kF32; }
+
+  Buffer alloc(size_t bytes) override;
+  void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override {}
+  Buffer alloc_host(size_t bytes) override;
+
+  void convert(const Tensor& src, Tensor& dst) override;
+  void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps,
+                    Tensor& out) override;
+  void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
+  void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  void silu_mul(const Tensor& x, Tensor& out) override;
+  void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
+  void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) override;
+  void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
+                 const AttentionParams& params, Tensor& out, Tensor* lse) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
+
+ private:
+  // Checks the batch metadata tensors (shapes, prefix sums, kv >= q lengths, the declared maxima)
+  // and fills token_seq_ with the sequence index of every q row. Aborts on a malformed batch.
+  void validate_batch(const char* op, const AttentionBatch& batch);
+
+  std::vector<int32_t> token_seq_;                 // [total_q] sequence of each q row (attention)
+  std::vector<CpuSampleScratch> sample_scratch_;   // one per OpenMP thread (sample)
+};
+
+// The sampling rule of backend/sampling_rule.h applied to one row of logits (exposed for tests
+// and host-side callers). logits: [vocab] f32, contiguous. Returns the chosen token id.
+int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch);
+
+}  // namespace fg

@@ -1,0 +1,151 @@
+// CPU backend: the sampling rule of backend/sampling_rule.h, row by row.
+//
+// Precision choices (the rule lets only softmax rounding differ between backends):
+//  - p_i = exp(logits_i / T - max) / sum, each term in f32, the sum accumulated in double, the
+//    quotient rounded to f32;
+//  - cumulative sums (top_p, the kept mass, the final walk) are in double over those f32 p.
+// A row with no finite logit maximum (all -inf, a +inf or NaN) cannot form a distribution; it
+// falls back to the greedy rule so one bad row never stops a batch.
+//
+// Every filter of the rule keeps a prefix of one order (p descending, lower id on ties), so the
+// candidates are sorted lazily: only as far into that order as the filters and the walk reach.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_checks.h"
+#include "backend/sampling_rule.h"
+
+namespace fg {
+
+namespace {
+
+// The rule's order: higher probability first, lower id on ties (a strict total order).
+struct RuleOrder {
+  const float* p;
+  bool operator()(int32_t a, int32_t b) const { return p[a] > p[b] || (p[a] == p[b] && a < b); }
+};
+
+// Candidate ids whose first sorted() entries are in final rule order; at(i) extends that
+// prefix geometrically (nth_element then sort of the next chunk) when i is past it.
+class LazyOrder {
+ public:
+  LazyOrder(int32_t* ids, int64_t size, const float* p) : ids_(ids), size_(size), less_{p} {}
+
+  int32_t at(int64_t i) {
+    if (i >= sorted_) extend(i + 1);
+    return ids_[i];
+  }
+
+ private:
+  void extend(int64_t n) {
+    n = std::min(size_, std::max({n, 2 * sorted_, int64_t(64)}));
+    int32_t* mid = ids_ + n;
+    if (n < size_) std::nth_element(ids_ + sorted_, mid, ids_ + size_, less_);
+    std::sort(ids_ + sorted_, mid, less_);
+    sorted_ = n;
+  }
+
+  int32_t* ids_;
+  int64_t size_;
+  int64_t sorted_ = 0;
+  RuleOrder less_;
+};
+
+// Rule step 1: argmax, the lowest id on ties.
+int32_t argmax(const float* logits, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return int32_t(best);
+}
+
+}  // namespace
+
+int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch) {
+  FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
+  if (row.temperature <= 0.0f) return argmax(logits, vocab);
+
+  // Rule step 2: p = softmax(logits / temperature).
+  scratch.probs.resize(size_t(vocab));
+  float* p = scratch.probs.data();
+  float z_max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) {
+    p[i] = logits[i] / row.temperature;
+    z_max = std::max(z_max, p[i]);
+  }
+  if (!std::isfinite(z_max)) return argmax(logits, vocab);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    p[i] = std::exp(p[i] - z_max);
+    sum += p[i];
+  }
+  float p_max = 0.0f;
+  for (int64_t i = 0; i < vocab; ++i) {
+    p[i] = float(double(p[i]) / sum);
+    p_max = std::max(p_max, p[i]);
+  }
+
+  // Rule step 3. min_p first: it needs no order, and only shrinks the prefix the others see.
+  scratch.order.resize(size_t(vocab));
+  int32_t* ids = scratch.order.data();
+  const float min_p_floor = row.min_p > 0.0f ? row.min_p * p_max : -1.0f;
+  int64_t count = 0;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (p[i] >= min_p_floor) ids[count++] = int32_t(i);
+  LazyOrder order(ids, count, p);
+  int64_t keep = count;
+  if (row.top_k > 0) keep = std::min<int64_t>(keep, row.top_k);
+  double kept_mass = -1.0;
+  if (row.top_p < 1.0f) {
+    double cum = 0.0;
+    for (int64_t i = 0; i < keep; ++i) {
+      cum += p[order.at(i)];
+      if (cum >= double(row.top_p)) {
+        keep = i + 1;  // the first candidate is always kept
+        break;
+      }
+    }
+    kept_mass = cum;
+  }
+  if (kept_mass < 0.0) {
+    kept_mass = 0.0;
+    if (keep == count) {
+      for (int64_t i = 0; i < count; ++i) kept_mass += p[ids[i]];  // id order: no sort needed
+    } else {
+      for (int64_t i = 0; i < keep; ++i) kept_mass += p[order.at(i)];
+    }
+  }
+
+  // Rule step 4: walk the kept candidates in order until the cumulative p exceeds u * kept mass.
+  const double target = double(sample_uniform(row.seed, row.counter)) * kept_mass;
+  double cum = 0.0;
+  for (int64_t i = 0; i < keep; ++i) {
+    const int32_t id = order.at(i);
+    cum += p[id];
+    if (cum > target) return id;
+  }
+  return order.at(keep - 1);
+}
+
+void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {
+  cpu::check_view("sample", "logits", logits, DType::kF32, 2);
+  cpu::check_view("sample", "out", out, DType::kI32, 1);
+  const int64_t m = logits.shape[0], vocab = logits.shape[1];
+  FG_CHECK(int64_t(rows.size()) == m, "sample: " + std::to_string(rows.size()) + " sampling rows for logits " +
+                                          logits.describe());
+  cpu::check_dim("sample", "out", out, 0, m);
+  if (m == 0) return;
+  FG_CHECK(vocab > 0, "sample: logits " + logits.describe() + " have no vocab");
+  if (sample_scratch_.size() < size_t(omp_get_max_threads())) sample_scratch_.resize(size_t(omp_get_max_threads()));
+  int32_t* o = out.ptr<int32_t>();
+#pragma omp parallel for schedule(dynamic, 1) if (m > 1)
+  for (int64_t i = 0; i < m; ++i)
+    o[i] = cpu_sample_row(cpu::row<float>(logits, i), vocab, rows[size_t(i)],
+                          sample_scratch_[size_t(omp_get_thread_num())]);
+}
+
+}  // namespace fg
