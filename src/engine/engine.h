@@ -1,0 +1,112 @@
+// The engine: continuous batching where every step is one ragged forward pass.
+//
+// EngineCore is the single-threaded heart: step() = schedule -> build the batch -> forward ->
+// sample -> append tokens, emit events, finish sequences. It owns the page pool, the scheduler and
+// every sequence. Tests may drive it directly, step by step.
+//
+// Engine wraps a core in its own thread. Client threads call submit / cancel / stats; they talk
+// to the engine thread only through a locked inbox and the per-request event streams. Validation
+// happens on the caller's thread, so a request that can never run is refused at submit with a
+// message (context too long, bigger than the whole KV pool, bad parameters).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/batch_builder.h"
+#include "engine/engine_stats.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/step_runner.h"
+#include "engine/stop_matcher.h"
+#include "kvcache/page_pool.h"
+
+namespace fg {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  uint64_t seed = 0;  // seeds requests that bring none (mixed with the request id)
+  StopMatcherFactory stop_matcher_factory;  // empty: requests with stop strings are refused
+};
+
+class EngineCore {
+ public:
+  // The runner must outlive the core.
+  EngineCore(const EngineConfig& config, StepRunner& runner);
+
+  // Validates and turns a request into a sequence (thread-safe: reads only immutable state).
+  Result<std::unique_ptr<Sequence>> prepare(Request request, uint64_t id) const;
+  // Queues a prepared sequence.
+  void add(std::unique_ptr<Sequence> seq);
+  // Convenience for single-threaded use: prepare + add.
+  Result<RequestHandle> submit(Request request);
+  // Ends the request with reason cancelled and frees its pages now. False if it is not known
+  // (already finished).
+  bool cancel(uint64_t id);
+  void cancel_all();
+
+  // One step. Failures of the forward pass end the step's requests with an error (returned here
+  // too, for logging); the engine stays usable.
+  Status step();
+  bool has_work() const { return scheduler_.has_work(); }
+  EngineStats stats() const;
+  const PagePool& pool() const { return pool_; }
+  StepRunner& runner() { return runner_; }
+
+ private:
+  void finish(Sequence& seq, FinishReason reason, Status status = Status::ok());
+  void postprocess(const StepPlan& plan, const std::vector<SampledToken>& sampled);
+
+  EngineConfig config_;
+  StepRunner& runner_;
+  int32_t vocab_;
+  int32_t max_model_len_;
+  std::vector<int32_t> eos_ids_;
+  PagePool pool_;
+  Scheduler scheduler_;
+  BatchBuilder builder_;
+  Sampler sampler_;
+  uint64_t next_id_ = 1;  // for submit(); Engine hands out its own ids
+  uint64_t next_arrival_ = 0;
+  EngineStats counters_;
+  std::vector<Sequence*> sample_seqs_;
+  std::vector<SampledToken> sampled_;
+};
+
+class Engine {
+ public:
+  // Starts the engine thread. The runner is owned by the engine.
+  Engine(const EngineConfig& config, std::unique_ptr<StepRunner> runner);
+  ~Engine();  // cancels what is left, joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Result<RequestHandle> submit(Request request);
+  // Asynchronous: the engine thread ends the request (reason cancelled) before its next step.
+  void cancel(uint64_t id);
+  // A snapshot taken after the latest step.
+  EngineStats stats() const;
+  void shutdown();
+
+ private:
+  void loop();
+
+  std::unique_ptr<StepRunner> runner_;
+  EngineCore core_;
+  std::atomic<uint64_t> next_id_{1};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Sequence>> inbox_;
+  std::vector<uint64_t> cancels_;
+  bool stopping_ = false;
+  EngineStats snapshot_;
+  std::thread thread_;
+};
+
+}  // namespace fg

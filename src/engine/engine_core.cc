@@ -1,0 +1,211 @@
+// EngineCore: validation at submit, and the step: schedule -> build -> forward -> sample -> postprocess.
+#include <algorithm>
+#include <chrono>
+
+#include "backend/sampling_rule.h"
+#include "engine/engine.h"
+
+namespace fg {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
+    : config_(config),
+      runner_(runner),
+      vocab_(runner.vocab_size()),
+      max_model_len_(runner.max_model_len()),
+      eos_ids_(runner.eos_token_ids()),
+      pool_(runner.kv_num_pages(), runner.kv_page_size()),
+      scheduler_(config.scheduler, pool_),
+      builder_(runner.backend(), config.scheduler.max_batch_tokens,
+               std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens),
+               std::max(1, std::min(pool_.pages_for_tokens(max_model_len_), pool_.num_pages())),
+               pool_.page_size()),
+      sampler_(runner.backend(), vocab_, std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens)) {}
+
+Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t id) const {
+  const SamplingParams& p = request.params;
+  FG_RETURN_IF_ERROR(p.validate(vocab_));
+  const int64_t prompt_len = int64_t(request.prompt_ids.size());
+  if (prompt_len == 0) return invalid_argument("the prompt is empty: give at least one token");
+  for (int32_t t : request.prompt_ids) {
+    if (t < 0 || t >= vocab_) {
+      return invalid_argument("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                              std::to_string(vocab_) + ")");
+    }
+  }
+  const int64_t pool_tokens = int64_t(pool_.num_pages()) * pool_.page_size();
+  const std::string pool_text = "the KV pool holds " + std::to_string(pool_tokens) + " tokens (" +
+                                std::to_string(pool_.num_pages()) + " pages of " +
+                                std::to_string(pool_.page_size()) + "); raise --kv-cache-memory";
+  int64_t max_tokens;
+  if (p.max_new_tokens > 0) {
+    max_tokens = prompt_len + p.max_new_tokens;
+    if (max_tokens > max_model_len_) {
+      return Status(ErrorCode::kContextTooLong,
+                    "prompt (" + std::to_string(prompt_len) + " tokens) + max_new_tokens (" +
+                        std::to_string(p.max_new_tokens) + ") exceeds the model's context of " +
+                        std::to_string(max_model_len_) + " tokens");
+    }
+    // The last sampled token is never run through the model, so it needs no KV slot.
+    if (max_tokens - 1 > pool_tokens) {
+      return Status(ErrorCode::kContextTooLong,
+                    "prompt (" + std::to_string(prompt_len) + " tokens) + max_new_tokens (" +
+                        std::to_string(p.max_new_tokens) + ") can never fit: " + pool_text);
+    }
+  } else {
+    max_tokens = std::min<int64_t>(max_model_len_, pool_tokens + 1);
+    if (prompt_len >= max_tokens) {
+      return Status(ErrorCode::kContextTooLong,
+                    "prompt of " + std::to_string(prompt_len) + " tokens leaves no room to generate: the model's "
+                    "context is " + std::to_string(max_model_len_) + " tokens and " + pool_text);
+    }
+  }
+
+  auto seq = std::make_unique<Sequence>();
+  if (!p.stop.empty()) {
+    if (!config_.stop_matcher_factory) {
+      return unsupported("stop strings need the model's tokenizer, which this engine was started without; "
+                         "use stop_token_ids instead");
+    }
+    FG_ASSIGN_OR_RETURN(seq->stop_matcher, config_.stop_matcher_factory(p.stop));
+  }
+  seq->id = id;
+  seq->priority = request.priority;
+  seq->params = std::move(request.params);
+  seq->seed = seq->params.seed.has_value() ? *seq->params.seed : mix64(config_.seed ^ mix64(id));
+  seq->tokens = std::move(request.prompt_ids);
+  seq->num_prompt = int32_t(prompt_len);
+  seq->max_tokens = int32_t(max_tokens);
+  seq->events = std::make_shared<EventStream>();
+  seq->submit_time = Clock::now();
+  return seq;
+}
+
+void EngineCore::add(std::unique_ptr<Sequence> seq) {
+  seq->arrival = next_arrival_++;
+  ++counters_.submitted;
+  scheduler_.add(std::move(seq));
+}
+
+Result<RequestHandle> EngineCore::submit(Request request) {
+  const uint64_t id = next_id_++;
+  FG_ASSIGN_OR_RETURN(auto seq, prepare(std::move(request), id));
+  RequestHandle h{id, seq->events};
+  add(std::move(seq));
+  return h;
+}
+
+void EngineCore::finish(Sequence& seq, FinishReason reason, Status status) {
+  std::unique_ptr<Sequence> owned = scheduler_.remove(seq.id);
+  FG_CHECK(owned != nullptr, "finishing an unknown sequence");
+  ++counters_.finished;
+  if (reason == FinishReason::kCancelled) ++counters_.cancelled;
+  if (reason == FinishReason::kError) ++counters_.failed;
+  RequestEvent e;
+  e.finish = reason;
+  e.status = std::move(status);
+  owned->events->push(std::move(e));
+}
+
+bool EngineCore::cancel(uint64_t id) {
+  Sequence* seq = scheduler_.find(id);
+  if (seq == nullptr) return false;
+  finish(*seq, FinishReason::kCancelled, Status(ErrorCode::kCancelled, "cancelled"));
+  return true;
+}
+
+void EngineCore::cancel_all() {
+  for (Sequence* s : scheduler_.all_sequences()) cancel(s->id);
+}
+
+Status EngineCore::step() {
+  auto t0 = Clock::now();
+  StepPlan plan = scheduler_.schedule();
+  counters_.times.schedule += seconds_since(t0);
+  if (plan.empty()) return Status::ok();
+
+  auto t1 = Clock::now();
+  const StepBatch& batch = builder_.build(plan);
+  counters_.times.build += seconds_since(t1);
+
+  auto t2 = Clock::now();
+  Result<Tensor> logits = runner_.forward(batch);
+  counters_.times.forward += seconds_since(t2);
+  Status failure;
+  auto t3 = Clock::now();
+  sampled_.clear();
+  if (logits.is_ok()) {
+    sample_seqs_.clear();
+    for (const ScheduledSeq& s : plan.seqs) {
+      if (s.sample) sample_seqs_.push_back(s.seq);
+    }
+    failure = sampler_.sample(*logits, sample_seqs_, sampled_);
+  } else {
+    failure = logits.status();
+  }
+  counters_.times.sample += seconds_since(t3);
+
+  auto t4 = Clock::now();
+  if (!failure.is_ok()) {
+    for (const ScheduledSeq& s : plan.seqs) finish(*s.seq, FinishReason::kError, failure);
+  } else {
+    postprocess(plan, sampled_);
+  }
+  ++counters_.steps;
+  if (batch.decode_only) ++counters_.decode_only_steps;
+  counters_.times.postprocess += seconds_since(t4);
+  counters_.last_step_seconds = seconds_since(t0);
+  return failure;
+}
+
+void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampledToken>& sampled) {
+  size_t row = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    Scheduler::commit(s);
+    Sequence& seq = *s.seq;
+    if (!s.sample) {
+      counters_.prefill_tokens += s.num_new;
+      continue;
+    }
+    counters_.prefill_tokens += s.num_new - 1;
+    const SampledToken& st = sampled[row++];
+    seq.tokens.push_back(st.token);
+    ++seq.output_counts[st.token];
+    ++counters_.generated_tokens;
+
+    std::optional<FinishReason> reason;
+    const auto& stops = seq.params.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), st.token) != stops.end()) {
+      reason = FinishReason::kStop;
+    } else if (!seq.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), st.token) != eos_ids_.end()) {
+      reason = FinishReason::kEos;
+    }
+    if (seq.stop_matcher && seq.stop_matcher->feed(st.token) && !reason) reason = FinishReason::kStop;
+    if (!reason && seq.num_tokens() >= seq.max_tokens) reason = FinishReason::kLength;
+
+    RequestEvent e;
+    e.token = st.token;
+    if (seq.params.wants_logprobs()) {
+      e.has_logprobs = true;
+      e.logprob = st.logprob;
+      e.top_logprobs = st.top_logprobs;
+    }
+    seq.events->push(std::move(e));
+    if (reason) finish(seq, *reason);
+  }
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s = counters_;
+  s.running = int64_t(scheduler_.num_running());
+  s.waiting = int64_t(scheduler_.num_waiting());
+  s.pages = pool_.stats();
+  s.preemptions = scheduler_.num_preemptions();
+  return s;
+}
+
+}  // namespace fg

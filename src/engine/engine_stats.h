@@ -1,0 +1,44 @@
+// Counters and timings the engine exposes through stats() (and later /metrics).
+#pragma once
+
+#include <cstdint>
+
+#include "kvcache/page_pool.h"
+
+namespace fg {
+
+// Cumulative seconds spent in each phase of the step loop.
+struct StepTimes {
+  double schedule = 0.0;
+  double build = 0.0;     // batch builder
+  double forward = 0.0;   // model forward, including the metadata upload
+  double sample = 0.0;    // penalties, sampling, ids back to the host
+  double postprocess = 0.0;  // appending tokens, stop checks, events
+  double total() const { return schedule + build + forward + sample + postprocess; }
+};
+
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  PagePoolStats pages;
+  int64_t submitted = 0;
+  int64_t finished = 0;        // every finish reason, cancellations and errors included
+  int64_t cancelled = 0;
+  int64_t failed = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t decode_only_steps = 0;
+  int64_t prefill_tokens = 0;   // tokens run without sampling or as a prompt's last token,
+                                // recomputation after preemption included
+  int64_t generated_tokens = 0;
+  StepTimes times;
+  double last_step_seconds = 0.0;
+  double busy_seconds() const { return times.total(); }
+  double mean_step_seconds() const { return steps > 0 ? busy_seconds() / double(steps) : 0.0; }
+  // Output tokens per second of time spent stepping.
+  double tokens_per_second() const {
+    return busy_seconds() > 0.0 ? double(generated_tokens) / busy_seconds() : 0.0;
+  }
+};
+
+}  // namespace fg

@@ -1,0 +1,68 @@
+// EventStream and the helpers of request.h.
+#include "engine/request.h"
+
+namespace fg {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+void EventStream::push(RequestEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FG_CHECK(!ended_, "event pushed after the stream's finishing event");
+    if (event.finish.has_value()) ended_ = true;
+    queue_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+std::optional<RequestEvent> EventStream::next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !queue_.empty() || ended_; });
+  if (queue_.empty()) return std::nullopt;
+  RequestEvent e = std::move(queue_.front());
+  queue_.pop_front();
+  return e;
+}
+
+std::optional<RequestEvent> EventStream::try_next() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_.empty()) return std::nullopt;
+  RequestEvent e = std::move(queue_.front());
+  queue_.pop_front();
+  return e;
+}
+
+bool EventStream::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_;
+}
+
+RequestOutput RequestHandle::wait() const {
+  RequestOutput out;
+  out.id = id;
+  while (auto e = events->next()) {
+    if (e->token.has_value()) {
+      out.output_ids.push_back(*e->token);
+      if (e->has_logprobs) {
+        out.logprobs.push_back(e->logprob);
+        out.top_logprobs.push_back(std::move(e->top_logprobs));
+      }
+    }
+    if (e->finish.has_value()) {
+      out.finish_reason = *e->finish;
+      out.status = e->status;
+    }
+  }
+  return out;
+}
+
+}  // namespace fg

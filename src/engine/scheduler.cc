@@ -1,0 +1,138 @@
+// Scheduler::schedule and the page bookkeeping around it (policy in scheduler.h).
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fg {
+
+Scheduler::Scheduler(const SchedulerConfig& config, PagePool& pool) : config_(config), pool_(pool) {
+  FG_CHECK(config.max_batch_tokens > 0 && config.max_running > 0);
+}
+
+bool Scheduler::served_before(const Sequence* a, const Sequence* b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  return a->arrival < b->arrival;
+}
+
+void Scheduler::insert_sorted(std::vector<Sequence*>& v, Sequence* s) {
+  v.insert(std::upper_bound(v.begin(), v.end(), s, served_before), s);
+}
+
+void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  FG_CHECK(seq->pages.empty() && seq->num_computed == 0, "a new sequence holds no pages");
+  seq->state = SeqState::kWaiting;
+  Sequence* raw = seq.get();
+  FG_CHECK(seqs_.emplace(raw->id, std::move(seq)).second, "duplicate sequence id");
+  insert_sorted(waiting_, raw);
+}
+
+Sequence* Scheduler::find(uint64_t id) {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<Sequence*> Scheduler::all_sequences() const {
+  std::vector<Sequence*> out;
+  out.reserve(seqs_.size());
+  for (const auto& [id, s] : seqs_) out.push_back(s.get());
+  return out;
+}
+
+std::unique_ptr<Sequence> Scheduler::remove(uint64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return nullptr;
+  std::unique_ptr<Sequence> seq = std::move(it->second);
+  seqs_.erase(it);
+  auto& list = seq->state == SeqState::kRunning ? running_ : waiting_;
+  list.erase(std::find(list.begin(), list.end(), seq.get()));
+  pool_.release_all(seq->pages);
+  seq->pages.clear();
+  seq->state = SeqState::kFinished;
+  return seq;
+}
+
+bool Scheduler::grow(Sequence& seq, int32_t n) {
+  const int32_t need = pool_.pages_for_tokens(int64_t(seq.num_computed) + n) - int32_t(seq.pages.size());
+  if (need <= 0) return true;
+  return pool_.allocate(need, seq.pages);
+}
+
+void Scheduler::preempt(Sequence& seq, StepPlan& plan, int32_t& budget) {
+  // Drop it from this step's plan if it was already scheduled (its pages go away now).
+  for (auto it = plan.seqs.begin(); it != plan.seqs.end(); ++it) {
+    if (it->seq == &seq) {
+      budget += it->num_new;
+      plan.num_tokens -= it->num_new;
+      if (it->sample && it->num_new == 1) --plan.num_decode;
+      plan.seqs.erase(it);
+      break;
+    }
+  }
+  pool_.release_all(seq.pages);
+  seq.pages.clear();
+  seq.num_computed = 0;
+  seq.state = SeqState::kWaiting;
+  ++seq.num_preemptions;
+  ++num_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), &seq));
+  insert_sorted(waiting_, &seq);
+  plan.preempted.push_back(&seq);
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  int32_t budget = config_.max_batch_tokens;
+
+  // Running sequences: decodes, then prefill continuations.
+  for (int pass = 0; pass < 2 && budget > 0; ++pass) {
+    const std::vector<Sequence*> snapshot = running_;
+    for (Sequence* seq : snapshot) {
+      if (budget == 0) break;
+      if (seq->state != SeqState::kRunning) continue;  // preempted earlier in this loop
+      const bool is_decode = seq->num_uncomputed() == 1;
+      if (is_decode != (pass == 0)) continue;
+      const int32_t n = std::min(seq->num_uncomputed(), budget);
+      bool fits = true;
+      while (!grow(*seq, n)) {
+        Sequence* victim = running_.back();
+        preempt(*victim, plan, budget);
+        if (victim == seq) {
+          fits = false;
+          break;
+        }
+      }
+      if (!fits) continue;
+      ScheduledSeq s{seq, n, seq->num_computed + n == seq->num_tokens()};
+      plan.seqs.push_back(s);
+      plan.num_tokens += n;
+      budget -= n;
+      if (is_decode) ++plan.num_decode;
+    }
+  }
+
+  // Admission. Skipped in a step that had to preempt: the pool is under pressure, and admitting
+  // now would only take pages the running sequences need next.
+  if (plan.preempted.empty()) {
+    const int32_t watermark = int32_t(std::floor(config_.admission_watermark * pool_.num_pages()));
+    while (budget > 0 && !waiting_.empty() && int32_t(running_.size()) < config_.max_running) {
+      Sequence* seq = waiting_.front();
+      const int32_t n = std::min(seq->num_uncomputed(), budget);
+      const int32_t need = pool_.pages_for_tokens(n);
+      // The watermark does not apply when nothing runs: the oldest request must always start.
+      if (need > pool_.num_available() - (running_.empty() ? 0 : watermark)) break;
+      FG_CHECK(grow(*seq, n));
+      waiting_.erase(waiting_.begin());
+      seq->state = SeqState::kRunning;
+      insert_sorted(running_, seq);
+      ScheduledSeq s{seq, n, seq->num_computed + n == seq->num_tokens()};
+      plan.seqs.push_back(s);
+      plan.num_tokens += n;
+      budget -= n;
+      if (s.sample && n == 1) ++plan.num_decode;
+    }
+  }
+  return plan;
+}
+
+}  // namespace fg

@@ -1,0 +1,44 @@
+// A request inside the engine: its tokens, how many of them are in the KV cache, the pages that
+// hold them, and the per-request sampling state. Owned by the scheduler; touched only by the
+// engine thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/stop_matcher.h"
+
+namespace fg {
+
+enum class SeqState : uint8_t { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  uint64_t id = 0;
+  int priority = 0;
+  uint64_t arrival = 0;  // submission order; smaller is older
+  SamplingParams params;
+  uint64_t seed = 0;      // params.seed or one the engine derived; with the output position it
+                          // fixes every random draw, so preemption and batch mates change nothing
+  std::vector<int32_t> tokens;  // prompt then output
+  int32_t num_prompt = 0;
+  int32_t max_tokens = 0;       // prompt + the most output tokens this request may produce
+  int32_t num_computed = 0;     // leading tokens whose K/V are in the cache
+  std::vector<int32_t> pages;   // block table: page i holds token slots [i*P, (i+1)*P)
+  SeqState state = SeqState::kWaiting;
+  int32_t num_preemptions = 0;
+  std::shared_ptr<EventStream> events;
+  std::unique_ptr<StopMatcher> stop_matcher;
+  std::unordered_map<int32_t, int32_t> output_counts;  // for presence/frequency penalties
+  std::chrono::steady_clock::time_point submit_time;
+
+  int32_t num_tokens() const { return int32_t(tokens.size()); }
+  int32_t num_output() const { return num_tokens() - num_prompt; }
+  // Tokens still to be run through the model before the next sample.
+  int32_t num_uncomputed() const { return num_tokens() - num_computed; }
+};
+
+}  // namespace fg
