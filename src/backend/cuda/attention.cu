@@ -1,0 +1,323 @@
+// Host side of the one attention kernel: the per-step plan (tiles, KV splits, their order) written
+// into buffers allocated once, and the per-layer launch of the main and merge kernels.
+// Device code lives in attention_kernel.cuh. Nothing here allocates after the constructor, and
+// run() only reads the plan, so CUDA graphs captured around run() stay valid across plans.
+#include "backend/cuda/attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/attention_kernel.cuh"
+
+namespace fg::cuda {
+
+namespace {
+
+#define FG_ATTN_CUDA(expr)                                                                          \
+  do {                                                                                              \
+    cudaError_t fg_err_ = (expr);                                                                   \
+    FG_CHECK(fg_err_ == cudaSuccess, std::string(#expr) + ": " + cudaGetErrorString(fg_err_));     \
+  } while (0)
+
+constexpr int kMinSplitKeys = 256;        // a split reads at least this many keys
+constexpr int kMaxSplits = 128;           // per tile
+constexpr size_t kPartialFloats = size_t(8) << 20;  // 32 MB of f32 partial outputs
+constexpr int kHeaderInts = 4;            // counts[0..1] + padding, ahead of the items
+
+int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+
+template <typename T, int D>
+void set_smem_attr() {
+  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    attn::SmemLayout<D>::kBytes));
+}
+
+}  // namespace
+
+struct AttentionPlanState {
+  int num_sms = 0;
+  int ctas_per_sm = 2;
+  int item_capacity = 0;
+  int merge_capacity = 0;
+  // Device: [kHeaderInts] i32 counts, then [item_capacity] WorkItem; merges separately.
+  char* d_meta = nullptr;
+  attn::MergeItem* d_merges = nullptr;
+  float* d_partial_o = nullptr;
+  float* d_partial_lse = nullptr;
+  // Pinned staging, double-buffered: a plan never overwrites memory an earlier upload still reads.
+  char* h_meta[2] = {nullptr, nullptr};
+  attn::MergeItem* h_merges[2] = {nullptr, nullptr};
+  cudaEvent_t uploaded[2] = {nullptr, nullptr};
+  int next_staging = 0;
+  // The current plan.
+  bool planned = false;
+  int num_items = 0;
+  int num_merges = 0;
+  int num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
+
+  size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
+};
+
+AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std::make_unique<AttentionPlanState>()) {
+  auto& s = *state_;
+  int dev = 0;
+  FG_ATTN_CUDA(cudaGetDevice(&dev));
+  FG_ATTN_CUDA(cudaDeviceGetAttribute(&s.num_sms, cudaDevAttrMultiProcessorCount, dev));
+  // Tiles are at most num_seqs + total_q * group / 64 (group <= 128), splits add at most about two
+  // waves of CTAs (plan() only splits when the tiles leave the GPU under-filled).
+  s.item_capacity = max_num_seqs + 2 * max_total_q + 64 * s.num_sms;
+  s.merge_capacity = max_num_seqs + 8 * s.num_sms;
+  FG_ATTN_CUDA(cudaMalloc(&s.d_meta, s.meta_bytes()));
+  FG_ATTN_CUDA(cudaMalloc(&s.d_merges, size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
+  FG_ATTN_CUDA(cudaMalloc(&s.d_partial_o, kPartialFloats * sizeof(float)));
+  FG_ATTN_CUDA(cudaMalloc(&s.d_partial_lse, kPartialFloats / 64 * sizeof(float)));
+  FG_ATTN_CUDA(cudaMemset(s.d_meta, 0, kHeaderInts * sizeof(int)));
+  for (int i = 0; i < 2; ++i) {
+    FG_ATTN_CUDA(cudaMallocHost(&s.h_meta[i], s.meta_bytes()));
+    FG_ATTN_CUDA(cudaMallocHost(&s.h_merges[i], size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
+    FG_ATTN_CUDA(cudaEventCreateWithFlags(&s.uploaded[i], cudaEventDisableTiming));
+  }
+  set_smem_attr<__nv_bfloat16, 64>();
+  set_smem_attr<__nv_bfloat16, 128>();
+  set_smem_attr<__half, 64>();
+  set_smem_attr<__half, 128>();
+}
+
+AttentionKernel::~AttentionKernel() {
+  if (!state_) return;
+  auto& s = *state_;
+  for (int i = 0; i < 2; ++i) {
+    if (s.uploaded[i]) cudaEventSynchronize(s.uploaded[i]);
+    if (s.uploaded[i]) cudaEventDestroy(s.uploaded[i]);
+    cudaFreeHost(s.h_meta[i]);
+    cudaFreeHost(s.h_merges[i]);
+  }
+  cudaFree(s.d_meta);
+  cudaFree(s.d_merges);
+  cudaFree(s.d_partial_o);
+  cudaFree(s.d_partial_lse);
+}
+
+void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim,
+                           cudaStream_t stream) {
+  auto& s = *state_;
+  FG_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0,
+           "attention plan: num_q_heads " + std::to_string(num_q_heads) + " is not a multiple of num_kv_heads " +
+               std::to_string(num_kv_heads));
+  FG_CHECK(head_dim == 64 || head_dim == 128, "attention plan: head_dim " + std::to_string(head_dim) +
+                                                  " is not built (64 and 128 are)");
+  FG_CHECK(int(batch.host_cu_seqlens_q.size()) >= batch.num_seqs + 1 &&
+               int(batch.host_seqlens_kv.size()) >= batch.num_seqs,
+           "attention plan: host metadata shorter than num_seqs");
+  const int group = num_q_heads / num_kv_heads;
+
+  // ---- tiles: (sequence, packed-row block); extent = keys a causal tile can see.
+  struct Tile {
+    int seq, q_start, q_len, kv_len, m0, kind, extent;
+  };
+  std::vector<Tile> tiles;
+  int64_t total_work = 0;
+  for (int q = 0; q < batch.num_seqs; ++q) {
+    const int q_start = batch.host_cu_seqlens_q[q];
+    const int q_len = batch.host_cu_seqlens_q[q + 1] - q_start;
+    const int kv_len = batch.host_seqlens_kv[q];
+    if (q_len <= 0) continue;
+    FG_CHECK(kv_len >= q_len, "attention plan: sequence " + std::to_string(q) + " has seqlens_kv " +
+                                  std::to_string(kv_len) + " < its " + std::to_string(q_len) + " new tokens");
+    const int rows = q_len * group;
+    const int kind = rows <= 16 ? attn::kRows16 : attn::kRows64;
+    const int tr = attn::tile_rows(kind);
+    for (int m0 = 0; m0 < rows; m0 += tr) {
+      const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
+      const int extent = kv_len - q_len + t_last + 1;
+      tiles.push_back({q, q_start, q_len, kv_len, m0, kind, extent});
+      total_work += int64_t(extent);
+    }
+  }
+
+  // ---- splits: only when the tiles x kv heads leave the SMs under-filled.
+  const int resident = s.num_sms * s.ctas_per_sm;
+  int chunk = 0;  // 0 = no split
+  if (!tiles.empty() && int64_t(tiles.size()) * num_kv_heads < resident) {
+    const int64_t per_cta = (total_work * num_kv_heads + resident - 1) / resident;
+    chunk = std::max<int64_t>(kMinSplitKeys, (per_cta + attn::kBlockN - 1) / attn::kBlockN * attn::kBlockN);
+  }
+  auto count_splits = [&](const Tile& t, int ch) {
+    return ch == 0 ? 1 : std::min(kMaxSplits, std::max(1, ceil_div(t.extent, ch)));
+  };
+  if (chunk > 0) {
+    // Grow the chunk until the partial outputs fit the buffer allocated once.
+    for (;;) {
+      size_t floats = 0;
+      int merges = 0;
+      for (const Tile& t : tiles) {
+        const int n = count_splits(t, chunk);
+        if (n > 1) {
+          floats += size_t(n) * num_kv_heads * attn::tile_rows(t.kind) * head_dim;
+          ++merges;
+        }
+      }
+      if (floats <= kPartialFloats && merges <= s.merge_capacity) break;
+      chunk *= 2;
+    }
+  }
+
+  // ---- work items, most keys first (longest-processing-time order balances causal prefill).
+  const int st = s.next_staging;
+  s.next_staging ^= 1;
+  FG_ATTN_CUDA(cudaEventSynchronize(s.uploaded[st]));
+  auto* header = reinterpret_cast<int*>(s.h_meta[st]);
+  auto* items = reinterpret_cast<attn::WorkItem*>(s.h_meta[st] + kHeaderInts * sizeof(int));
+  attn::MergeItem* merges = s.h_merges[st];
+  int n_items = 0, n_merges = 0, next_slot = 0;
+  struct Keyed {
+    int64_t cost;
+    attn::WorkItem item;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(tiles.size());
+  for (const Tile& t : tiles) {
+    const int n = count_splits(t, chunk);
+    const int rows = attn::tile_rows(t.kind);
+    const int64_t row_weight = t.kind == attn::kRows16 ? 1 : 2;  // 64-row tiles do more math per key
+    if (n == 1) {
+      keyed.push_back({int64_t(t.extent) * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1,
+                                                        t.kind, {0, 0, 0}}});
+      continue;
+    }
+    FG_CHECK(n_merges < s.merge_capacity, "attention plan: merge list overflow");
+    merges[n_merges++] = {t.q_start, t.q_len, t.m0, rows, n, next_slot, {0, 0}};
+    for (int i = 0; i < n; ++i) {
+      const int begin = i * chunk;
+      const int end = i == n - 1 ? t.kv_len : (i + 1) * chunk;  // the last split also covers keys a
+                                                                // non-causal run would see
+      const int64_t cost = std::min(end, t.extent) - begin;
+      keyed.push_back({cost * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, begin, end, next_slot + i,
+                                           t.kind, {0, 0, 0}}});
+    }
+    next_slot += n;
+  }
+  FG_CHECK(int(keyed.size()) <= s.item_capacity,
+           "attention plan: " + std::to_string(keyed.size()) + " work items exceed the capacity " +
+               std::to_string(s.item_capacity) + " sized from max_total_q/max_num_seqs");
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) { return a.cost > b.cost; });
+  for (const Keyed& k : keyed) items[n_items++] = k.item;
+  header[0] = n_items;
+  header[1] = n_merges;
+  header[2] = header[3] = 0;
+
+  FG_ATTN_CUDA(cudaMemcpyAsync(s.d_meta, s.h_meta[st], kHeaderInts * sizeof(int) + size_t(n_items) * sizeof(attn::WorkItem),
+                               cudaMemcpyHostToDevice, stream));
+  if (n_merges > 0)
+    FG_ATTN_CUDA(cudaMemcpyAsync(s.d_merges, merges, size_t(n_merges) * sizeof(attn::MergeItem), cudaMemcpyHostToDevice,
+                                 stream));
+  FG_ATTN_CUDA(cudaEventRecord(s.uploaded[st], stream));
+  s.planned = true;
+  s.num_items = n_items;
+  s.num_merges = n_merges;
+  s.num_q_heads = num_q_heads;
+  s.num_kv_heads = num_kv_heads;
+  s.head_dim = head_dim;
+}
+
+namespace {
+
+template <typename T, int D>
+void launch(const attn::KernelParams& kp, int main_grid, int merge_grid, cudaStream_t stream) {
+  attn::attention_kernel<T, D><<<main_grid, attn::kThreads, attn::SmemLayout<D>::kBytes, stream>>>(kp);
+  FG_ATTN_CUDA(cudaGetLastError());
+  if (merge_grid > 0) {
+    attn::attention_merge_kernel<T, D><<<merge_grid, attn::kThreads, 0, stream>>>(kp);
+    FG_ATTN_CUDA(cudaGetLastError());
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
+                          const AttentionParams& params, Tensor& out, Tensor* lse, cudaStream_t stream) {
+  auto& s = *state_;
+  FG_CHECK(s.planned, "attention run() before plan()");
+  FG_CHECK(q.ndim == 3 && out.ndim == 3 && cache.k.ndim == 4 && cache.v.ndim == 4, "attention: tensor ranks");
+  const int hq = int(q.shape[1]), d = int(q.shape[2]);
+  const int hkv = int(cache.k.shape[2]);
+  FG_CHECK(hq == s.num_q_heads && hkv == s.num_kv_heads && d == s.head_dim,
+           "attention: run() shapes differ from the plan (heads/head_dim)");
+  FG_CHECK(q.dtype == out.dtype && q.dtype == cache.k.dtype && q.dtype == cache.v.dtype &&
+               (q.dtype == DType::kBF16 || q.dtype == DType::kF16),
+           "attention: q/k/v/out must share one dtype, bf16 or f16");
+  FG_CHECK(q.stride[2] == 1 && out.stride[2] == 1 && cache.k.stride[3] == 1 && cache.v.stride[3] == 1,
+           "attention: the head_dim axis must be contiguous");
+  for (int i = 0; i < 3; ++i)
+    FG_CHECK(cache.k.stride[i] == cache.v.stride[i], "attention: k and v caches must share strides");
+  FG_CHECK(q.stride[0] % 8 == 0 && q.stride[1] % 8 == 0 && out.stride[0] % 8 == 0 && out.stride[1] % 8 == 0 &&
+               cache.k.stride[0] % 8 == 0 && cache.k.stride[1] % 8 == 0 && cache.k.stride[2] % 8 == 0 &&
+               aligned16(q.data) && aligned16(out.data) && aligned16(cache.k.data) && aligned16(cache.v.data),
+           "attention: q/out/cache rows must be 16-byte aligned");
+  FG_CHECK(int(cache.k.shape[1]) == batch.page_size && batch.page_size >= 1, "attention: page size mismatch");
+  FG_CHECK(batch.block_table.dtype == DType::kI32, "attention: block_table must be i32");
+
+  attn::KernelParams kp{};
+  kp.q = q.data;
+  kp.q_stride_tok = q.stride[0];
+  kp.q_stride_head = q.stride[1];
+  kp.k = cache.k.data;
+  kp.v = cache.v.data;
+  kp.kv_stride_page = cache.k.stride[0];
+  kp.kv_stride_slot = cache.k.stride[1];
+  kp.kv_stride_head = cache.k.stride[2];
+  kp.out = out.data;
+  kp.out_stride_tok = out.stride[0];
+  kp.out_stride_head = out.stride[1];
+  if (lse != nullptr && lse->data != nullptr) {
+    FG_CHECK(lse->dtype == DType::kF32 && lse->ndim == 2, "attention: lse must be f32 [total_q, num_q_heads]");
+    kp.lse = lse->ptr<float>();
+    kp.lse_stride_tok = lse->stride[0];
+    kp.lse_stride_head = lse->stride[1];
+  }
+  kp.block_table = batch.block_table.ptr<const int>();
+  kp.bt_stride = batch.block_table.ndim == 2 ? batch.block_table.stride[0] : 0;
+  kp.page_size = batch.page_size;
+  kp.page_shift = -1;
+  if ((batch.page_size & (batch.page_size - 1)) == 0) {
+    int sh = 0;
+    while ((1 << sh) < batch.page_size) ++sh;
+    kp.page_shift = sh;
+  }
+  kp.num_kv_heads = hkv;
+  kp.group = hq / hkv;
+  kp.scale_log2 = params.scale * attn::kLog2e;
+  if (params.softcap > 0.f) {
+    kp.softcap_log2 = params.softcap * attn::kLog2e;
+    kp.softcap_in = params.scale / params.softcap;
+  }
+  kp.causal = params.causal ? 1 : 0;
+  kp.window = std::max(0, params.sliding_window);
+  kp.counts = reinterpret_cast<const int*>(s.d_meta);
+  kp.items = reinterpret_cast<const attn::WorkItem*>(s.d_meta + kHeaderInts * sizeof(int));
+  kp.merges = s.d_merges;
+  kp.partial_o = s.d_partial_o;
+  kp.partial_lse = s.d_partial_lse;
+
+  // A graph being captured must hold the merge launch even if this plan has nothing split: a
+  // later plan replayed through the same graph may split.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FG_ATTN_CUDA(cudaStreamIsCapturing(stream, &capture));
+  const int main_grid = std::max(1, s.num_items * hkv);
+  int merge_grid = s.num_merges * hkv;
+  if (capture != cudaStreamCaptureStatusNone) merge_grid = std::max(merge_grid, 1);
+
+  if (q.dtype == DType::kBF16) {
+    if (d == 64) launch<__nv_bfloat16, 64>(kp, main_grid, merge_grid, stream);
+    else launch<__nv_bfloat16, 128>(kp, main_grid, merge_grid, stream);
+  } else {
+    if (d == 64) launch<__half, 64>(kp, main_grid, merge_grid, stream);
+    else launch<__half, 128>(kp, main_grid, merge_grid, stream);
+  }
+}
+
+}  // namespace fg::cuda

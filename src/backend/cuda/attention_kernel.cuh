@@ -1,0 +1,537 @@
+// Device code of the one attention kernel (see attention.h): tile types, the work-list records the
+// host plan writes, the main kernel (FlashAttention-2-style online softmax on mma.sync m16n8k16
+// tensor cores, f32 accumulation) and the split-KV merge kernel.
+//
+// A tile's rows are packed (q token of one sequence) x (the q heads sharing one kv head): packed
+// row pr = t * group + g reads q[q_start + t, kv_head * group + g, :]. So decode (q_len 1) with
+// GQA 4 fills 4 rows of a 16-row tile and reads each KV page once per kv head.
+//
+// Two tile kinds share one kernel (so any mix of prefills and decodes is one launch):
+//  - kRows16: 16 rows, the 4 warps split each 64-key block into 4 x 16 keys and merge their
+//    softmax states at the end (short queries: decode, speculative windows);
+//  - kRows64: 64 rows, one warp per 16 rows, every warp sees all 64 keys (prefill chunks).
+// K/V rows are gathered through the block table per key position (any page size >= 1) with
+// 16-byte cp.async copies, kStages deep. This file must never allocate or synchronize the host.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace fg::cuda::attn {
+
+constexpr int kThreads = 128;  // 4 warps per CTA
+constexpr int kBlockN = 64;    // keys per main-loop iteration
+constexpr int kStages = 3;     // cp.async pipeline depth (K and V of one block per stage)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+enum TileKind : int { kRows16 = 0, kRows64 = 1 };
+constexpr int tile_rows(int kind) { return kind == kRows16 ? 16 : 64; }
+
+// One unit of work for one CTA per kv head: a row tile of one sequence against the key range
+// [kv_begin, kv_end) (clamped further by the causal mask and the window in the kernel).
+struct alignas(16) WorkItem {
+  int seq;       // row of block_table
+  int q_start;   // first q row of the sequence in q / out
+  int q_len;     // new tokens of the sequence
+  int kv_len;    // keys of the sequence including the new tokens
+  int m0;        // first packed row of the tile (packed row = token * group + g)
+  int kv_begin;  // split range, a multiple of kBlockN
+  int kv_end;
+  int slot;      // -1: write out/lse directly; else partial-output slot of this split
+  int kind;      // TileKind
+  int pad[3];
+};
+
+// One split tile whose partial outputs the merge kernel combines.
+struct alignas(16) MergeItem {
+  int q_start, q_len, m0, rows;
+  int num_splits;
+  int slot;  // first partial slot; splits use slot .. slot + num_splits - 1
+  int pad[2];
+};
+
+// Everything the kernels read. Strides in elements. Shapes:
+//   q:   [total_q, num_q_heads, D] act, last dim contiguous, 16-byte aligned rows
+//   k,v: [num_pages, page_size, num_kv_heads, D] act (the strides below), last dim contiguous
+//   out: [total_q, num_q_heads, D] act; lse: optional [total_q, num_q_heads] f32
+//   block_table: [num_seqs, max_pages_per_seq] i32, row stride bt_stride
+//   counts: [2] i32 = {number of work items, number of merge items} (device, written by plan)
+//   partial_o: [slots, num_kv_heads, tile rows, D] f32; partial_lse: [slots, num_kv_heads, rows] f32
+struct KernelParams {
+  const void* q;
+  int64_t q_stride_tok, q_stride_head;
+  const void* k;
+  const void* v;
+  int64_t kv_stride_page, kv_stride_slot, kv_stride_head;
+  void* out;
+  int64_t out_stride_tok, out_stride_head;
+  float* lse;
+  int64_t lse_stride_tok, lse_stride_head;
+  const int* block_table;
+  int64_t bt_stride;
+  int page_size;
+  int page_shift;  // log2(page_size) when a power of two, else -1
+  int num_kv_heads;
+  int group;       // num_q_heads / num_kv_heads
+  float scale_log2;   // scale * log2(e), used without softcap
+  float softcap_log2; // softcap * log2(e); 0 = softcap off
+  float softcap_in;   // scale / softcap
+  int causal;
+  int window;  // 0 = off
+  const int* counts;
+  const WorkItem* items;
+  const MergeItem* merges;
+  float* partial_o;
+  float* partial_lse;
+};
+
+// ---------------------------------------------------------------------------------------------
+// PTX helpers.
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy global -> shared; zero-fills the destination when !valid.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Element offset of 16-byte chunk `chunk` of row `row` in a [rows][D] shared tile. The XOR
+// swizzle spreads the 8 rows an ldmatrix reads at one chunk column over all 32 banks.
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// Shared memory of the main kernel, in bytes: Q tile + kStages x (K, V) blocks, or the epilogue's
+// per-warp softmax states, whichever is larger.
+template <int D>
+struct SmemLayout {
+  static constexpr int kQBytes = 64 * D * 2;
+  static constexpr int kKvBlockBytes = kBlockN * D * 2;
+  static constexpr int kMainBytes = kQBytes + kStages * 2 * kKvBlockBytes;
+  static constexpr int kRedStride = D + 8;  // floats per row of the epilogue's O buffer
+  static constexpr int kRedBytes16 = 4 * 16 * (kRedStride + 2) * 4;
+  static constexpr int kRedBytes64 = 1 * 64 * (kRedStride + 2) * 4;
+  static constexpr int kBytes = kMainBytes > kRedBytes16 ? (kMainBytes > kRedBytes64 ? kMainBytes : kRedBytes64)
+                                                         : (kRedBytes16 > kRedBytes64 ? kRedBytes16 : kRedBytes64);
+};
+
+// ---------------------------------------------------------------------------------------------
+// One tile: rows [m0, m0 + 16 * kRowWarps) of a sequence's packed rows, one kv head.
+
+template <typename T, int D, int kRowWarps, int kColWarps>
+__device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkItem& it, int kvh, char* smem) {
+  static_assert(kRowWarps * kColWarps == kThreads / 32);
+  constexpr int kRows = 16 * kRowWarps;
+  constexpr int kCols = kBlockN / kColWarps;  // keys per warp per block
+  constexpr int kNi = kCols / 8;              // S n-tiles per warp
+  constexpr int kKi = D / 16;                 // k-steps of Q.K^T
+  constexpr int kDi = D / 8;                  // O n-tiles
+  constexpr int kChunks = D / 8;              // 16-byte chunks per row
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  using L = SmemLayout<D>;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int rw = warp / kColWarps;
+  const int cw = warp % kColWarps;
+  const int G = p.group;
+
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* kv_s = reinterpret_cast<T*>(smem + L::kQBytes);
+
+  // ---- tile geometry (positions: query t sits at key position offset + t)
+  const int row_limit = it.q_len * G;
+  const int rows_valid = min(kRows, row_limit - it.m0);
+  const int offset = it.kv_len - it.q_len;
+  const int split_end = min(it.kv_end, it.kv_len);  // exclusive
+  auto row_hi = [&](int t) {  // inclusive upper key bound of query t
+    int h = split_end - 1;
+    if (p.causal) h = min(h, offset + t);
+    return h;
+  };
+  auto row_lo = [&](int t) {
+    int l = it.kv_begin;
+    if (p.window > 0) l = max(l, offset + t - p.window + 1);
+    return l;
+  };
+  const int t_first = it.m0 / G;
+  const int t_last = (it.m0 + rows_valid - 1) / G;
+  const int tile_lo = row_lo(t_first);
+  const int tile_hi = row_hi(t_last) + 1;  // exclusive
+  const int min_hi = row_hi(t_first);
+  const int max_lo = row_lo(t_last);
+  const int block_begin = (tile_lo / kBlockN) * kBlockN;
+  const int n_blocks = tile_hi > tile_lo ? (tile_hi - block_begin + kBlockN - 1) / kBlockN : 0;
+
+  // This thread's two accumulator rows (g and g + 8 of its warp's 16).
+  const int r0 = rw * 16 + (lane >> 2);
+  const int t0 = min((it.m0 + r0) / G, it.q_len - 1);
+  const int t1 = min((it.m0 + r0 + 8) / G, it.q_len - 1);
+  const int lo0 = row_lo(t0), hi0 = row_hi(t0);
+  const int lo1 = row_lo(t1), hi1 = row_hi(t1);
+
+  // ---- Q tile -> shared (zero rows past the sequence)
+  {
+    const T* q = static_cast<const T*>(p.q);
+    for (int i = tid; i < kRows * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const int pr = it.m0 + r;
+      const bool valid = r < rows_valid;
+      const T* src = q;
+      if (valid) {
+        const int t = pr / G, g = pr - (pr / G) * G;
+        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + g) * p.q_stride_head + c * 8;
+      }
+      cp_async16(smem_addr(q_s + swz<D>(r, c)), src, valid);
+    }
+    cp_async_commit();
+  }
+
+  // ---- K/V block loader: gathers each key row through the block table.
+  const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head;
+  const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head;
+  const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
+  auto load_block = [&](int b) {
+    const int j0 = block_begin + b * kBlockN;
+    T* ks = kv_s + (b % kStages) * 2 * kBlockN * D;
+    T* vs = ks + kBlockN * D;
+    const int c = tid % kChunks;
+#pragma unroll
+    for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
+      const int rr = tid / kChunks + pass * kRowsPerPass;
+      const int j = j0 + rr;
+      const bool valid = j < tile_hi;
+      int64_t off = 0;
+      if (valid) {
+        int page_idx, in_page;
+        if (p.page_shift >= 0) {
+          page_idx = j >> p.page_shift;
+          in_page = j & (p.page_size - 1);
+        } else {
+          page_idx = j / p.page_size;
+          in_page = j - page_idx * p.page_size;
+        }
+        const int page = __ldg(bt + page_idx);
+        off = int64_t(page) * p.kv_stride_page + int64_t(in_page) * p.kv_stride_slot + c * 8;
+      }
+      cp_async16(smem_addr(ks + swz<D>(rr, c)), kbase + off, valid);
+      cp_async16(smem_addr(vs + swz<D>(rr, c)), vbase + off, valid);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_blocks) load_block(s);
+    cp_async_commit();
+  }
+
+  uint32_t qf[kKi][4];
+  float o[kDi][4];
+#pragma unroll
+  for (int i = 0; i < kDi; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_0 = -INFINITY, m_1 = -INFINITY;  // running max, log2 domain
+  float l_0 = 0.f, l_1 = 0.f;              // running sum (this thread's columns)
+
+  for (int b = 0; b < n_blocks; ++b) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (b == 0) {
+#pragma unroll
+      for (int kk = 0; kk < kKi; ++kk) {
+        const int row = rw * 16 + (lane & 15);
+        ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+      }
+    }
+    if (b + kStages - 1 < n_blocks) load_block(b + kStages - 1);
+    cp_async_commit();
+
+    const T* ks = kv_s + (b % kStages) * 2 * kBlockN * D;
+    const T* vs = ks + kBlockN * D;
+    const int j0 = block_begin + b * kBlockN;
+
+    // S = Q K^T for this warp's kCols keys.
+    float s[kNi][4];
+#pragma unroll
+    for (int i = 0; i < kNi; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kKi; ++kk) {
+#pragma unroll
+      for (int nj = 0; nj < kNi / 2; ++nj) {
+        const int row = cw * kCols + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4(smem_addr(ks + swz<D>(row, kk * 2 + ((lane >> 3) & 1))), b0, b1, b2, b3);
+        mma16816<T>(s[2 * nj], qf[kk], b0, b1);
+        mma16816<T>(s[2 * nj + 1], qf[kk], b2, b3);
+      }
+    }
+
+    // Scale (and softcap) into the log2 domain; mask edge blocks.
+    const bool need_mask = (j0 + kBlockN - 1 > min_hi) || (j0 < max_lo);
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kNi; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[i][e];
+        x = p.softcap_log2 != 0.f ? p.softcap_log2 * fast_tanh(x * p.softcap_in) : x * p.scale_log2;
+        if (need_mask) {
+          const int j = j0 + cw * kCols + i * 8 + 2 * (lane & 3) + (e & 1);
+          const bool ok = e < 2 ? (j >= lo0 && j <= hi0) : (j >= lo1 && j <= hi1);
+          if (!ok) x = -INFINITY;
+        }
+        s[i][e] = x;
+      }
+      mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m_0, mx0), mn1 = fmaxf(m_1, mx1);
+    const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
+    const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
+    const float alpha0 = fast_exp2(m_0 - mu0), alpha1 = fast_exp2(m_1 - mu1);
+    m_0 = mn0;
+    m_1 = mn1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < kNi; ++i) {
+      s[i][0] = fast_exp2(s[i][0] - mu0);
+      s[i][1] = fast_exp2(s[i][1] - mu0);
+      s[i][2] = fast_exp2(s[i][2] - mu1);
+      s[i][3] = fast_exp2(s[i][3] - mu1);
+      sum0 += s[i][0] + s[i][1];
+      sum1 += s[i][2] + s[i][3];
+    }
+    l_0 = l_0 * alpha0 + sum0;
+    l_1 = l_1 * alpha1 + sum1;
+#pragma unroll
+    for (int i = 0; i < kDi; ++i) {
+      o[i][0] *= alpha0;
+      o[i][1] *= alpha0;
+      o[i][2] *= alpha1;
+      o[i][3] *= alpha1;
+    }
+
+    // O += P V (P from the S accumulators, V via transposed ldmatrix).
+#pragma unroll
+    for (int kk = 0; kk < kCols / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const int row = cw * kCols + kk * 16 + (lane & 15);
+#pragma unroll
+      for (int dn = 0; dn < D / 16; ++dn) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4_t(smem_addr(vs + swz<D>(row, dn * 2 + (lane >> 4))), b0, b1, b2, b3);
+        mma16816<T>(o[2 * dn], a, b0, b1);
+        mma16816<T>(o[2 * dn + 1], a, b2, b3);
+      }
+    }
+  }
+
+  // ---- epilogue: per-warp states -> shared, combine across column warps, write.
+  cp_async_wait<0>();
+  __syncthreads();
+  l_0 += __shfl_xor_sync(0xffffffffu, l_0, 1);
+  l_0 += __shfl_xor_sync(0xffffffffu, l_0, 2);
+  l_1 += __shfl_xor_sync(0xffffffffu, l_1, 1);
+  l_1 += __shfl_xor_sync(0xffffffffu, l_1, 2);
+  float* red_o = reinterpret_cast<float*>(smem);                      // [kColWarps][kRows][kRedStride]
+  float* red_m = red_o + kColWarps * kRows * L::kRedStride;           // [kColWarps][kRows]
+  float* red_l = red_m + kColWarps * kRows;                           // [kColWarps][kRows]
+  {
+    float* base0 = red_o + (cw * kRows + r0) * L::kRedStride + 2 * (lane & 3);
+    float* base1 = base0 + 8 * L::kRedStride;
+#pragma unroll
+    for (int i = 0; i < kDi; ++i) {
+      *reinterpret_cast<float2*>(base0 + i * 8) = make_float2(o[i][0], o[i][1]);
+      *reinterpret_cast<float2*>(base1 + i * 8) = make_float2(o[i][2], o[i][3]);
+    }
+    if ((lane & 3) == 0) {
+      red_m[cw * kRows + r0] = m_0;
+      red_l[cw * kRows + r0] = l_0;
+      red_m[cw * kRows + r0 + 8] = m_1;
+      red_l[cw * kRows + r0 + 8] = l_1;
+    }
+  }
+  __syncthreads();
+
+  for (int i = tid; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    if (r >= rows_valid) break;  // rows ascend with i
+    float mmax = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kColWarps; ++w) mmax = fmaxf(mmax, red_m[w * kRows + r]);
+    float lsum = 0.f;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < kColWarps; ++w) {
+      const float sc = mmax == -INFINITY ? 0.f : fast_exp2(red_m[w * kRows + r] - mmax);
+      lsum += red_l[w * kRows + r] * sc;
+      const float4* src = reinterpret_cast<const float4*>(red_o + (w * kRows + r) * L::kRedStride + c * 8);
+      const float4 x0 = src[0], x1 = src[1];
+      acc[0] += sc * x0.x; acc[1] += sc * x0.y; acc[2] += sc * x0.z; acc[3] += sc * x0.w;
+      acc[4] += sc * x1.x; acc[5] += sc * x1.y; acc[6] += sc * x1.z; acc[7] += sc * x1.w;
+    }
+    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    const float lse = lsum > 0.f ? (mmax + __log2f(lsum)) * kLn2 : -INFINITY;
+    const int pr = it.m0 + r;
+    const int t = pr / G, g = pr - t * G;
+    if (it.slot < 0) {
+      const int head = kvh * G + g;
+      T* out = static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head;
+      uint4 v;
+      v.x = pack2<T>(acc[0] * inv, acc[1] * inv);
+      v.y = pack2<T>(acc[2] * inv, acc[3] * inv);
+      v.z = pack2<T>(acc[4] * inv, acc[5] * inv);
+      v.w = pack2<T>(acc[6] * inv, acc[7] * inv);
+      *reinterpret_cast<uint4*>(out + c * 8) = v;
+      if (c == 0 && p.lse != nullptr)
+        p.lse[int64_t(it.q_start + t) * p.lse_stride_tok + int64_t(head) * p.lse_stride_head] = lse;
+    } else {
+      const int64_t prow = (int64_t(it.slot) * p.num_kv_heads + kvh) * kRows + r;
+      float4* dst = reinterpret_cast<float4*>(p.partial_o + prow * D + c * 8);
+      dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      if (c == 0) p.partial_lse[prow] = lse;
+    }
+  }
+}
+
+// grid.x: work units (item, kv head), strided so that a graph captured with one plan stays
+// correct when replayed after a plan with more or fewer items.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_constant__ KernelParams p) {
+  extern __shared__ __align__(128) char smem[];
+  const int num_units = p.counts[0] * p.num_kv_heads;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+    const WorkItem it = p.items[u / p.num_kv_heads];
+    const int kvh = u % p.num_kv_heads;
+    if (it.kind == kRows16) {
+      attend_tile<T, D, 1, 4>(p, it, kvh, smem);
+    } else {
+      attend_tile<T, D, 4, 1>(p, it, kvh, smem);
+    }
+    __syncthreads();
+  }
+}
+
+// Combines the partial outputs of split tiles by their log-sum-exps: one warp per packed row.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_constant__ KernelParams p) {
+  constexpr int kPerLane = D / 32;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int G = p.group;
+  const int Hkv = p.num_kv_heads;
+  const int num_units = p.counts[1] * Hkv;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+    const MergeItem mi = p.merges[u / Hkv];
+    const int kvh = u % Hkv;
+    const int rows_valid = min(mi.rows, mi.q_len * G - mi.m0);
+    for (int r = warp; r < rows_valid; r += kThreads / 32) {
+      auto prow = [&](int s) { return (int64_t(mi.slot + s) * Hkv + kvh) * mi.rows + r; };
+      float mmax = -INFINITY;
+      for (int s = lane; s < mi.num_splits; s += 32) mmax = fmaxf(mmax, p.partial_lse[prow(s)]);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+      float acc[kPerLane] = {};
+      float lsum = 0.f;
+      if (mmax != -INFINITY) {
+        for (int s = 0; s < mi.num_splits; ++s) {
+          const int64_t row = prow(s);
+          const float w = __expf(p.partial_lse[row] - mmax);
+          lsum += w;
+          const float* src = p.partial_o + row * D + lane * kPerLane;
+          if constexpr (kPerLane == 4) {
+            const float4 x = *reinterpret_cast<const float4*>(src);
+            acc[0] += w * x.x; acc[1] += w * x.y; acc[2] += w * x.z; acc[3] += w * x.w;
+          } else {
+#pragma unroll
+            for (int e = 0; e < kPerLane; ++e) acc[e] += w * src[e];
+          }
+        }
+      }
+      const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+      const int pr = mi.m0 + r;
+      const int t = pr / G, g = pr - t * G;
+      const int head = kvh * G + g;
+      T* out = static_cast<T*>(p.out) + int64_t(mi.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head +
+               lane * kPerLane;
+#pragma unroll
+      for (int e = 0; e < kPerLane; e += 2) *reinterpret_cast<uint32_t*>(out + e) = pack2<T>(acc[e] * inv, acc[e + 1] * inv);
+      if (lane == 0 && p.lse != nullptr)
+        p.lse[int64_t(mi.q_start + t) * p.lse_stride_tok + int64_t(head) * p.lse_stride_head] =
+            lsum > 0.f ? mmax + __logf(lsum) : -INFINITY;
+    }
+  }
+}
+
+}  // namespace fg::cuda::attn
