@@ -1,0 +1,155 @@
+// Weight naming, validation, fusion and upload (see weights.h).
+#include "model/weights.h"
+
+#include <algorithm>
+
+namespace fg {
+namespace {
+
+constexpr size_t kAlign = 256;  // every tensor starts on a 256-byte boundary of the arena
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// One destination tensor assembled from one or more checkpoint tensors, concatenated along dim 0.
+struct Assembly {
+  Tensor* target = nullptr;
+  std::vector<int64_t> shape;
+  std::vector<const SafetensorsTensor*> parts;
+  size_t arena_offset = 0;
+};
+
+class Planner {
+ public:
+  Planner(const SafetensorsCheckpoint& ckpt) : ckpt_(ckpt) {}
+
+  // Requires each named tensor with its expected shape; the target gets their row concatenation.
+  Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts) {
+    Assembly a;
+    a.target = target;
+    for (const auto& [name, shape] : parts) {
+      FG_ASSIGN_OR_RETURN(const SafetensorsTensor* t, ckpt_.get(name));
+      if (!t->dtype || (*t->dtype != DType::kF32 && *t->dtype != DType::kF16 && *t->dtype != DType::kBF16))
+        return invalid_argument(t->file + ": tensor '" + name + "' has dtype " + t->dtype_name +
+                                ", expected F32, F16 or BF16");
+      if (t->shape != shape)
+        return invalid_argument(t->file + ": tensor '" + name + "' has shape " + t->shape_string() + ", expected " +
+                                shape_str(shape) + " for this config.json");
+      a.parts.push_back(t);
+      if (a.shape.empty()) a.shape = shape;
+      else a.shape[0] += shape[0];
+    }
+    assemblies_.push_back(std::move(a));
+    return Status::ok();
+  }
+
+  Status upload(Backend& backend, Buffer& arena) {
+    const DType act = backend.act_dtype();
+    const size_t esize = dtype_size(act);
+    size_t total = 0, staging_bytes = 0;
+    for (Assembly& a : assemblies_) {
+      a.arena_offset = total;
+      int64_t numel = 1;
+      for (int64_t d : a.shape) numel *= d;
+      total += align_up(size_t(numel) * esize);
+      for (const SafetensorsTensor* p : a.parts)
+        if (*p->dtype != act) staging_bytes = std::max(staging_bytes, p->nbytes);
+    }
+    arena = backend.alloc(std::max<size_t>(total, kAlign));
+    if (!arena.data() && total > 0)
+      return Status(ErrorCode::kResourceExhausted,
+                    "cannot allocate " + std::to_string(total) + " bytes for the weights on " + backend.name());
+    Buffer staging;
+    if (staging_bytes > 0) staging = backend.alloc(staging_bytes);
+    char* base = static_cast<char*>(arena.data());
+    for (Assembly& a : assemblies_) {
+      char* dst = base + a.arena_offset;
+      for (const SafetensorsTensor* p : a.parts) {
+        int64_t numel = p->numel();
+        if (*p->dtype == act) {
+          backend.copy_from_host(dst, p->data, p->nbytes);
+        } else {
+          backend.copy_from_host(staging.data(), p->data, p->nbytes);
+          Tensor src = Tensor::contiguous(staging.data(), *p->dtype, backend.device(), {numel});
+          Tensor out = Tensor::contiguous(dst, act, backend.device(), {numel});
+          backend.convert(src, out);
+        }
+        dst += size_t(numel) * esize;
+      }
+      Tensor& t = *a.target;
+      t = Tensor{};
+      t.data = base + a.arena_offset;
+      t.dtype = act;
+      t.device = backend.device();
+      t.ndim = int(a.shape.size());
+      int64_t stride = 1;
+      for (int d = t.ndim - 1; d >= 0; --d) {
+        t.shape[size_t(d)] = a.shape[size_t(d)];
+        t.stride[size_t(d)] = stride;
+        stride *= a.shape[size_t(d)];
+      }
+    }
+    backend.synchronize();  // the staging buffer and the file mapping may go after this
+    return Status::ok();
+  }
+
+ private:
+  const SafetensorsCheckpoint& ckpt_;
+  std::vector<Assembly> assemblies_;
+};
+
+}  // namespace
+
+std::string weight_name_layer(int layer, const char* suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend) {
+  ModelWeights w;
+  w.layers.resize(size_t(c.num_layers));
+  Planner plan(ckpt);
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
+
+  FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}}}));
+  for (int l = 0; l < c.num_layers; ++l) {
+    LayerWeights& L = w.layers[size_t(l)];
+    auto n = [l](const char* s) { return weight_name_layer(l, s); };
+    FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
+                                         {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
+                                         {n("self_attn.v_proj.weight"), {kv_dim, hidden}}}));
+    if (c.options.qkv_bias)
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}},
+                                                {n("self_attn.k_proj.bias"), {kv_dim}},
+                                                {n("self_attn.v_proj.bias"), {kv_dim}}}));
+    if (c.options.qk_norm) {
+      FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}));
+      FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}));
+    }
+    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}));
+    if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}},
+                                             {n("mlp.up_proj.weight"), {inter, hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}));
+    if (c.options.mlp_bias) {
+      FG_RETURN_IF_ERROR(plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));
+      FG_RETURN_IF_ERROR(plan.add(&L.down_bias, {{n("mlp.down_proj.bias"), {hidden}}}));
+    }
+  }
+  FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}));
+  if (!c.tie_word_embeddings)
+    FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}));
+
+  FG_RETURN_IF_ERROR(plan.upload(backend, w.arena));
+  if (c.tie_word_embeddings) w.lm_head = w.embed;
+  return w;
+}
+
+}  // namespace fg
