@@ -1,0 +1,457 @@
+// CudaBackend (cuda_backend.h) and fg::make_cuda_backend: validates the Tensor views each op gets,
+// turns them into the kernels' params structs (kernels.h) and launches on the backend's stream.
+// Shape or dtype mismatches are caller bugs and abort through FG_CHECK with the views described.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace fg::cuda {
+
+void AttentionKernelDeleter::operator()(AttentionKernel* kernel) const {
+#if defined(FG_CUDA_HAVE_ATTENTION)
+  delete kernel;
+#else
+  FG_CHECK(kernel == nullptr, "attention kernel present in a build without it");
+#endif
+}
+
+namespace {
+
+bool is_float_type(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+void check_on_device(const Tensor& t, const char* what) {
+  FG_CHECK(t.device == Device::kCuda, std::string(what) + " must be a cuda tensor, got " + t.describe());
+  FG_CHECK(t.data != nullptr || t.numel() == 0, std::string(what) + " has no data: " + t.describe());
+}
+
+// The RowView of a tensor whose last dim is contiguous and whose leading dims fold into at most
+// two strided levels.
+RowView row_view(const Tensor& t, const char* what) {
+  check_on_device(t, what);
+  FG_CHECK(t.ndim >= 1, std::string(what) + ": expected at least one dim, got " + t.describe());
+  RowView v;
+  v.data = t.data;
+  v.cols = t.shape[t.ndim - 1];
+  FG_CHECK(v.cols <= 1 || t.stride[t.ndim - 1] == 1, std::string(what) + ": last dim must be contiguous: " + t.describe());
+  // Leading dims, size-1 dims dropped, adjacent dims merged when they are one strided run.
+  int64_t shape[kMaxDims];
+  int64_t stride[kMaxDims];
+  int n = 0;
+  for (int d = 0; d < t.ndim - 1; ++d) {
+    if (t.shape[d] == 1) continue;
+    if (n > 0 && stride[n - 1] == t.stride[d] * t.shape[d]) {
+      shape[n - 1] *= t.shape[d];
+      stride[n - 1] = t.stride[d];
+      continue;
+    }
+    shape[n] = t.shape[d];
+    stride[n] = t.stride[d];
+    ++n;
+  }
+  FG_CHECK(n <= 2, std::string(what) + ": leading dims do not fold into two strided levels: " + t.describe());
+  if (n == 0) {
+    v.rows = t.numel() == 0 ? 0 : 1;
+    v.inner = 1;
+    v.stride_outer = v.cols;
+  } else if (n == 1) {
+    v.rows = shape[0];
+    v.inner = 1;
+    v.stride_outer = stride[0];
+  } else {
+    v.rows = shape[0] * shape[1];
+    v.inner = shape[1];
+    v.stride_outer = stride[0];
+    v.stride_inner = stride[1];
+  }
+  if (t.numel() == 0) v.rows = 0;
+  return v;
+}
+
+bool same_shape(const Tensor& a, const Tensor& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim; ++d)
+    if (a.shape[d] != b.shape[d]) return false;
+  return true;
+}
+
+std::string pair_desc(const Tensor& a, const Tensor& b) { return a.describe() + " vs " + b.describe(); }
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device_index) : device_(device_index) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
+  arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
+  gemm_ = std::make_unique<GemmLt>();
+#if defined(FG_CUDA_HAVE_ATTENTION)
+  attention_.reset(new AttentionKernel(kMaxAttentionTokens, kMaxAttentionSeqs));
+#endif
+  ensure_sample_capacity(256);
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  attention_.reset();
+  gemm_.reset();
+  sample_host_.reset();
+  sample_device_.reset();
+  if (sample_copied_ != nullptr) (void)cudaEventDestroy(sample_copied_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+// ---- memory and transfers
+
+Buffer CudaBackend::alloc(size_t bytes) { return arena_->alloc(bytes); }
+
+void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+}
+
+void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+}
+
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+Buffer CudaBackend::alloc_host(size_t bytes) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
+  return Buffer(p, bytes, Device::kCpu, [](void* q) { (void)cudaFreeHost(q); });
+}
+
+// ---- elementwise
+
+void CudaBackend::convert(const Tensor& src, Tensor& dst) {
+  FG_CHECK(same_shape(src, dst), "convert: shapes differ: " + pair_desc(src, dst));
+  FG_CHECK(is_float_type(src.dtype) && is_float_type(dst.dtype), "convert: f32/f16/bf16 only: " + pair_desc(src, dst));
+  launch_convert(ConvertParams{row_view(src, "convert src"), row_view(dst, "convert dst")}, src.dtype, dst.dtype, stream_);
+}
+
+void CudaBackend::fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) {
+  FG_CHECK(is_float_type(t.dtype), "fill_uniform: f32/f16/bf16 only: " + t.describe());
+  launch_fill_uniform(FillUniformParams{row_view(t, "fill_uniform"), lo, hi, seed}, t.dtype, stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& x, Tensor& out) {
+  check_on_device(x, "silu_mul x");
+  check_on_device(out, "silu_mul out");
+  FG_CHECK(x.ndim == 2 && out.ndim == 2 && x.shape[0] == out.shape[0] && x.shape[1] == 2 * out.shape[1],
+           "silu_mul: expected x [n, 2 * inter] and out [n, inter]: " + pair_desc(x, out));
+  FG_CHECK(x.dtype == out.dtype, "silu_mul: dtypes differ: " + pair_desc(x, out));
+  FG_CHECK((x.shape[1] <= 1 || x.stride[1] == 1) && (out.shape[1] <= 1 || out.stride[1] == 1),
+           "silu_mul: last dim must be contiguous: " + pair_desc(x, out));
+  launch_silu_mul(SiluMulParams{x.data, x.stride[0], out.data, out.stride[0], out.shape[0], out.shape[1]}, x.dtype,
+                  stream_);
+}
+
+// ---- row movement
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check_on_device(ids, "embedding ids");
+  check_on_device(table, "embedding table");
+  check_on_device(out, "embedding out");
+  FG_CHECK(ids.dtype == DType::kI32 && ids.ndim == 1, "embedding: ids must be [n] i32: " + ids.describe());
+  FG_CHECK(table.ndim == 2 && out.ndim == 2 && out.shape[0] == ids.shape[0] && out.shape[1] == table.shape[1] &&
+               table.dtype == out.dtype,
+           "embedding: expected table [vocab, hidden], out [n, hidden]: " + pair_desc(table, out));
+  FG_CHECK((table.shape[1] <= 1 || table.stride[1] == 1) && (out.shape[1] <= 1 || out.stride[1] == 1),
+           "embedding: last dim must be contiguous: " + pair_desc(table, out));
+  FG_CHECK(ids.shape[0] <= 1 || ids.stride[0] == 1, "embedding: ids must be contiguous");
+  int64_t es = int64_t(dtype_size(out.dtype));
+  launch_gather_rows(GatherRowsParams{table.data, table.stride[0] * es, ids.ptr<const int32_t>(), out.data,
+                                      out.stride[0] * es, out.shape[0], out.shape[1] * es},
+                     stream_);
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
+  check_on_device(x, "gather_rows x");
+  check_on_device(indices, "gather_rows indices");
+  check_on_device(out, "gather_rows out");
+  FG_CHECK(indices.dtype == DType::kI32 && indices.ndim == 1 && (indices.shape[0] <= 1 || indices.stride[0] == 1),
+           "gather_rows: indices must be [m] i32 contiguous: " + indices.describe());
+  FG_CHECK(x.ndim == 2 && out.ndim == 2 && out.shape[0] == indices.shape[0] && out.shape[1] == x.shape[1] &&
+               x.dtype == out.dtype,
+           "gather_rows: expected x [n, h], out [m, h]: " + pair_desc(x, out));
+  FG_CHECK((x.shape[1] <= 1 || x.stride[1] == 1) && (out.shape[1] <= 1 || out.stride[1] == 1),
+           "gather_rows: last dim must be contiguous: " + pair_desc(x, out));
+  int64_t es = int64_t(dtype_size(out.dtype));
+  launch_gather_rows(GatherRowsParams{x.data, x.stride[0] * es, indices.ptr<const int32_t>(), out.data,
+                                      out.stride[0] * es, out.shape[0], out.shape[1] * es},
+                     stream_);
+}
+
+void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) {
+  check_on_device(k, "kv_write k");
+  check_on_device(v, "kv_write v");
+  check_on_device(slot_mapping, "kv_write slot_mapping");
+  check_on_device(cache.k, "kv_write cache.k");
+  check_on_device(cache.v, "kv_write cache.v");
+  FG_CHECK(k.ndim == 3 && same_shape(k, v), "kv_write: k, v must be [n, num_kv_heads, head_dim]: " + pair_desc(k, v));
+  FG_CHECK(cache.k.ndim == 4 && same_shape(cache.k, cache.v) && cache.k.stride == cache.v.stride,
+           "kv_write: caches must be [num_pages, page_size, num_kv_heads, head_dim] with one layout: " +
+               pair_desc(cache.k, cache.v));
+  FG_CHECK(cache.k.shape[2] == k.shape[1] && cache.k.shape[3] == k.shape[2] && k.dtype == cache.k.dtype &&
+               v.dtype == cache.v.dtype && k.dtype == v.dtype,
+           "kv_write: k/v do not match the cache: " + pair_desc(k, cache.k));
+  FG_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.ndim == 1 && slot_mapping.shape[0] == k.shape[0] &&
+               (slot_mapping.shape[0] <= 1 || slot_mapping.stride[0] == 1),
+           "kv_write: slot_mapping must be [n] i32 contiguous: " + slot_mapping.describe());
+  FG_CHECK((k.shape[2] <= 1 || (k.stride[2] == 1 && v.stride[2] == 1 && cache.k.stride[3] == 1)),
+           "kv_write: head_dim must be contiguous: " + pair_desc(k, cache.k));
+  KvWriteParams p;
+  p.k = k.data;
+  p.k_stride_token = k.stride[0];
+  p.k_stride_head = k.stride[1];
+  p.v = v.data;
+  p.v_stride_token = v.stride[0];
+  p.v_stride_head = v.stride[1];
+  p.slots = slot_mapping.ptr<const int32_t>();
+  p.k_cache = cache.k.data;
+  p.v_cache = cache.v.data;
+  p.cache_stride_page = cache.k.stride[0];
+  p.cache_stride_slot = cache.k.stride[1];
+  p.cache_stride_head = cache.k.stride[2];
+  p.n = int(k.shape[0]);
+  p.num_kv_heads = int(k.shape[1]);
+  p.head_dim = int(k.shape[2]);
+  p.page_size = int(cache.k.shape[1]);
+  p.elem_bytes = int(dtype_size(k.dtype));
+  launch_kv_write(p, stream_);
+}
+
+// ---- normalization and rotary
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  FG_CHECK(same_shape(x, out) && x.dtype == out.dtype, "rms_norm: x and out differ: " + pair_desc(x, out));
+  check_on_device(weight, "rms_norm weight");
+  FG_CHECK(weight.ndim == 1 && weight.shape[0] == x.shape[x.ndim - 1] && weight.dtype == x.dtype &&
+               (weight.shape[0] <= 1 || weight.stride[0] == 1),
+           "rms_norm: weight must be [hidden] contiguous, act dtype: " + pair_desc(weight, x));
+  RmsNormParams p;
+  p.x = row_view(x, "rms_norm x");
+  p.out = row_view(out, "rms_norm out");
+  p.weight = weight.data;
+  p.eps = eps;
+  launch_rms_norm(p, x.dtype, stream_);
+}
+
+void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) {
+  FG_CHECK(same_shape(residual, delta) && same_shape(residual, out) && residual.dtype == delta.dtype &&
+               residual.dtype == out.dtype,
+           "add_rms_norm: residual, delta and out must match: " + pair_desc(residual, out));
+  check_on_device(weight, "add_rms_norm weight");
+  FG_CHECK(weight.ndim == 1 && weight.shape[0] == out.shape[out.ndim - 1] && weight.dtype == out.dtype &&
+               (weight.shape[0] <= 1 || weight.stride[0] == 1),
+           "add_rms_norm: weight must be [hidden] contiguous, act dtype: " + pair_desc(weight, out));
+  RmsNormParams p;
+  p.residual = row_view(residual, "add_rms_norm residual");
+  p.delta = row_view(delta, "add_rms_norm delta");
+  p.out = row_view(out, "add_rms_norm out");
+  p.weight = weight.data;
+  p.eps = eps;
+  p.fused_add = true;
+  launch_rms_norm(p, out.dtype, stream_);
+}
+
+void CudaBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
+  check_on_device(q, "rope q");
+  check_on_device(args.positions, "rope positions");
+  bool has_k = k.data != nullptr && k.numel() > 0;
+  FG_CHECK(q.ndim == 3, "rope: q must be [n, num_q_heads, head_dim]: " + q.describe());
+  if (has_k) {
+    check_on_device(k, "rope k");
+    FG_CHECK(k.ndim == 3 && k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2] && k.dtype == q.dtype,
+             "rope: k must be [n, num_kv_heads, head_dim] like q: " + pair_desc(q, k));
+    FG_CHECK(k.shape[2] <= 1 || k.stride[2] == 1, "rope: head_dim of k must be contiguous: " + k.describe());
+  }
+  FG_CHECK(q.shape[2] <= 1 || q.stride[2] == 1, "rope: head_dim of q must be contiguous: " + q.describe());
+  FG_CHECK(args.rotary_dim > 0 && args.rotary_dim % 2 == 0 && args.rotary_dim <= q.shape[2],
+           "rope: rotary_dim must be even and <= head_dim, got " + std::to_string(args.rotary_dim));
+  FG_CHECK(args.positions.dtype == DType::kI32 && args.positions.ndim == 1 && args.positions.shape[0] == q.shape[0],
+           "rope: positions must be [n] i32: " + args.positions.describe());
+  bool per_token = args.per_token_base.data != nullptr;
+  if (per_token) {
+    check_on_device(args.per_token_base, "rope per_token_base");
+    FG_CHECK(args.per_token_base.dtype == DType::kF32 && args.per_token_base.shape[0] == q.shape[0],
+             "rope: per_token_base must be [n] f32: " + args.per_token_base.describe());
+  } else {
+    check_on_device(args.inv_freq, "rope inv_freq");
+    FG_CHECK(args.inv_freq.dtype == DType::kF32 && args.inv_freq.numel() == args.rotary_dim / 2,
+             "rope: inv_freq must be [rotary_dim / 2] f32: " + args.inv_freq.describe());
+  }
+  RopeParams p;
+  p.q = q.data;
+  p.q_stride_token = q.stride[0];
+  p.q_stride_head = q.stride[1];
+  p.num_q_heads = int(q.shape[1]);
+  if (has_k) {
+    p.k = k.data;
+    p.k_stride_token = k.stride[0];
+    p.k_stride_head = k.stride[1];
+    p.num_kv_heads = int(k.shape[1]);
+  }
+  p.n = int(q.shape[0]);
+  p.head_dim = int(q.shape[2]);
+  p.rotary_dim = args.rotary_dim;
+  p.positions = args.positions.ptr<const int32_t>();
+  p.inv_freq = per_token ? nullptr : args.inv_freq.ptr<const float>();
+  p.per_token_base = per_token ? args.per_token_base.ptr<const float>() : nullptr;
+  p.neox = args.neox;
+  p.attention_scaling = args.attention_scaling;
+  launch_rope(p, q.dtype, stream_);
+}
+
+// ---- GEMM
+
+void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  check_on_device(x, "gemm x");
+  check_on_device(w, "gemm w");
+  check_on_device(out, "gemm out");
+  FG_CHECK(x.ndim == 2 && w.ndim == 2 && out.ndim == 2 && x.shape[1] == w.shape[1] && out.shape[0] == x.shape[0] &&
+               out.shape[1] == w.shape[0],
+           "gemm: expected x [m, k], w [n, k], out [m, n]: " + x.describe() + ", " + w.describe() + ", " +
+               out.describe());
+  FG_CHECK((x.dtype == DType::kBF16 || x.dtype == DType::kF16) && w.dtype == x.dtype,
+           "gemm: x and w must share a bf16/f16 dtype: " + pair_desc(x, w));
+  FG_CHECK(out.dtype == x.dtype || out.dtype == DType::kF32, "gemm: out must be the act dtype or f32: " + out.describe());
+  FG_CHECK(x.shape[1] > 0, "gemm: k must be positive");
+  FG_CHECK((x.shape[1] <= 1 || (x.stride[1] == 1 && w.stride[1] == 1)) && (out.shape[1] <= 1 || out.stride[1] == 1),
+           "gemm: last dims must be contiguous: " + pair_desc(x, out));
+  if (bias != nullptr) {
+    check_on_device(*bias, "gemm bias");
+    FG_CHECK(bias->ndim == 1 && bias->shape[0] == w.shape[0] && bias->dtype == x.dtype &&
+                 (bias->shape[0] <= 1 || bias->stride[0] == 1),
+             "gemm: bias must be [n] contiguous in the act dtype: " + bias->describe());
+  }
+  GemmProblem prob;
+  prob.m = int(x.shape[0]);
+  prob.n = int(w.shape[0]);
+  prob.k = int(x.shape[1]);
+  // cuBLASLt wants ld >= rows even when a dim is 1 and its stride is meaningless.
+  prob.ldx = std::max<int64_t>(x.shape[0] <= 1 ? x.shape[1] : x.stride[0], x.shape[1]);
+  prob.ldw = std::max<int64_t>(w.shape[0] <= 1 ? w.shape[1] : w.stride[0], w.shape[1]);
+  prob.ldo = std::max<int64_t>(out.shape[0] <= 1 ? out.shape[1] : out.stride[0], out.shape[1]);
+  prob.in = x.dtype;
+  prob.out = out.dtype;
+  prob.bias = bias != nullptr;
+  const void* bias_ptr = bias ? bias->data : nullptr;
+  GemmOutcome outcome = gemm_->run(prob, x.data, w.data, bias_ptr, out.data, stream_);
+  if (outcome == GemmOutcome::kDeclined) {
+    launch_gemm_fallback(
+        GemmFallbackParams{x.data, prob.ldx, w.data, prob.ldw, bias_ptr, out.data, prob.ldo, prob.m, prob.n, prob.k},
+        x.dtype, out.dtype, stream_);
+  } else if (outcome == GemmOutcome::kDoneWithoutBias) {
+    launch_add_bias(AddBiasParams{out.data, prob.ldo, bias_ptr, prob.m, prob.n}, out.dtype, x.dtype, stream_);
+  }
+}
+
+// ---- attention
+
+void CudaBackend::plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) {
+#if defined(FG_CUDA_HAVE_ATTENTION)
+  attention_->plan(batch, num_q_heads, num_kv_heads, head_dim, stream_);
+#else
+  FG_CHECK(false, "this build of the CUDA backend has no attention kernel (src/backend/cuda/attention*.cu missing)");
+#endif
+}
+
+void CudaBackend::attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
+                            const AttentionParams& params, Tensor& out, Tensor* lse) {
+#if defined(FG_CUDA_HAVE_ATTENTION)
+  attention_->run(q, cache, batch, params, out, lse, stream_);
+#else
+  FG_CHECK(false, "this build of the CUDA backend has no attention kernel (src/backend/cuda/attention*.cu missing)");
+#endif
+}
+
+// ---- sampling
+
+void CudaBackend::ensure_sample_capacity(int rows) {
+  if (rows <= sample_capacity_) return;
+  int capacity = std::max(rows, 2 * sample_capacity_);
+  CUDA_CHECK(cudaEventSynchronize(sample_copied_));  // the old staging rows are no longer read
+  sample_host_ = alloc_host(size_t(capacity) * sizeof(SampleRowParams));
+  sample_device_ = alloc(size_t(capacity) * sizeof(SampleRowParams));
+  sample_capacity_ = capacity;
+}
+
+void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {
+  check_on_device(logits, "sample logits");
+  check_on_device(out, "sample out");
+  FG_CHECK(logits.ndim == 2 && logits.dtype == DType::kF32 && (logits.shape[1] <= 1 || logits.stride[1] == 1),
+           "sample: logits must be [m, vocab] f32 with contiguous rows: " + logits.describe());
+  FG_CHECK(int64_t(rows.size()) == logits.shape[0], "sample: " + std::to_string(rows.size()) +
+                                                        " sampling rows for " + logits.describe());
+  FG_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.shape[0] == logits.shape[0] &&
+               (out.shape[0] <= 1 || out.stride[0] == 1),
+           "sample: out must be [m] i32 contiguous: " + out.describe());
+  int m = int(rows.size());
+  if (m == 0) return;
+  ensure_sample_capacity(m);
+  CUDA_CHECK(cudaEventSynchronize(sample_copied_));  // the previous copy has left the staging rows
+  auto* host = static_cast<SampleRowParams*>(sample_host_.data());
+  for (int i = 0; i < m; ++i) {
+    host[i] = SampleRowParams{rows[i].temperature, rows[i].top_k, rows[i].top_p, rows[i].min_p, rows[i].seed,
+                              rows[i].counter};
+  }
+  CUDA_CHECK(cudaMemcpyAsync(sample_device_.data(), host, size_t(m) * sizeof(SampleRowParams), cudaMemcpyHostToDevice,
+                             stream_));
+  CUDA_CHECK(cudaEventRecord(sample_copied_, stream_));
+  SampleParams p;
+  p.logits = logits.ptr<const float>();
+  p.row_stride = logits.shape[0] <= 1 ? logits.shape[1] : logits.stride[0];
+  p.vocab = int(logits.shape[1]);
+  p.rows = m;
+  p.settings = static_cast<const SampleRowParams*>(sample_device_.data());
+  p.out = out.ptr<int32_t>();
+  launch_sample(p, stream_);
+}
+
+}  // namespace fg::cuda
+
+namespace fg {
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return unsupported(std::string("no CUDA GPU found: ") + cudaGetErrorString(err));
+  }
+  if (count == 0) return unsupported("no CUDA GPU found: the CUDA driver reports no devices");
+  if (device_index < 0 || device_index >= count) {
+    return invalid_argument("CUDA device " + std::to_string(device_index) + " does not exist (" +
+                            std::to_string(count) + " found)");
+  }
+  cudaDeviceProp prop{};
+  err = cudaGetDeviceProperties(&prop, device_index);
+  if (err == cudaSuccess) err = cudaSetDevice(device_index);
+  if (err == cudaSuccess) err = cudaFree(nullptr);  // creates the context: fails early on a broken driver
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return unsupported("CUDA device " + std::to_string(device_index) + " is unusable: " + cudaGetErrorString(err));
+  }
+  if (prop.major < 8) {
+    return unsupported("CUDA device " + std::to_string(device_index) + " (" + prop.name + ", sm_" +
+                       std::to_string(prop.major) + std::to_string(prop.minor) +
+                       ") is too old: flashgen needs sm_80 or newer");
+  }
+  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(device_index));
+}
+
+}  // namespace fg

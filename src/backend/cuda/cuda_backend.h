@@ -1,0 +1,81 @@
+// CudaBackend: the fast implementation of backend/backend.h on one NVIDIA GPU. bf16 activations,
+// f32 accumulation, one stream, one device arena; every op is a kernel launch (or a cuBLASLt
+// GEMM) enqueued on that stream. Reached through fg::make_cuda_backend(); the engine and the
+// model see only fg::Backend and must never include this header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/cuda/device_arena.h"
+#include "backend/cuda/gemm_lt.h"
+
+namespace fg::cuda {
+
+class AttentionKernel;
+// Deletes the attention kernel; defined where its implementation is known (cuda_backend.cc).
+struct AttentionKernelDeleter {
+  void operator()(AttentionKernel* kernel) const;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Limits of the batches plan_attention accepts (the attention kernel's fixed-size plan buffers).
+  static constexpr int kMaxAttentionTokens = 16384;
+  static constexpr int kMaxAttentionSeqs = 1024;
+  // Each cudaMalloc of the arena takes at least this much.
+  static constexpr size_t kArenaSlabBytes = size_t(1) << 30;
+
+  // The device must exist and be usable (make_cuda_backend checks that first).
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+
+  Device device() const override { return Device::kCuda; }
+  std::string name() const override { return name_; }
+  DType act_dtype() const override { return DType::kBF16; }
+
+  Buffer alloc(size_t bytes) override;
+  void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+  Buffer alloc_host(size_t bytes) override;
+
+  void convert(const Tensor& src, Tensor& dst) override;
+  void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) override;
+  void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
+  void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  void silu_mul(const Tensor& x, Tensor& out) override;
+  void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
+  void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) override;
+  void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
+                 const AttentionParams& params, Tensor& out, Tensor* lse) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
+
+  cudaStream_t stream() const { return stream_; }
+  const DeviceArena& arena() const { return *arena_; }
+
+ private:
+  void ensure_sample_capacity(int rows);
+
+  int device_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<DeviceArena> arena_;
+  std::unique_ptr<GemmLt> gemm_;
+  std::unique_ptr<AttentionKernel, AttentionKernelDeleter> attention_;  // null when not built
+  // Sampling settings staging: pinned host rows copied into device rows before each launch.
+  Buffer sample_host_;
+  Buffer sample_device_;
+  int sample_capacity_ = 0;
+  cudaEvent_t sample_copied_ = nullptr;  // the last staging copy has left sample_host_
+};
+
+}  // namespace fg::cuda

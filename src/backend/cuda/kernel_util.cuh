@@ -1,0 +1,119 @@
+// Device-side helpers shared by the backend's kernels: dtype load/store through f32, row
+// addressing of RowView, block reductions. Included by .cu files only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "core/status.h"
+
+namespace fg::cuda {
+
+template <class T>
+__device__ __forceinline__ float to_f32(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(v);
+  } else {
+    static_assert(std::is_same_v<T, __nv_bfloat16>);
+    return __bfloat162float(v);
+  }
+}
+
+// Round to nearest even, as core/dtype.h does on the host.
+template <class T>
+__device__ __forceinline__ T from_f32(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else {
+    static_assert(std::is_same_v<T, __nv_bfloat16>);
+    return __float2bfloat16_rn(v);
+  }
+}
+
+// Element offset of row r of a RowView.
+__device__ __forceinline__ int64_t row_offset(const RowView& v, int64_t r) {
+  return (r / v.inner) * v.stride_outer + (r % v.inner) * v.stride_inner;
+}
+
+template <class T>
+__device__ __forceinline__ T* row_ptr(const RowView& v, int64_t r) {
+  return static_cast<T*>(v.data) + row_offset(v, r);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `scratch` holds 32 floats in shared memory; the call ends with a barrier so it can be reused.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  int lane = threadIdx.x & 31;
+  int warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  int nwarps = blockDim.x >> 5;
+  float t = lane < nwarps ? scratch[lane] : 0.0f;
+  t = warp_sum(t);
+  __syncthreads();
+  return t;
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  v = warp_max(v);
+  int lane = threadIdx.x & 31;
+  int warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  int nwarps = blockDim.x >> 5;
+  float t = lane < nwarps ? scratch[lane] : -INFINITY;
+  t = warp_max(t);
+  __syncthreads();
+  return t;
+}
+
+// Calls f.template operator()<T>() with T the device type of `dtype` (f32, f16 or bf16).
+template <class F>
+void dispatch_float(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f.template operator()<float>(); return;
+    case DType::kF16: f.template operator()<__half>(); return;
+    case DType::kBF16: f.template operator()<__nv_bfloat16>(); return;
+    default: FG_CHECK(false, "CUDA backend: expected f32, f16 or bf16");
+  }
+}
+
+// Act dtypes only (bf16, f16): instantiates half as many kernels as dispatch_float.
+template <class F>
+void dispatch_act(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF16: f.template operator()<__half>(); return;
+    case DType::kBF16: f.template operator()<__nv_bfloat16>(); return;
+    default: FG_CHECK(false, "CUDA backend: expected a bf16 or f16 activation");
+  }
+}
+
+inline unsigned grid_for(int64_t work, int threads, int64_t max_blocks = 65535LL * 16) {
+  int64_t b = (work + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > max_blocks) b = max_blocks;
+  return unsigned(b);
+}
+
+}  // namespace fg::cuda

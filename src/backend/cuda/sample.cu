@@ -1,0 +1,263 @@
+// Token sampling on the device, exactly the rule of backend/sampling_rule.h, one block per logits
+// row, without sorting the vocabulary.
+//
+// Every candidate gets a 64-bit key (its probability's f32 bits, then the bitwise complement of
+// its id) whose descending order is the rule's order (p descending, lower id first); keys are
+// unique. "Keep a prefix of that order" and "walk the kept prefix until the cumulative p exceeds
+// a target" then become radix descents over the key bits, 8 bits per pass: each pass builds a
+// 256-bucket histogram (count and probability mass) of the candidates that share the key bits
+// fixed so far, and picks the bucket where the condition first holds. Eight passes isolate one
+// candidate. Three descents at most (top-p boundary, kept mass, the sampled token) plus a few
+// reductions: O(vocab) reads per pass and no full sort, whatever top_k is.
+//
+// Probability mass is accumulated in 2^-62 fixed point with integer atomics, so sums do not
+// depend on the order threads add them in: the same inputs give the same token on every run.
+// p is computed as on the CPU backend (f32 terms, double sum); only the order of that sum and
+// fixed-point vs double cumulative sums differ, so only near-ties can pick a different token.
+#include <climits>
+
+#include "backend/cuda/kernel_util.cuh"
+#include "backend/sampling_rule.h"
+
+namespace fg::cuda {
+
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kBuckets = 256;
+constexpr float kMassScale = 0x1p62f;
+
+struct RowStats {
+  float temperature;
+  float z_max;   // max of logits / temperature
+  double z_sum;  // sum of exp(logit / temperature - z_max), each term f32, summed in double
+};
+
+// p of candidate i as the CPU backend computes it: f32 terms, the quotient by the double sum
+// rounded to f32. The same instruction sequence everywhere, so every pass sees the same p.
+__device__ __forceinline__ float candidate_p(float logit, const RowStats& s) {
+  float e = expf(__fsub_rn(__fdiv_rn(logit, s.temperature), s.z_max));
+  return __double2float_rn(__ddiv_rn(double(e), s.z_sum));
+}
+
+__device__ double block_sum_f64(double v, double* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x & 31;
+  int warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double t = lane < int(blockDim.x >> 5) ? scratch[lane] : 0.0;
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  __syncthreads();
+  return t;
+}
+
+__device__ __forceinline__ uint64_t candidate_key(float p, int id) {
+  return (uint64_t(__float_as_uint(p)) << 32) | uint64_t(0xffffffffu - uint32_t(id));
+}
+
+__device__ __forceinline__ int key_id(uint64_t key) { return int(0xffffffffu - uint32_t(key & 0xffffffffu)); }
+
+__device__ __forceinline__ uint64_t fixed_mass(float p) { return __float2ull_rz(p * kMassScale); }
+
+enum class Stop { kCountAtLeast, kMassAtLeast, kMassAbove };
+
+struct Descent {
+  uint64_t key;
+  uint64_t count;  // candidates up to and including `key` in the rule's order
+  uint64_t mass;   // their probability mass, fixed point
+  bool found;
+};
+
+struct Shared {
+  unsigned int count[kBuckets];
+  unsigned long long mass[kBuckets];
+  unsigned int count0[kBuckets];  // the first pass's histogram, the same for every descent
+  unsigned long long mass0[kBuckets];
+  float scratch[32];
+  double scratch_f64[32];
+  int chosen_bucket;
+  unsigned long long above_count;
+  unsigned long long above_mass;
+};
+
+// Histogram of the 8 key bits at `shift` over the candidates whose higher bits equal `prefix`'s.
+__device__ void build_histogram(const float* logits, int vocab, const RowStats& st, int shift, uint64_t prefix,
+                                bool all, unsigned int* count, unsigned long long* mass) {
+  for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
+    count[b] = 0;
+    mass[b] = 0;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    float p = candidate_p(logits[i], st);
+    uint64_t key = candidate_key(p, i);
+    if (!all && (key >> (shift + 8)) != (prefix >> (shift + 8))) continue;
+    int b = int((key >> shift) & 0xff);
+    atomicAdd(&count[b], 1u);
+    atomicAdd(&mass[b], (unsigned long long)fixed_mass(p));
+  }
+  __syncthreads();
+}
+
+__device__ bool stop_holds(Stop stop, uint64_t target, uint64_t count, uint64_t mass) {
+  switch (stop) {
+    case Stop::kCountAtLeast: return count >= target;
+    case Stop::kMassAtLeast: return mass >= target;
+    case Stop::kMassAbove: return mass > target;
+  }
+  return false;
+}
+
+// The first candidate in the rule's order at which `stop` holds for the prefix through it.
+__device__ Descent descend(const float* logits, int vocab, const RowStats& st, Stop stop, uint64_t target,
+                           Shared& sh) {
+  uint64_t prefix = 0;
+  if (threadIdx.x == 0) {
+    sh.above_count = 0;
+    sh.above_mass = 0;
+  }
+  for (int pass = 0; pass < 8; ++pass) {
+    int shift = 56 - 8 * pass;
+    const unsigned int* count = sh.count0;
+    const unsigned long long* mass = sh.mass0;
+    if (pass > 0) {
+      build_histogram(logits, vocab, st, shift, prefix, false, sh.count, sh.mass);
+      count = sh.count;
+      mass = sh.mass;
+    }
+    if (threadIdx.x == 0) {
+      uint64_t c = sh.above_count;
+      uint64_t m = sh.above_mass;
+      int chosen = -1;
+      for (int b = kBuckets - 1; b >= 0; --b) {
+        if (count[b] == 0) continue;
+        if (stop_holds(stop, target, c + count[b], m + mass[b])) {
+          chosen = b;
+          break;
+        }
+        c += count[b];
+        m += mass[b];
+      }
+      sh.chosen_bucket = chosen;
+      if (chosen >= 0) {
+        sh.above_count = c;
+        sh.above_mass = m;
+      }
+    }
+    __syncthreads();
+    int chosen = sh.chosen_bucket;
+    if (chosen < 0) return Descent{0, 0, 0, false};  // uniform across the block
+    prefix |= uint64_t(chosen) << shift;
+    __syncthreads();  // everyone has read the histogram before the next pass rebuilds it
+  }
+  // The last pass isolated one candidate (keys are unique): add it to the prefix before it.
+  Descent d{prefix, sh.above_count + 1, sh.above_mass + fixed_mass(__uint_as_float(uint32_t(prefix >> 32))), true};
+  __syncthreads();
+  return d;
+}
+
+__device__ int argmax_lowest_id(const float* logits, int vocab, Shared& sh) {
+  float best = -INFINITY;
+  int best_id = INT_MAX;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    float v = logits[i];
+    if (v > best || (v == best && i < best_id)) {
+      best = v;
+      best_id = i;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
+    if (ov > best || (ov == best && oi < best_id)) {
+      best = ov;
+      best_id = oi;
+    }
+  }
+  __shared__ float warp_best[32];
+  __shared__ int warp_id[32];
+  int lane = threadIdx.x & 31;
+  int warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    warp_best[warp] = best;
+    warp_id[warp] = best_id;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w) {
+      if (warp_best[w] > best || (warp_best[w] == best && warp_id[w] < best_id)) {
+        best = warp_best[w];
+        best_id = warp_id[w];
+      }
+    }
+    sh.chosen_bucket = best_id == INT_MAX ? 0 : best_id;  // all NaN: id 0
+  }
+  __syncthreads();
+  return sh.chosen_bucket;
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
+  __shared__ Shared sh;
+  const int row = blockIdx.x;
+  const SampleRowParams s = p.settings[row];
+  const float* logits = p.logits + int64_t(row) * p.row_stride;
+  const int vocab = p.vocab;
+
+  if (!(s.temperature > 0.0f)) {
+    int id = argmax_lowest_id(logits, vocab, sh);
+    if (threadIdx.x == 0) p.out[row] = id;
+    return;
+  }
+
+  RowStats st{s.temperature, 0.0f, 1.0};
+  float local_max = -INFINITY;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) local_max = fmaxf(local_max, __fdiv_rn(logits[i], st.temperature));
+  st.z_max = block_max(local_max, sh.scratch);
+  if (!isfinite(st.z_max)) {
+    // No distribution (all -inf, or a +inf): the greedy rule, as on the CPU backend.
+    int id = argmax_lowest_id(logits, vocab, sh);
+    if (threadIdx.x == 0) p.out[row] = id;
+    return;
+  }
+  double local_sum = 0.0;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+    local_sum += double(expf(__fsub_rn(__fdiv_rn(logits[i], st.temperature), st.z_max)));
+  st.z_sum = block_sum_f64(local_sum, sh.scratch_f64);
+
+  build_histogram(logits, vocab, st, 56, 0, true, sh.count0, sh.mass0);
+
+  uint64_t kept = uint64_t(vocab);
+  if (s.top_k > 0 && uint64_t(s.top_k) < kept) kept = uint64_t(s.top_k);
+  if (s.top_p < 1.0f) {
+    Descent d = descend(logits, vocab, st, Stop::kMassAtLeast, fixed_mass(s.top_p), sh);
+    if (d.found && d.count < kept) kept = d.count;
+  }
+  if (s.min_p > 0.0f) {
+    // p_max is the arg-max candidate's p: exp(0) / z_sum.
+    float threshold = s.min_p * __double2float_rn(__ddiv_rn(1.0, st.z_sum));
+    float local = 0.0f;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) local += candidate_p(logits[i], st) >= threshold ? 1.0f : 0.0f;
+    uint64_t n_min = uint64_t(block_sum(local, sh.scratch));
+    if (n_min < kept) kept = n_min;
+  }
+  if (kept < 1) kept = 1;
+
+  Descent last = descend(logits, vocab, st, Stop::kCountAtLeast, kept, sh);
+  uint64_t u24 = uint64_t(sample_uniform(s.seed, s.counter) * 16777216.0f);
+  uint64_t target = __umul64hi(last.mass, u24 << 40);  // floor(kept_mass * u)
+  Descent pick = descend(logits, vocab, st, Stop::kMassAbove, target, sh);
+  uint64_t key = (pick.found && pick.count <= kept) ? pick.key : last.key;
+  if (threadIdx.x == 0) p.out[row] = key_id(key);
+}
+
+}  // namespace
+
+void launch_sample(const SampleParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  FG_CHECK(p.vocab > 0, "sample: empty vocabulary");
+  sample_kernel<<<unsigned(p.rows), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fg::cuda
