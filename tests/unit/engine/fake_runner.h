@@ -1,0 +1,106 @@
+// A fake StepRunner for engine tests: a "model" whose KV cache stores (position, token) per slot,
+// and whose logits for a row are a pseudo-random function of every token the sequence holds in
+// the cache up to that row. Wrong slot mappings, block tables, stale or shared pages, or skipped
+// positions change the logits (or fail the step loudly), so the engine's paging is checked end to
+// end. It is batch-invariant by construction: any difference between a request alone and in a
+// crowd is the engine's fault.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/sampling_rule.h"
+#include "engine/step_runner.h"
+
+namespace fg::test {
+
+struct FakeModelShape {
+  int32_t vocab = 61;
+  int32_t max_model_len = 512;
+  int32_t num_pages = 256;
+  int32_t page_size = 4;
+  std::vector<int32_t> eos = {0};
+  float eos_bias = 0.0f;  // added to the eos logit, to make outputs end early at random
+};
+
+class FakeRunner : public StepRunner {
+ public:
+  explicit FakeRunner(const FakeModelShape& shape)
+      : shape_(shape),
+        backend_(make_cpu_backend()),
+        slots_(size_t(shape.num_pages) * size_t(shape.page_size), kEmpty) {}
+
+  Backend& backend() override { return *backend_; }
+  int32_t vocab_size() const override { return shape_.vocab; }
+  int32_t max_model_len() const override { return shape_.max_model_len; }
+  std::vector<int32_t> eos_token_ids() const override { return shape_.eos; }
+  int32_t kv_num_pages() const override { return shape_.num_pages; }
+  int32_t kv_page_size() const override { return shape_.page_size; }
+  int64_t num_forwards() const { return num_forwards_; }
+  int64_t max_step_tokens() const { return max_step_tokens_; }
+  int64_t max_step_seqs() const { return max_step_seqs_; }
+
+  Result<Tensor> forward(const StepBatch& b) override {
+    ++num_forwards_;
+    max_step_tokens_ = std::max<int64_t>(max_step_tokens_, b.total_q);
+    max_step_seqs_ = std::max<int64_t>(max_step_seqs_, b.num_seqs);
+    const int32_t P = shape_.page_size;
+    // 1. Write the new tokens into their slots, checking the slot agrees with the block table.
+    for (int32_t s = 0; s < b.num_seqs; ++s) {
+      const int32_t q0 = b.cu_seqlens_q[size_t(s)], q1 = b.cu_seqlens_q[size_t(s) + 1];
+      if (b.seqlens_kv[size_t(s)] - (q1 - q0) < 0) return internal_error("kv length shorter than the new tokens");
+      for (int32_t q = q0; q < q1; ++q) {
+        const int32_t pos = b.positions[size_t(q)];
+        if (pos != b.seqlens_kv[size_t(s)] - (q1 - q0) + (q - q0)) return internal_error("position out of order");
+        const int32_t page = b.block_table[size_t(s) * size_t(b.max_pages_per_seq) + size_t(pos / P)];
+        if (b.slot_mapping[size_t(q)] != page * P + pos % P) return internal_error("slot disagrees with block table");
+        slots_[size_t(b.slot_mapping[size_t(q)])] = encode(pos, b.token_ids[size_t(q)]);
+      }
+    }
+    // 2. Logits of the requested rows: hash the sequence's cached tokens [0, pos].
+    if (logits_.bytes() < size_t(b.num_logits) * size_t(shape_.vocab) * 4) {
+      logits_ = backend_->alloc(size_t(std::max(b.num_logits, 64)) * size_t(shape_.vocab) * 4);
+    }
+    float* out = static_cast<float*>(logits_.data());
+    int32_t s = 0;
+    for (int32_t r = 0; r < b.num_logits; ++r) {
+      const int32_t row = b.logits_indices[size_t(r)];
+      while (b.cu_seqlens_q[size_t(s) + 1] <= row) ++s;
+      const int32_t pos = b.positions[size_t(row)];
+      uint64_t h = 0x1234;
+      for (int32_t p = 0; p <= pos; ++p) {
+        const int32_t page = b.block_table[size_t(s) * size_t(b.max_pages_per_seq) + size_t(p / P)];
+        const int64_t v = slots_[size_t(page * P + p % P)];
+        if (v == kEmpty || int32_t(v >> 32) != p) {
+          return internal_error("slot of position " + std::to_string(p) + " holds another position");
+        }
+        h = mix64(h ^ uint64_t(v));
+      }
+      for (int32_t t = 0; t < shape_.vocab; ++t) {
+        out[size_t(r) * size_t(shape_.vocab) + size_t(t)] = 6.0f * sample_uniform(h, uint64_t(t));
+      }
+      for (int32_t e : shape_.eos) out[size_t(r) * size_t(shape_.vocab) + size_t(e)] += shape_.eos_bias;
+    }
+    return Tensor::contiguous(out, DType::kF32, Device::kCpu, {b.num_logits, shape_.vocab});
+  }
+
+  // Marks every slot empty again (to check that a fresh run never reads old contents).
+  void poison() { std::fill(slots_.begin(), slots_.end(), kEmpty); }
+
+ private:
+  static constexpr int64_t kEmpty = -1;
+  static int64_t encode(int32_t pos, int32_t token) { return (int64_t(pos) << 32) | uint32_t(token); }
+
+  FakeModelShape shape_;
+  std::unique_ptr<Backend> backend_;
+  std::vector<int64_t> slots_;
+  Buffer logits_;
+  int64_t num_forwards_ = 0;
+  int64_t max_step_tokens_ = 0;
+  int64_t max_step_seqs_ = 0;
+};
+
+}  // namespace fg::test

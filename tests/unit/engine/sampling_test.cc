@@ -1,0 +1,121 @@
+// Seeded sampling is a function of (seed, output position, logits) only; penalties and logprobs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "engine_test_util.h"
+
+namespace fg::test {
+namespace {
+
+Request sampled_request(uint64_t seed) {
+  Request r;
+  r.prompt_ids = {3, 1, 4, 1, 5, 9, 2, 6};
+  r.params.temperature = 0.9f;
+  r.params.top_k = 20;
+  r.params.top_p = 0.95f;
+  r.params.min_p = 0.01f;
+  r.params.seed = seed;
+  r.params.max_new_tokens = 24;
+  r.params.ignore_eos = true;
+  return r;
+}
+
+TEST(EngineSampling, SeededSamplingIgnoresBatchComposition) {
+  FakeModelShape shape;
+  const Request probe = sampled_request(42);
+  const RequestOutput alone = run_all(shape, EngineConfig{}, {probe}).outputs[0];
+  ASSERT_EQ(alone.output_ids.size(), 24u);
+
+  // The same request among other sampled and greedy requests, with chunking and a small pool.
+  auto crowd = mixed_requests(30, shape.vocab, 30, 20, 5);
+  for (size_t i = 0; i < crowd.size(); i += 2) crowd[i] = sampled_request(1000 + i);
+  crowd.insert(crowd.begin() + 13, probe);
+  FakeModelShape tight = shape;
+  tight.num_pages = 20;
+  EngineConfig config;
+  config.scheduler.max_batch_tokens = 24;
+  const RunResult together = run_all(tight, config, crowd);
+  EXPECT_EQ(together.outputs[13].output_ids, alone.output_ids);
+  EXPECT_GT(together.stats.preemptions, 0);
+
+  // Another seed gives another continuation; no seed picks one per request.
+  const RequestOutput other = run_all(shape, EngineConfig{}, {sampled_request(43)}).outputs[0];
+  EXPECT_NE(other.output_ids, alone.output_ids);
+}
+
+TEST(EngineSampling, FrequencyPenaltyForbidsRepeats) {
+  FakeModelShape shape;
+  Request r;
+  r.prompt_ids = {7};
+  r.params.temperature = 0.0f;
+  r.params.max_new_tokens = 40;
+  r.params.ignore_eos = true;
+  const RequestOutput plain = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  std::set<int32_t> distinct(plain.output_ids.begin(), plain.output_ids.end());
+  ASSERT_LT(distinct.size(), plain.output_ids.size()) << "the fake model should repeat itself unpenalised";
+  r.params.frequency_penalty = 100.0f;
+  const RequestOutput penalised = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  distinct = std::set<int32_t>(penalised.output_ids.begin(), penalised.output_ids.end());
+  EXPECT_EQ(distinct.size(), penalised.output_ids.size());
+}
+
+TEST(EngineSampling, RepetitionPenaltyAvoidsPromptTokens) {
+  FakeModelShape shape;
+  Request r;
+  for (int32_t t = 1; t < 40; ++t) r.prompt_ids.push_back(t);  // most of the vocabulary
+  r.params.temperature = 0.0f;
+  r.params.max_new_tokens = 1;
+  r.params.ignore_eos = true;
+  r.params.repetition_penalty = 1000.0f;  // logits are positive: divided down to ~0
+  const RequestOutput out = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  ASSERT_EQ(out.output_ids.size(), 1u);
+  EXPECT_TRUE(out.output_ids[0] == 0 || out.output_ids[0] >= 40) << out.output_ids[0];
+}
+
+TEST(EngineSampling, LogprobsAreANormalisedTopList) {
+  FakeModelShape shape;
+  Request r;
+  r.prompt_ids = {2, 7, 1};
+  r.params.temperature = 0.0f;
+  r.params.max_new_tokens = 6;
+  r.params.ignore_eos = true;
+  r.params.logprobs = 5;
+  const RequestOutput out = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  ASSERT_EQ(out.logprobs.size(), 6u);
+  ASSERT_EQ(out.top_logprobs.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const auto& top = out.top_logprobs[i];
+    ASSERT_EQ(top.size(), 5u);
+    EXPECT_EQ(top[0].token, out.output_ids[i]) << "greedy picks the most likely token";
+    EXPECT_FLOAT_EQ(top[0].logprob, out.logprobs[i]);
+    for (size_t j = 1; j < top.size(); ++j) EXPECT_GE(top[j - 1].logprob, top[j].logprob);
+    EXPECT_LT(out.logprobs[i], 0.0f);
+    // The fake logits are 6 * U[0, 1): the top token's probability is at least 1/vocab.
+    EXPECT_GT(out.logprobs[i], std::log(1.0f / float(shape.vocab)));
+  }
+  r.params.logprobs = -1;
+  const RequestOutput none = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  EXPECT_TRUE(none.logprobs.empty());
+  EXPECT_EQ(none.output_ids, out.output_ids);
+}
+
+TEST(EngineSampling, ParamsAreValidated) {
+  FakeModelShape shape;
+  FakeRunner runner(shape);
+  EngineCore core(EngineConfig{}, runner);
+  Request r;
+  r.prompt_ids = {1};
+  r.params.top_p = 0.0f;
+  EXPECT_EQ(core.submit(r).status().code(), ErrorCode::kInvalidArgument);
+  r.params.top_p = 1.0f;
+  r.params.temperature = -1.0f;
+  EXPECT_EQ(core.submit(r).status().code(), ErrorCode::kInvalidArgument);
+  r.params.temperature = 1.0f;
+  r.params.stop_token_ids = {shape.vocab};
+  EXPECT_NE(core.submit(r).status().message().find("stop token id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fg::test
