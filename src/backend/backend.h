@@ -61,6 +61,7 @@ struct RopeArgs {
   Tensor positions;        // [n] i32, device
   Tensor inv_freq;         // [rotary_dim / 2] f32, device; used when per_token_base is undefined
   Tensor per_token_base;   // optional [n] f32: inv_freq[i] = base^(-2i / rotary_dim) for that token
+                           // (computed in f32 as 1.0f / powf(base, float(2i) / rotary_dim), like HF)
   int rotary_dim = 0;      // rotate the first rotary_dim channels of each head (<= head_dim)
   bool neox = true;        // true: rotate halves (x[i], x[i + rot/2]); false: adjacent pairs
   float attention_scaling = 1.0f;  // multiplies cos and sin (YaRN-style mscale; 1 otherwise)
@@ -94,10 +95,20 @@ class Backend {
   virtual void synchronize() = 0;
   // Pinned host memory for staging transfers (plain host memory on cpu).
   virtual Buffer alloc_host(size_t bytes) = 0;
+  // The device's memory as its driver reports it, for sizing the KV cache from a fraction of it
+  // (--gpu-memory-fraction). {0, 0} = unknown: callers then need an explicit size.
+  struct MemoryInfo {
+    int64_t total_bytes = 0;
+    int64_t free_bytes = 0;
+  };
+  virtual MemoryInfo memory_info() { return {}; }
 
   // Convert `src` into `dst` elementwise (same shape; f32/f16/bf16 in any combination).
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
   // Fill with uniform random values in [lo, hi) from a seeded counter-based generator.
+  // Element i (its row-major logical index, whatever the strides) gets
+  // float(double(hi - lo) * double(sample_uniform(seed, i)) + double(lo)) rounded to t's dtype
+  // (nearest even): bit-identical on every backend.
   virtual void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) = 0;
 
   // ---- ops
@@ -110,6 +121,7 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
 
   // residual += delta; out = rms_norm(residual) * weight. residual, delta, out: [n, hidden] act.
+  // out may alias delta (not residual).
   virtual void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps,
                             Tensor& out) = 0;
 
@@ -136,7 +148,8 @@ class Backend {
   // The one attention op (DESIGN.md's contract). q: [total_q, num_q_heads, head_dim] act (strided
   // ok), RoPE applied; out: [total_q, num_q_heads, head_dim] act, contiguous; lse: optional
   // [total_q, num_q_heads] f32 (natural log of the softmax denominator, scaled scores).
-  // New tokens' K/V must already be in the cache (kv_write).
+  // New tokens' K/V must already be in the cache (kv_write). Every query sees at least its own
+  // position; a row that sees no key (impossible with valid metadata) gets out = 0, lse = -inf.
   virtual void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
                          const AttentionParams& params, Tensor& out, Tensor* lse) = 0;
 

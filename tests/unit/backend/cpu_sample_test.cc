@@ -1,0 +1,237 @@
+// The CPU backend's sampling against backend/sampling_rule.h: greedy ties, determinism in
+// (seed, counter) whatever shares the batch, top_k / top_p / min_p filtering, a statistical check
+// of the sampled frequencies against the filtered distribution, and an exact comparison with a
+// naive full-sort implementation of the rule written here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/sampling_rule.h"
+#include "backend_test_util.h"
+
+namespace fg {
+namespace {
+
+// Samples one row of logits through the backend op.
+int32_t sample_one(Backend& be, std::vector<float>& logits, const SamplingRow& row) {
+  Tensor l = Tensor::contiguous(logits.data(), DType::kF32, Device::kCpu, {1, int64_t(logits.size())});
+  std::vector<int32_t> out(1, -1);
+  Tensor o = test::view_of(out);
+  be.sample(l, std::span<const SamplingRow>(&row, 1), o);
+  return out[0];
+}
+
+// The rule's probabilities, computed the way the backend documents (f32 terms, double sum).
+std::vector<float> rule_probs(const std::vector<float>& logits, float temperature) {
+  std::vector<float> p(logits.size());
+  float z_max = -INFINITY;
+  for (size_t i = 0; i < p.size(); ++i) z_max = std::max(z_max, p[i] = logits[i] / temperature);
+  double sum = 0.0;
+  for (float& x : p) sum += (x = std::exp(x - z_max));
+  for (float& x : p) x = float(double(x) / sum);
+  return p;
+}
+
+// The kept candidates of rule step 3, in order, by a full sort.
+std::vector<int32_t> naive_kept(const std::vector<float>& p, const SamplingRow& row) {
+  std::vector<int32_t> ids(p.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  if (row.top_k > 0 && size_t(row.top_k) < ids.size()) ids.resize(size_t(row.top_k));
+  if (row.top_p < 1.0f) {
+    double cum = 0.0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      cum += p[size_t(ids[i])];
+      if (cum >= double(row.top_p)) {
+        ids.resize(i + 1);
+        break;
+      }
+    }
+  }
+  if (row.min_p > 0.0f) {
+    const float floor = row.min_p * p[size_t(ids[0])];
+    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int32_t id) { return p[size_t(id)] < floor; }), ids.end());
+  }
+  return ids;
+}
+
+int32_t naive_sample(const std::vector<float>& logits, const SamplingRow& row) {
+  const std::vector<float> p = rule_probs(logits, row.temperature);
+  const std::vector<int32_t> kept = naive_kept(p, row);
+  double mass = 0.0;
+  for (int32_t id : kept) mass += p[size_t(id)];
+  const double target = double(sample_uniform(row.seed, row.counter)) * mass;
+  double cum = 0.0;
+  for (int32_t id : kept)
+    if ((cum += p[size_t(id)]) > target) return id;
+  return kept.back();
+}
+
+TEST(CpuSample, GreedyTakesTheLowestIdOnTies) {
+  auto be = make_cpu_backend();
+  std::vector<float> logits = test::random_floats(97, 1);
+  logits[41] = 5.0f;
+  logits[17] = 5.0f;
+  logits[80] = 4.999f;
+  for (float t : {0.0f, -1.0f}) {
+    SamplingRow row;
+    row.temperature = t;
+    row.seed = 3;
+    EXPECT_EQ(sample_one(*be, logits, row), 17);
+  }
+}
+
+TEST(CpuSample, SameSeedAndCounterGiveTheSameTokenInAnyBatch) {
+  auto be = make_cpu_backend();
+  const int64_t vocab = 1001;
+  std::vector<float> logits = test::random_floats(size_t(4 * vocab), 2, -2.0f, 2.0f);
+  std::vector<SamplingRow> rows(4);
+  for (int i = 0; i < 4; ++i) {
+    rows[size_t(i)].temperature = 0.8f + 0.1f * float(i);
+    rows[size_t(i)].top_k = i == 1 ? 50 : 0;
+    rows[size_t(i)].top_p = i == 2 ? 0.9f : 1.0f;
+    rows[size_t(i)].min_p = i == 3 ? 0.05f : 0.0f;
+    rows[size_t(i)].seed = 1000 + uint64_t(i);
+    rows[size_t(i)].counter = 7;
+  }
+  // Logits rows padded to a larger stride, as a gather from a bigger buffer would leave them.
+  test::PaddedF32 strided({4, vocab}, 13, 3);
+  strided.for_each([&](int64_t i, int64_t j, int64_t) { strided.at(i, j) = logits[size_t(i * vocab + j)]; });
+  std::vector<int32_t> out(4, -1);
+  Tensor o = test::view_of(out);
+  be->sample(strided.view, rows, o);
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> one(logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
+    EXPECT_EQ(out[size_t(i)], sample_one(*be, one, rows[size_t(i)])) << "row " << i;
+    EXPECT_EQ(out[size_t(i)], naive_sample(one, rows[size_t(i)])) << "row " << i;
+  }
+  std::vector<int32_t> again(4, -1);
+  Tensor a = test::view_of(again);
+  be->sample(strided.view, rows, a);
+  EXPECT_EQ(out, again);
+}
+
+TEST(CpuSample, DifferentCountersVary) {
+  auto be = make_cpu_backend();
+  std::vector<float> logits = test::random_floats(64, 4, -1.0f, 1.0f);
+  std::set<int32_t> seen;
+  SamplingRow row;
+  row.temperature = 1.0f;
+  row.seed = 42;
+  for (uint64_t c = 0; c < 64; ++c) {
+    row.counter = c;
+    seen.insert(sample_one(*be, logits, row));
+  }
+  EXPECT_GE(seen.size(), 16u);
+}
+
+TEST(CpuSample, TopKOneAndTinyTopPAreGreedy) {
+  auto be = make_cpu_backend();
+  std::vector<float> logits = test::random_floats(5003, 5, -3.0f, 3.0f);
+  SamplingRow greedy;
+  const int32_t best = sample_one(*be, logits, greedy);
+  for (uint64_t c = 0; c < 50; ++c) {
+    SamplingRow k1;
+    k1.temperature = 1.5f;
+    k1.top_k = 1;
+    k1.seed = 9;
+    k1.counter = c;
+    ASSERT_EQ(sample_one(*be, logits, k1), best);
+    SamplingRow p0 = k1;
+    p0.top_k = 0;
+    p0.top_p = 1e-6f;
+    ASSERT_EQ(sample_one(*be, logits, p0), best);
+  }
+}
+
+TEST(CpuSample, FiltersKeepOnlyTheirCandidates) {
+  auto be = make_cpu_backend();
+  // Probabilities at temperature 1: ids 3, 0, 2, 1 in that order, then two tiny ones.
+  std::vector<float> logits = {1.0f, 0.5f, 0.8f, 1.6f, -4.0f, -4.5f};
+  const std::vector<float> p = rule_probs(logits, 1.0f);
+  struct Case {
+    int top_k;
+    float top_p, min_p;
+    std::set<int32_t> allowed;
+  };
+  const double p3 = p[3], p0 = p[0];
+  const float top_p_two = float(p3 + 0.5 * p0);  // reached by ids {3, 0}, not by 3 alone
+  ASSERT_GT(double(top_p_two), p3);
+  ASSERT_LE(double(top_p_two), p3 + p0);
+  for (const Case& c : {Case{2, 1.0f, 0.0f, {3, 0}}, Case{0, top_p_two, 0.0f, {3, 0}},
+                        Case{0, 1.0f, float(p[1] / p[3]) * 1.01f, {3, 0, 2}}, Case{3, 1.0f, 0.5f, {3, 0}}, Case{3, 1.0f, 0.4f, {3, 0, 2}}}) {
+    std::set<int32_t> seen;
+    for (uint64_t counter = 0; counter < 400; ++counter) {
+      SamplingRow row;
+      row.temperature = 1.0f;
+      row.top_k = c.top_k;
+      row.top_p = c.top_p;
+      row.min_p = c.min_p;
+      row.seed = 11;
+      row.counter = counter;
+      seen.insert(sample_one(*be, logits, row));
+    }
+    EXPECT_EQ(seen, c.allowed) << "top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p;
+  }
+}
+
+// Frequencies over many counters follow the filtered, renormalised distribution. sample_uniform is
+// a fixed function, so this is deterministic; the bound (6 standard deviations) would also hold
+// for any other seed with overwhelming probability.
+TEST(CpuSample, FrequenciesMatchTheFilteredDistribution) {
+  auto be = make_cpu_backend();
+  std::vector<float> logits = {0.3f, 1.2f, -0.5f, 0.9f, 0.0f, 2.0f, -1.0f, 0.6f};
+  SamplingRow row;
+  row.temperature = 0.7f;
+  row.top_k = 6;
+  row.top_p = 0.95f;
+  row.seed = 2024;
+  const std::vector<float> p = rule_probs(logits, row.temperature);
+  const std::vector<int32_t> kept = naive_kept(p, row);
+  ASSERT_GE(kept.size(), 3u);  // the filters leave a real choice
+  double mass = 0.0;
+  for (int32_t id : kept) mass += p[size_t(id)];
+  const int n = 40000;
+  std::vector<int> count(logits.size(), 0);
+  for (int c = 0; c < n; ++c) {
+    row.counter = uint64_t(c);
+    ++count[size_t(sample_one(*be, logits, row))];
+  }
+  for (size_t id = 0; id < logits.size(); ++id) {
+    const bool is_kept = std::find(kept.begin(), kept.end(), int32_t(id)) != kept.end();
+    const double want = is_kept ? p[id] / mass : 0.0;
+    const double got = double(count[id]) / n;
+    EXPECT_NEAR(got, want, 6.0 * std::sqrt(want * (1.0 - want) / n) + 1e-9) << "token " << id;
+  }
+}
+
+TEST(CpuSample, LargeVocabMatchesNaiveRuleExactly) {
+  auto be = make_cpu_backend();
+  const int64_t vocab = 32003;
+  std::vector<float> logits = test::random_floats(size_t(vocab), 6, -4.0f, 4.0f);
+  logits[123] = logits[456] = 6.0f;  // a tie at the top
+  CpuSampleScratch scratch;
+  struct Case {
+    float t;
+    int top_k;
+    float top_p, min_p;
+  };
+  for (const Case& c : {Case{1.0f, 0, 1.0f, 0.0f}, Case{0.7f, 40, 1.0f, 0.0f}, Case{1.0f, 0, 0.9f, 0.0f},
+                        Case{1.3f, 0, 1.0f, 0.1f}, Case{0.9f, 500, 0.8f, 0.02f}}) {
+    for (uint64_t counter = 0; counter < 24; ++counter) {
+      SamplingRow row{c.t, c.top_k, c.top_p, c.min_p, 77, counter};
+      ASSERT_EQ(cpu_sample_row(logits.data(), vocab, row, scratch), naive_sample(logits, row))
+          << "t " << c.t << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p << " counter " << counter;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fg
