@@ -27,6 +27,10 @@ class Model {
   // Reads DIR/config.json (+ generation_config.json), validates and uploads the safetensors
   // weights to `backend` in its act dtype. `backend` must outlive the model.
   static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
+  // Reads DIR/config.json only and fills every weight with seeded random values on the device
+  // (Backend::fill_uniform), for performance work at real shapes without a checkpoint
+  // (model/dummy_weights.h; defined in dummy_weights.cc).
+  static Result<std::unique_ptr<Model>> load_dummy(const std::string& dir, Backend& backend, uint64_t seed);
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }

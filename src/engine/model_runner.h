@@ -1,0 +1,64 @@
+// ModelRunner: the StepRunner over the model layer. Owns the backend, the model and its paged KV
+// cache (sized from --kv-cache-memory or --gpu-memory-fraction), and turns each StepBatch into the
+// model's BatchSpec (reusing its vectors: no allocation per step once warm). The model uploads the
+// step's metadata with one copy and returns the sampled rows' logits on the device.
+//
+// CUDA graphs: decode-only steps are where graph replay pays. The model's forward currently
+// enqueues variable-size metadata and workspace growth inside the forward, which a captured graph
+// cannot replay, so this runner runs every step eagerly; `decode_only` is carried in StepBatch for
+// the graph path to key on once the model exposes fixed-capacity buffers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/step_runner.h"
+#include "model/batch.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace fg {
+
+struct ModelRunnerOptions {
+  std::string model_dir;
+  std::string backend = "auto";       // cpu, cuda or auto
+  bool dummy_weights = false;         // random weights from config.json alone
+  uint64_t dummy_seed = 0;
+  int32_t page_size = 16;
+  int64_t kv_cache_bytes = 0;         // > 0: exactly this much KV memory (--kv-cache-memory)
+  double gpu_memory_fraction = 0.9;   // otherwise this share of device memory (--gpu-memory-fraction)
+  int64_t activation_reserve_bytes = int64_t(1) << 30;  // kept out of the KV budget on a GPU
+  int32_t max_model_len = 0;          // 0: the config's max_position_embeddings
+};
+
+class ModelRunner final : public StepRunner {
+ public:
+  // Errors name the model directory, the backend or the memory setting at fault.
+  static Result<std::unique_ptr<ModelRunner>> create(const ModelRunnerOptions& options);
+
+  Backend& backend() override { return *backend_; }
+  int32_t vocab_size() const override { return int32_t(model_->config().vocab_size); }
+  int32_t max_model_len() const override { return max_model_len_; }
+  std::vector<int32_t> eos_token_ids() const override;
+  int32_t kv_num_pages() const override { return cache_->num_pages(); }
+  int32_t kv_page_size() const override { return cache_->page_size(); }
+  Result<Tensor> forward(const StepBatch& batch) override;
+
+  const ModelConfig& config() const { return model_->config(); }
+  Model& model() { return *model_; }
+  int64_t kv_cache_bytes() const { return kv_bytes_; }
+
+ private:
+  ModelRunner() = default;
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;  // after backend_: destroyed first
+  std::optional<KvCache> cache_;
+  int32_t max_model_len_ = 0;
+  int64_t kv_bytes_ = 0;
+  BatchSpec spec_;
+};
+
+}  // namespace fg

@@ -1,0 +1,129 @@
+// Dummy weights (dummy_weights.h) and Model::load_dummy.
+#include "model/dummy_weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "model/model.h"
+#include "model/rope.h"
+
+namespace fg {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+enum class Init { kLinear, kOnes, kBias };
+
+struct DummyTensor {
+  Tensor* target;
+  std::vector<int64_t> shape;
+  Init init;
+  int64_t fan_in;
+};
+
+std::vector<DummyTensor> dummy_plan(const ModelConfig& c, ModelWeights& w) {
+  std::vector<DummyTensor> plan;
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  const int64_t qkv = c.qkv_dim(), q_dim = c.q_dim();
+  w.layers.resize(size_t(c.num_layers));
+  // The embedding is read row by row (no fan-in): unit-scale values like a trained table's.
+  plan.push_back({&w.embed, {c.vocab_size, hidden}, Init::kLinear, 1});
+  for (LayerWeights& L : w.layers) {
+    plan.push_back({&L.input_norm, {hidden}, Init::kOnes, 0});
+    plan.push_back({&L.qkv, {qkv, hidden}, Init::kLinear, hidden});
+    if (c.options.qkv_bias) plan.push_back({&L.qkv_bias, {qkv}, Init::kBias, 0});
+    if (c.options.qk_norm) {
+      plan.push_back({&L.q_norm, {c.head_dim}, Init::kOnes, 0});
+      plan.push_back({&L.k_norm, {c.head_dim}, Init::kOnes, 0});
+    }
+    plan.push_back({&L.o, {hidden, q_dim}, Init::kLinear, q_dim});
+    if (c.options.o_bias) plan.push_back({&L.o_bias, {hidden}, Init::kBias, 0});
+    plan.push_back({&L.post_norm, {hidden}, Init::kOnes, 0});
+    plan.push_back({&L.gate_up, {2 * inter, hidden}, Init::kLinear, hidden});
+    if (c.options.mlp_bias) plan.push_back({&L.gate_up_bias, {2 * inter}, Init::kBias, 0});
+    plan.push_back({&L.down, {hidden, inter}, Init::kLinear, inter});
+    if (c.options.mlp_bias) plan.push_back({&L.down_bias, {hidden}, Init::kBias, 0});
+  }
+  plan.push_back({&w.final_norm, {hidden}, Init::kOnes, 0});
+  if (!c.tie_word_embeddings) plan.push_back({&w.lm_head, {c.vocab_size, hidden}, Init::kLinear, hidden});
+  return plan;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+int64_t model_weight_bytes(const ModelConfig& config, DType act) {
+  ModelWeights w;
+  int64_t total = 0;
+  for (const DummyTensor& t : dummy_plan(config, w)) total += numel_of(t.shape) * int64_t(dtype_size(act));
+  return total;
+}
+
+Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, uint64_t seed) {
+  ModelWeights w;
+  std::vector<DummyTensor> plan = dummy_plan(c, w);
+  const DType act = backend.act_dtype();
+  size_t total = 0;
+  std::vector<size_t> offsets;
+  for (const DummyTensor& t : plan) {
+    offsets.push_back(total);
+    total += align_up(size_t(numel_of(t.shape)) * dtype_size(act));
+  }
+  w.arena = backend.alloc(std::max(total, kAlign));
+  if (w.arena.data() == nullptr) {
+    return Status(ErrorCode::kResourceExhausted,
+                  "cannot allocate " + std::to_string(total) + " bytes of dummy weights on " + backend.name());
+  }
+  char* base = static_cast<char*>(w.arena.data());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const DummyTensor& d = plan[i];
+    Tensor& t = *d.target;
+    t = Tensor{};
+    t.data = base + offsets[i];
+    t.dtype = act;
+    t.device = backend.device();
+    t.ndim = int(d.shape.size());
+    int64_t stride = 1;
+    for (int k = t.ndim - 1; k >= 0; --k) {
+      t.shape[size_t(k)] = d.shape[size_t(k)];
+      t.stride[size_t(k)] = stride;
+      stride *= d.shape[size_t(k)];
+    }
+    Tensor flat = Tensor::contiguous(t.data, act, t.device, {numel_of(d.shape)});
+    const uint64_t tensor_seed = seed * 0x9e3779b97f4a7c15ull + i;
+    switch (d.init) {
+      case Init::kLinear: {
+        const float a = 1.0f / std::sqrt(float(d.fan_in));
+        backend.fill_uniform(flat, -a, a, tensor_seed);
+        break;
+      }
+      case Init::kOnes: backend.fill_uniform(flat, 1.0f, 1.0f, tensor_seed); break;
+      case Init::kBias: backend.fill_uniform(flat, -0.02f, 0.02f, tensor_seed); break;
+    }
+  }
+  if (c.tie_word_embeddings) w.lm_head = w.embed;
+  backend.synchronize();
+  return w;
+}
+
+Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed) {
+  FG_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  std::unique_ptr<Model> m(new Model(backend, std::move(config)));
+  FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->config_, backend, seed));
+  std::vector<float> inv = rope_inv_freq(m->config_.rope, m->config_.rotary_dim);
+  m->inv_freq_ = backend.alloc(inv.size() * sizeof(float));
+  Buffer staging = backend.alloc_host(inv.size() * sizeof(float));
+  std::memcpy(staging.data(), inv.data(), inv.size() * sizeof(float));
+  backend.copy_from_host(m->inv_freq_.data(), staging.data(), inv.size() * sizeof(float));
+  backend.synchronize();
+  return m;
+}
+
+}  // namespace fg

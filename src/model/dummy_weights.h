@@ -1,0 +1,21 @@
+// Dummy weights: every tensor a real checkpoint of this config would have, in the same fused
+// layout as load_model_weights, filled on the device with seeded uniform values scaled so that
+// activations stay finite through many layers (linear layers U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+// norms 1, biases small). For throughput measurements at real shapes (engine_bench,
+// `flashgen generate --dummy-weights`); the text such a model produces is meaningless.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace fg {
+
+// Errors: the arena does not fit in the backend's memory.
+Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed);
+
+// Bytes the weights of this config occupy in `act` dtype (for the bandwidth floor of a decode step).
+int64_t model_weight_bytes(const ModelConfig& config, DType act);
+
+}  // namespace fg
