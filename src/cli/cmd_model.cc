@@ -1,8 +1,161 @@
-// flashgen model commands (filled in by the model layer).
+// flashgen model commands:
+//   generate --model DIR --prompt-ids "1,2,3" [--max-new-tokens N] [--temperature T] [--top-k K]
+//            [--top-p P] [--seed S] [--backend cpu|cuda|auto] [--page-size P] [--ignore-eos] [--json]
+//   logits   --model DIR --prompt-ids "..." --output FILE.npy [--backend ...] [--page-size P]
+// User errors (bad flags, a broken checkpoint, ids outside the vocabulary) are thrown as one-line
+// std::runtime_error messages that name the file and the problem; main prints them and exits 1.
+// The prompt comes from --prompt-ids; text prompts plug into resolve_prompt() once the tokenizer
+// layer exists.
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
 #include "cli/commands.h"
+#include "model/generate.h"
+#include "model/model.h"
+#include "model/npy.h"
 
 namespace fg::cli {
+namespace {
 
-void register_model_commands(CLI::App& app) { (void)app; }
+struct ModelArgs {
+  std::string model_dir;
+  std::string prompt_ids;
+  std::string backend = "auto";
+  int page_size = 16;
+};
+
+struct GenerateArgs : ModelArgs {
+  int max_new_tokens = 32;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  bool json = false;
+};
+
+struct LogitsArgs : ModelArgs {
+  std::string output;
+};
+
+[[noreturn]] void fail(const std::string& message) { throw std::runtime_error(message); }
+
+template <class T>
+T value_or_fail(Result<T> r) {
+  if (!r.is_ok()) fail(r.status().message());
+  return std::move(r).value();
+}
+
+// "1,2,3" or "1 2 3" -> ids.
+std::vector<int32_t> parse_prompt_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string token;
+  auto flush = [&] {
+    if (token.empty()) return;
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(token, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != token.size() || v < 0 || v > INT32_MAX) fail("--prompt-ids: '" + token + "' is not a token id");
+    ids.push_back(int32_t(v));
+    token.clear();
+  };
+  for (char ch : text) {
+    if (ch == ',' || ch == ' ' || ch == '\t' || ch == '\n') flush();
+    else token.push_back(ch);
+  }
+  flush();
+  if (ids.empty()) fail("--prompt-ids: no token ids given");
+  return ids;
+}
+
+// The prompt's token ids. (A --prompt text option goes through the tokenizer here.)
+std::vector<int32_t> resolve_prompt(const ModelArgs& a) { return parse_prompt_ids(a.prompt_ids); }
+
+struct Loaded {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+};
+
+Loaded load(const ModelArgs& a) {
+  if (a.page_size <= 0) fail("--page-size must be positive");
+  Loaded l;
+  l.backend = value_or_fail(make_backend(a.backend));
+  l.model = value_or_fail(Model::load(a.model_dir, *l.backend));
+  return l;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? sep : "") + std::to_string(ids[i]);
+  return s;
+}
+
+void run_generate(const GenerateArgs& a) {
+  std::vector<int32_t> prompt = resolve_prompt(a);
+  if (a.max_new_tokens < 0) fail("--max-new-tokens must be >= 0");
+  if (a.top_k < 0) fail("--top-k must be >= 0");
+  if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) fail("--top-p must be in (0, 1]");
+  Loaded l = load(a);
+  GenerateOptions o;
+  o.max_new_tokens = a.max_new_tokens;
+  o.sampling.temperature = a.temperature;
+  o.sampling.top_k = a.top_k;
+  o.sampling.top_p = a.top_p;
+  o.sampling.seed = a.seed;
+  o.page_size = a.page_size;
+  if (!a.ignore_eos) o.stop_ids = l.model->config().eos_token_ids;
+  std::vector<int32_t> out = value_or_fail(generate(*l.model, prompt, o));
+  if (a.json) {
+    std::printf("{\"prompt_ids\": [%s], \"output_ids\": [%s]}\n", join_ids(prompt, ", ").c_str(),
+                join_ids(out, ", ").c_str());
+  } else {
+    std::printf("%s\n", join_ids(out, " ").c_str());
+  }
+}
+
+void run_logits(const LogitsArgs& a) {
+  std::vector<int32_t> prompt = resolve_prompt(a);
+  Loaded l = load(a);
+  std::vector<float> logits = value_or_fail(prompt_logits(*l.model, prompt, a.page_size));
+  Status s = write_npy_f32(a.output, logits.data(), int64_t(prompt.size()), l.model->config().vocab_size);
+  if (!s.is_ok()) fail(s.message());
+}
+
+void add_model_options(CLI::App* cmd, ModelArgs& a) {
+  cmd->add_option("--model", a.model_dir, "model directory (config.json + safetensors)")->required();
+  cmd->add_option("--prompt-ids", a.prompt_ids, "prompt token ids, e.g. \"1,2,3\"")->required();
+  cmd->add_option("--backend", a.backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--page-size", a.page_size, "KV cache page size in tokens");
+}
+
+}  // namespace
+
+void register_model_commands(CLI::App& app) {
+  auto gen = std::make_shared<GenerateArgs>();
+  CLI::App* g = app.add_subcommand("generate", "generate token ids from a prompt");
+  add_model_options(g, *gen);
+  g->add_option("--max-new-tokens", gen->max_new_tokens, "tokens to generate (default 32)");
+  g->add_option("--temperature", gen->temperature, "sampling temperature (0 = greedy, the default)");
+  g->add_option("--top-k", gen->top_k, "keep the k most likely tokens (0 = off)");
+  g->add_option("--top-p", gen->top_p, "nucleus sampling mass (1 = off)");
+  g->add_option("--seed", gen->seed, "sampling seed");
+  g->add_flag("--ignore-eos", gen->ignore_eos, "do not stop at end-of-sequence ids");
+  g->add_flag("--json", gen->json, "print {\"prompt_ids\": [...], \"output_ids\": [...]}");
+  g->callback([gen] { run_generate(*gen); });
+
+  auto lg = std::make_shared<LogitsArgs>();
+  CLI::App* l = app.add_subcommand("logits", "write the logits of every prompt position as float32 .npy");
+  add_model_options(l, *lg);
+  l->add_option("--output", lg->output, "output .npy file, shape [n_tokens, vocab]")->required();
+  l->callback([lg] { run_logits(*lg); });
+}
 
 }  // namespace fg::cli
