@@ -1,0 +1,603 @@
+// OpenAI-compatible routes (see openai_api.h): parameter validation, prompt preparation, and
+// the completion / chat.completion object shapes, whole or streamed.
+#include "server/openai_api.h"
+
+#include <cmath>
+
+#include "server/json_fields.h"
+#include "server/request_body.h"
+
+namespace fg::server {
+
+using nlohmann::json;
+
+namespace {
+
+ApiError range_error(const std::string& param, const std::string& rule, double got) {
+  std::string g = (got == std::floor(got) && std::fabs(got) < 1e15) ? std::to_string(int64_t(got))
+                                                                     : std::to_string(got);
+  return invalid_request("Invalid '" + param + "': " + rule + ", got " + g + ".", param, "invalid_value");
+}
+
+ApiError unsupported_param(const std::string& param, const std::string& why) {
+  return invalid_request("'" + param + "' is not supported by flashgen: " + why, param, "unsupported_parameter");
+}
+
+// Settings common to both endpoints, after validation.
+struct CommonParams {
+  bool stream = false;
+  bool include_usage = false;
+  int64_t n = 1;
+  std::optional<int64_t> max_tokens;
+  std::string max_tokens_param = "max_tokens";
+  SamplingOptions sampling;
+  int logprobs = -1;
+};
+
+// Reads model, stream, stream_options, n, max_tokens, sampling, stop, seed and the extensions.
+void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& info, CommonParams& p) {
+  auto model = f.get_string("model");
+  if (f.ok() && !model) f.fail(missing_parameter("model"));
+  if (f.ok() && *model != info.id) {
+    f.fail(not_found_error("The model '" + *model + "' does not exist; this server serves '" + info.id + "'.",
+                           "model_not_found"));
+  }
+  p.stream = f.get_bool("stream").value_or(false);
+  if (const json* so = f.get_object("stream_options")) {
+    if (!p.stream) {
+      f.fail(invalid_request("'stream_options' is only allowed when 'stream' is true.", "stream_options"));
+    } else {
+      JsonFields sf(*so, "stream_options.");
+      p.include_usage = sf.get_bool("include_usage").value_or(false);
+      sf.get_bool("continuous_usage_stats");
+      if (!sf.ok()) f.fail(*sf.error());
+      std::string unknown = sf.unknown_field();
+      if (!unknown.empty()) f.fail(unknown_parameter(unknown));
+    }
+  }
+  if (auto n = f.get_int("n")) {
+    if (*n < 1 || *n > limits.max_n) f.fail(range_error("n", "must be between 1 and " + std::to_string(limits.max_n), double(*n)));
+    p.n = *n;
+  }
+  SamplingOptions& s = p.sampling;
+  if (auto t = f.get_number("temperature")) {
+    if (!(*t >= 0.0 && *t <= 2.0)) f.fail(range_error("temperature", "must be between 0 and 2", *t));
+    s.temperature = float(*t);
+  }
+  if (auto t = f.get_number("top_p")) {
+    if (!(*t >= 0.0 && *t <= 1.0)) f.fail(range_error("top_p", "must be between 0 and 1", *t));
+    s.top_p = *t <= 0.0 ? 1e-6f : float(*t);
+  }
+  if (auto v = f.get_number("presence_penalty")) {
+    if (!(*v >= -2.0 && *v <= 2.0)) f.fail(range_error("presence_penalty", "must be between -2 and 2", *v));
+    s.presence_penalty = float(*v);
+  }
+  if (auto v = f.get_number("frequency_penalty")) {
+    if (!(*v >= -2.0 && *v <= 2.0)) f.fail(range_error("frequency_penalty", "must be between -2 and 2", *v));
+    s.frequency_penalty = float(*v);
+  }
+  if (auto seed = f.get_int("seed")) s.seed = static_cast<uint64_t>(*seed);
+  if (const json* stop = f.get_raw("stop")) {
+    if (stop->is_string()) {
+      if (!stop->get<std::string>().empty()) s.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (int64_t(stop->size()) > limits.max_stop)
+        f.fail(range_error("stop", "at most " + std::to_string(limits.max_stop) + " stop sequences are allowed", double(stop->size())));
+      for (const json& e : *stop) {
+        if (!e.is_string()) {
+          f.fail(invalid_type("stop", "a string or an array of strings"));
+          break;
+        }
+        if (!e.get<std::string>().empty()) s.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      f.fail(invalid_type("stop", "a string or an array of strings"));
+    }
+  }
+  if (const json* lb = f.get_object("logit_bias")) {
+    if (!lb->empty()) f.fail(unsupported_param("logit_bias", "token biases are not implemented."));
+  }
+  f.get_string("user");
+  // Extensions.
+  if (auto k = f.get_int("top_k")) {
+    if (*k < -1) f.fail(range_error("top_k", "must be -1 or 0 (off) or a positive integer", double(*k)));
+    s.top_k = *k > 0 ? int(std::min<int64_t>(*k, 1 << 30)) : 0;
+  }
+  if (auto v = f.get_number("min_p")) {
+    if (!(*v >= 0.0 && *v <= 1.0)) f.fail(range_error("min_p", "must be between 0 and 1", *v));
+    s.min_p = float(*v);
+  }
+  if (auto v = f.get_number("repetition_penalty")) {
+    if (!(*v > 0.0 && *v <= 100.0)) f.fail(range_error("repetition_penalty", "must be greater than 0 and at most 100", *v));
+    s.repetition_penalty = float(*v);
+  }
+  s.ignore_eos = f.get_bool("ignore_eos").value_or(false);
+  s.skip_special_tokens = f.get_bool("skip_special_tokens").value_or(true);
+  s.include_stop_str_in_output = f.get_bool("include_stop_str_in_output").value_or(false);
+  if (const json* ids = f.get_array("stop_token_ids")) {
+    for (const json& e : *ids) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= info.vocab_size) {
+        f.fail(invalid_request("'stop_token_ids' must hold token ids in [0, " + std::to_string(info.vocab_size) + ").",
+                               "stop_token_ids", "invalid_value"));
+        break;
+      }
+      s.stop_token_ids.push_back(int32_t(e.get<int64_t>()));
+    }
+  }
+}
+
+void read_max_tokens(JsonFields& f, CommonParams& p, bool chat) {
+  std::optional<int64_t> mt = f.get_int("max_tokens");
+  if (chat) {
+    if (auto mct = f.get_int("max_completion_tokens")) {
+      mt = mct;
+      p.max_tokens_param = "max_completion_tokens";
+    }
+  }
+  if (mt) {
+    const int64_t min = chat ? 1 : 0;
+    if (*mt < min) f.fail(range_error(p.max_tokens_param, "must be at least " + std::to_string(min), double(*mt)));
+    p.max_tokens = mt;
+  }
+}
+
+// Token pieces as OpenAI's `bytes` arrays.
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+json chat_logprob_entry(const GeneratedToken& t) {
+  json top = json::array();
+  for (const TokenLogprob& tl : t.top)
+    top.push_back({{"token", tl.text}, {"logprob", tl.logprob}, {"bytes", bytes_of(tl.text)}});
+  return {{"token", t.text}, {"logprob", t.logprob}, {"bytes", bytes_of(t.text)}, {"top_logprobs", top}};
+}
+
+// Completions logprobs object for `tokens`, with text offsets counted from `offset`.
+json completion_logprobs(const std::vector<GeneratedToken>& tokens, size_t offset, int top_n) {
+  json toks = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+  for (const GeneratedToken& t : tokens) {
+    toks.push_back(t.text);
+    lps.push_back(t.logprob);
+    if (top_n > 0) {
+      json m = json::object();
+      for (const TokenLogprob& tl : t.top) m[tl.text] = tl.logprob;
+      tops.push_back(m);
+    } else {
+      tops.push_back(nullptr);
+    }
+    offs.push_back(offset);
+    offset += t.text.size();
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+const char* openai_finish(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStopString:
+    case FinishReason::kStopToken: return "stop";
+    case FinishReason::kCancelled: return "abort";
+    default: return "error";
+  }
+}
+
+ApiError generation_error(const GenerationEvent& ev) {
+  ApiError e = api_error_from_status(ev.error.is_ok() ? Status(ErrorCode::kInternal, "generation failed") : ev.error,
+                                     ApiDialect::kOpenAi);
+  if (e.http_status < 500 && e.http_status != 429) e.http_status = 500;
+  return e;
+}
+
+// One reply object for both endpoints; `chat` picks the shapes.
+class OpenAiReply final : public GenerationReply {
+ public:
+  OpenAiReply(ApiContext& ctx, bool chat, std::string id, std::string model, const CommonParams& p,
+              std::vector<std::string> echo_prefix)
+      : GenerationReply(ctx, chat ? "/v1/chat/completions" : "/v1/completions", id, ApiDialect::kOpenAi),
+        chat_(chat), id_(std::move(id)), model_(std::move(model)), stream_(p.stream),
+        include_usage_(p.include_usage), logprobs_(p.logprobs), n_(size_t(p.n)),
+        echo_prefix_(std::move(echo_prefix)) {
+    keep_tokens_ = logprobs_ >= 0 && !stream_;
+  }
+
+  void prepare(size_t choices) {
+    role_sent_.assign(choices, false);
+    echo_done_.assign(choices, false);
+    text_offset_.assign(choices, 0);
+  }
+
+ protected:
+  void on_event(size_t index, const GenerationEvent& ev, std::string& out) override {
+    if (!stream_) return;
+    if (ev.finish_reason == FinishReason::kError) {
+      out += sse_event(json::parse(openai_error_body(generation_error(ev))));
+      return;
+    }
+    if (chat_ && !role_sent_[index]) {
+      role_sent_[index] = true;
+      out += sse_event(chunk(index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+    }
+    std::string text = ev.text_delta;
+    if (!chat_ && !echo_prefix_.empty() && !echo_done_[index]) {
+      text = echo_prefix_[index / n_] + text;
+      echo_done_[index] = true;
+    }
+    const bool want_lp = logprobs_ >= 0 && !ev.tokens.empty();
+    if (!text.empty() || want_lp) {
+      json lp = nullptr;
+      if (want_lp) {
+        if (chat_) {
+          json content = json::array();
+          for (const GeneratedToken& t : ev.tokens) content.push_back(chat_logprob_entry(t));
+          lp = {{"content", content}};
+        } else {
+          lp = completion_logprobs(ev.tokens, text_offset_[index], logprobs_);
+        }
+      }
+      for (const GeneratedToken& t : ev.tokens) text_offset_[index] += t.text.size();
+      json delta = chat_ ? json{{"content", text}} : json(text);
+      out += sse_event(chunk(index, delta, lp, nullptr));
+    }
+    if (ev.finished) {
+      out += sse_event(chunk(index, chat_ ? json::object() : json(""), nullptr, openai_finish(ev.finish_reason)));
+    }
+  }
+
+  void on_complete(std::string& out) override {
+    if (stream_) {
+      if (include_usage_) {
+        json c = base_object();
+        c["choices"] = json::array();
+        c["usage"] = usage();
+        out += sse_event(c);
+      }
+      out += "data: [DONE]\n\n";
+      final_head_.status = 200;
+      return;
+    }
+    if (const GenerationEvent* err = first_error()) {
+      ApiError e = generation_error(*err);
+      final_head_.status = e.http_status;
+      out += openai_error_body(e);
+      return;
+    }
+    if (any_cancelled()) {
+      ApiError e{503, "The request was cancelled before it finished (the server is shutting down).",
+                 "service_unavailable", "", "cancelled"};
+      final_head_.status = 503;
+      out += openai_error_body(e);
+      return;
+    }
+    json choices = json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const Choice& c = choices_[i];
+      json lp = nullptr;
+      if (logprobs_ >= 0) {
+        if (chat_) {
+          json content = json::array();
+          for (const GeneratedToken& t : c.tokens) content.push_back(chat_logprob_entry(t));
+          lp = {{"content", content}};
+        } else {
+          lp = completion_logprobs(c.tokens, 0, logprobs_);
+        }
+      }
+      json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", openai_finish(c.final.finish_reason)}};
+      if (chat_) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      } else {
+        choice["text"] = echo_prefix_.empty() ? c.text : echo_prefix_[i / n_] + c.text;
+      }
+      if (c.final.finish_reason == FinishReason::kStopString) choice["stop_reason"] = c.final.stop_string;
+      choices.push_back(std::move(choice));
+    }
+    json body = base_object();
+    body["choices"] = std::move(choices);
+    body["usage"] = usage();
+    final_head_.status = 200;
+    out += dump_json(body);
+  }
+
+ private:
+  json base_object() const {
+    json o = {{"id", id_},
+              {"object", chat_ ? (stream_ ? "chat.completion.chunk" : "chat.completion")
+                               : "text_completion"},
+              {"created", created_unix_},
+              {"model", model_},
+              {"system_fingerprint", "flashgen"}};
+    return o;
+  }
+
+  json chunk(size_t index, json delta, json logprobs, const char* finish) const {
+    json c = base_object();
+    json choice = {{"index", index}, {"logprobs", std::move(logprobs)},
+                   {"finish_reason", finish ? json(finish) : json(nullptr)}};
+    choice[chat_ ? "delta" : "text"] = std::move(delta);
+    c["choices"] = json::array({std::move(choice)});
+    if (include_usage_) c["usage"] = nullptr;
+    return c;
+  }
+
+  json usage() const {
+    const int64_t prompt = total_prompt_tokens();
+    const int64_t completion = total_generated_tokens();
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", {{"cached_tokens", total_cached_tokens()}}}};
+  }
+
+  bool chat_;
+  std::string id_;
+  std::string model_;
+  bool stream_;
+  bool include_usage_;
+  int logprobs_;
+  size_t n_;
+  std::vector<std::string> echo_prefix_;  // per prompt, completions with echo only
+  std::vector<bool> role_sent_;
+  std::vector<size_t> text_offset_;
+  std::vector<bool> echo_done_;
+};
+
+// Validated token ids of a prompt given as an array of integers.
+std::optional<ApiError> read_token_prompt(const json& arr, int64_t vocab, std::vector<int32_t>& out) {
+  for (const json& e : arr) {
+    if (!e.is_number_integer()) return invalid_type("prompt", "a string, an array of strings, or an array of token ids");
+    const int64_t id = e.get<int64_t>();
+    if (id < 0 || id >= vocab)
+      return invalid_request("Token id " + std::to_string(id) + " in 'prompt' is outside the vocabulary [0, " +
+                                 std::to_string(vocab) + ").",
+                             "prompt", "invalid_value");
+    out.push_back(int32_t(id));
+  }
+  return std::nullopt;
+}
+
+// Submits prompts x n choices and builds the reply (or the error reply).
+Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vector<std::vector<int32_t>> prompts,
+                   std::vector<std::string> echo_prefix, int64_t default_max) {
+  const ModelInfo& info = ctx.backend.model_info();
+  std::vector<GenerationRequest> requests;
+  const std::string id = ctx.make_id(chat ? "chatcmpl" : "cmpl");
+  for (auto& ids : prompts) {
+    LengthCheck lc = check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len, p.max_tokens_param);
+    if (lc.error) return error_reply(*lc.error, ApiDialect::kOpenAi);
+    for (int64_t i = 0; i < p.n; ++i) {
+      GenerationRequest r;
+      r.request_id = id;
+      r.prompt_ids = ids;
+      r.sampling = p.sampling;
+      r.sampling.max_new_tokens = lc.max_new_tokens;
+      r.sampling.logprobs = p.logprobs;
+      if (p.sampling.seed) r.sampling.seed = *p.sampling.seed + uint64_t(i);
+      requests.push_back(std::move(r));
+    }
+  }
+  if (ctx.in_flight.load() >= ctx.max_concurrent_requests) {
+    ctx.metrics.count_request(chat ? "/v1/chat/completions" : "/v1/completions", 429);
+    return error_reply(ApiError{429, "The server is at its limit of " + std::to_string(ctx.max_concurrent_requests) +
+                                         " concurrent requests (--max-concurrent-requests); retry later.",
+                                "rate_limit_error", "", "queue_full"},
+                       ApiDialect::kOpenAi);
+  }
+  auto reply = std::make_unique<OpenAiReply>(ctx, chat, id, info.id, p, std::move(echo_prefix));
+  reply->prepare(requests.size());
+  if (auto err = reply->submit_all(std::move(requests), size_t(p.n))) return error_reply(*err, ApiDialect::kOpenAi);
+  Reply out;
+  out.streamed = p.stream;
+  if (p.stream) {
+    out.head.content_type = "text/event-stream";
+    out.head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  }
+  out.source = std::move(reply);
+  return out;
+}
+
+Reply fail(const JsonFields& f) { return error_reply(*f.error(), ApiDialect::kOpenAi); }
+
+}  // namespace
+
+Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const HttpRequest& req) {
+  json body;
+  if (auto err = parse_json_object(req, body)) return error_reply(*err, ApiDialect::kOpenAi);
+  const ModelInfo& info = ctx.backend.model_info();
+  JsonFields f(body);
+  CommonParams p;
+  read_common(f, limits, info, p);
+  read_max_tokens(f, p, /*chat=*/false);
+  if (auto lp = f.get_int("logprobs")) {
+    if (*lp < 0 || *lp > limits.max_logprobs)
+      f.fail(range_error("logprobs", "must be between 0 and " + std::to_string(limits.max_logprobs), double(*lp)));
+    p.logprobs = int(*lp);
+  }
+  const bool echo = f.get_bool("echo").value_or(false);
+  if (echo && p.logprobs >= 0) f.fail(unsupported_param("echo", "echo together with logprobs (prompt logprobs) is not implemented."));
+  if (auto suffix = f.get_string("suffix"))
+    if (!suffix->empty()) f.fail(unsupported_param("suffix", "insertion (suffix) is not implemented."));
+  if (auto best_of = f.get_int("best_of"))
+    if (*best_of != p.n) f.fail(unsupported_param("best_of", "best_of must equal n (server-side ranking is not implemented)."));
+  const bool add_special = f.get_bool("add_special_tokens").value_or(true);
+  const json* prompt = f.get_raw("prompt");
+  if (f.ok() && !prompt) f.fail(missing_parameter("prompt"));
+  if (f.ok()) {
+    std::string unknown = f.unknown_field();
+    if (!unknown.empty()) f.fail(unknown_parameter(unknown));
+  }
+  if (!f.ok()) return fail(f);
+
+  // prompt: "text" | ["text", ...] | [ids...] | [[ids...], ...]
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> texts;
+  bool token_prompts = false;
+  auto bad_prompt = [] { return invalid_type("prompt", "a string, an array of strings, or an array of token ids"); };
+  if (prompt->is_string()) {
+    texts.push_back(prompt->get<std::string>());
+  } else if (prompt->is_array() && !prompt->empty()) {
+    if ((*prompt)[0].is_string()) {
+      for (const json& e : *prompt) {
+        if (!e.is_string()) return error_reply(bad_prompt(), ApiDialect::kOpenAi);
+        texts.push_back(e.get<std::string>());
+      }
+    } else if ((*prompt)[0].is_array()) {
+      token_prompts = true;
+      for (const json& e : *prompt) {
+        if (!e.is_array() || e.empty()) return error_reply(bad_prompt(), ApiDialect::kOpenAi);
+        prompts.emplace_back();
+        if (auto err = read_token_prompt(e, info.vocab_size, prompts.back())) return error_reply(*err, ApiDialect::kOpenAi);
+      }
+    } else {
+      token_prompts = true;
+      prompts.emplace_back();
+      if (auto err = read_token_prompt(*prompt, info.vocab_size, prompts.back())) return error_reply(*err, ApiDialect::kOpenAi);
+    }
+  } else {
+    return error_reply(prompt->is_array() ? invalid_request("'prompt' must not be empty.", "prompt", "invalid_value")
+                                          : bad_prompt(),
+                       ApiDialect::kOpenAi);
+  }
+  if (int64_t(texts.size() + prompts.size()) * p.n > limits.max_n * 8) {
+    return error_reply(invalid_request("Too many prompts x choices in one request (at most " +
+                                           std::to_string(limits.max_n * 8) + ").", "prompt", "invalid_value"),
+                       ApiDialect::kOpenAi);
+  }
+  for (const std::string& t : texts) {
+    Result<std::vector<int32_t>> ids = ctx.backend.tokenize(t, add_special);
+    if (!ids.is_ok()) return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "prompt"), ApiDialect::kOpenAi);
+    if (ids->empty()) return error_reply(invalid_request("'prompt' encodes to zero tokens.", "prompt", "invalid_value"), ApiDialect::kOpenAi);
+    prompts.push_back(std::move(*ids));
+  }
+  std::vector<std::string> echo_prefix;
+  if (echo) {
+    if (token_prompts) {
+      for (const auto& ids : prompts) {
+        Result<std::string> t = ctx.backend.detokenize(ids, false);
+        if (!t.is_ok()) return error_reply(api_error_from_status(t.status(), ApiDialect::kOpenAi, "prompt"), ApiDialect::kOpenAi);
+        echo_prefix.push_back(*t);
+      }
+    } else {
+      echo_prefix = texts;
+    }
+  }
+  // OpenAI's legacy completions default to 16 new tokens.
+  return submit_reply(ctx, false, p, std::move(prompts), std::move(echo_prefix), 16);
+}
+
+Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const HttpRequest& req) {
+  json body;
+  if (auto err = parse_json_object(req, body)) return error_reply(*err, ApiDialect::kOpenAi);
+  const ModelInfo& info = ctx.backend.model_info();
+  JsonFields f(body);
+  CommonParams p;
+  read_common(f, limits, info, p);
+  read_max_tokens(f, p, /*chat=*/true);
+  const bool logprobs = f.get_bool("logprobs").value_or(false);
+  if (logprobs) p.logprobs = 0;
+  if (auto top = f.get_int("top_logprobs")) {
+    if (*top < 0 || *top > limits.max_logprobs)
+      f.fail(range_error("top_logprobs", "must be between 0 and " + std::to_string(limits.max_logprobs), double(*top)));
+    else if (!logprobs && *top > 0)
+      f.fail(invalid_request("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs", "invalid_value"));
+    else if (logprobs)
+      p.logprobs = int(*top);
+  }
+  if (const json* rf = f.get_object("response_format")) {
+    auto type = rf->find("type");
+    if (type == rf->end() || !type->is_string())
+      f.fail(invalid_type("response_format.type", "a string"));
+    else if (type->get<std::string>() != "text")
+      f.fail(unsupported_param("response_format", "only {\"type\": \"text\"} is implemented (no constrained decoding yet)."));
+  }
+  const json* tools = f.get_array("tools");
+  if (const json* tc = f.get_raw("tool_choice")) {
+    if (tc->is_string() && tc->get<std::string>() == "none") {
+      tools = nullptr;
+    } else if (!(tc->is_string() && tc->get<std::string>() == "auto")) {
+      f.fail(unsupported_param("tool_choice", "only \"auto\" and \"none\" are implemented."));
+    }
+  }
+  f.get_bool("parallel_tool_calls");
+  f.get_bool("store");
+  f.get_object("metadata");
+  f.get_string("service_tier");
+  const bool add_generation_prompt = f.get_bool("add_generation_prompt").value_or(true);
+  const json* template_kwargs = f.get_object("chat_template_kwargs");
+  const json* messages = f.get_array("messages");
+  if (f.ok() && !messages) f.fail(missing_parameter("messages"));
+  if (f.ok() && messages->empty()) f.fail(invalid_request("'messages' must not be empty.", "messages", "invalid_value"));
+  if (f.ok()) {
+    std::string unknown = f.unknown_field();
+    if (!unknown.empty()) f.fail(unknown_parameter(unknown));
+  }
+  if (!f.ok()) return fail(f);
+
+  // Normalize messages for the template: text parts joined, "developer" read as "system".
+  json msgs = json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return error_reply(invalid_type(where, "an object"), ApiDialect::kOpenAi);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      return error_reply(missing_parameter(where + ".role"), ApiDialect::kOpenAi);
+    std::string r = role->get<std::string>();
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool" && r != "function")
+      return error_reply(invalid_request("Invalid value for '" + where + ".role': '" + r +
+                                             "'. Expected one of system, developer, user, assistant, tool.",
+                                         where + ".role", "invalid_value"),
+                         ApiDialect::kOpenAi);
+    json nm = m;
+    if (r == "developer") nm["role"] = "system";
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      if (r != "assistant") return error_reply(missing_parameter(where + ".content"), ApiDialect::kOpenAi);
+      nm["content"] = "";
+    } else if (content->is_array()) {
+      std::string joined;
+      for (const json& part : *content) {
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+          return error_reply(invalid_type(where + ".content", "a string or an array of content parts"), ApiDialect::kOpenAi);
+        if (part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
+          return error_reply(unsupported_param(where + ".content", "only text content parts are supported by this text-only server."),
+                             ApiDialect::kOpenAi);
+        if (!joined.empty()) joined += "\n";
+        joined += part["text"].get<std::string>();
+      }
+      nm["content"] = joined;
+    } else if (!content->is_string()) {
+      return error_reply(invalid_type(where + ".content", "a string or an array of content parts"), ApiDialect::kOpenAi);
+    }
+    msgs.push_back(std::move(nm));
+  }
+  Result<std::string> text = ctx.backend.render_chat(msgs, tools ? *tools : json(nullptr), add_generation_prompt,
+                                                     template_kwargs ? *template_kwargs : json::object());
+  if (!text.is_ok()) return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+  Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*text, /*add_special_tokens=*/false);
+  if (!ids.is_ok()) return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+  if (ids->empty()) return error_reply(invalid_request("The rendered chat encodes to zero tokens.", "messages", "invalid_value"), ApiDialect::kOpenAi);
+  std::vector<std::vector<int32_t>> prompts;
+  prompts.push_back(std::move(*ids));
+  return submit_reply(ctx, true, p, std::move(prompts), {}, INT64_MAX);
+}
+
+Reply openai_models(ApiContext& ctx, std::string_view model_id) {
+  const ModelInfo& info = ctx.backend.model_info();
+  json card = {{"id", info.id},
+               {"object", "model"},
+               {"created", info.created},
+               {"owned_by", "flashgen"},
+               {"root", info.model_dir},
+               {"max_model_len", info.max_model_len}};
+  if (!model_id.empty()) {
+    if (model_id != info.id)
+      return error_reply(not_found_error("The model '" + std::string(model_id) + "' does not exist.", "model_not_found"),
+                         ApiDialect::kOpenAi);
+    return json_reply(200, card);
+  }
+  return json_reply(200, {{"object", "list"}, {"data", json::array({card})}});
+}
+
+}  // namespace fg::server

@@ -1,0 +1,88 @@
+// Request-body helpers (see request_body.h).
+#include "server/request_body.h"
+
+#include "server/utf8.h"
+
+namespace fg::server {
+
+std::optional<ApiError> parse_json_object(const HttpRequest& req, nlohmann::json& out) {
+  size_t bad = 0;
+  if (!is_valid_utf8(req.body, &bad)) {
+    return invalid_request("Request body is not valid UTF-8 (bad byte sequence at offset " +
+                               std::to_string(bad) + ").",
+                           "", "invalid_utf8");
+  }
+  if (req.body.empty()) return invalid_request("Request body is empty; expected a JSON object.", "", "invalid_json");
+  try {
+    out = nlohmann::json::parse(req.body);
+  } catch (const nlohmann::json::parse_error& e) {
+    return invalid_request("Request body is not valid JSON (byte " + std::to_string(e.byte) +
+                               "): " + e.what(),
+                           "", "invalid_json");
+  }
+  if (!out.is_object()) return invalid_request("Request body must be a JSON object.", "", "invalid_json");
+  return std::nullopt;
+}
+
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+HttpResponse json_response(int status, const nlohmann::json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_json(body);
+  return r;
+}
+
+Reply json_reply(int status, const nlohmann::json& body) {
+  Reply r;
+  r.head = json_response(status, body);
+  return r;
+}
+
+Reply error_reply(const ApiError& error, ApiDialect dialect) {
+  Reply r;
+  ApiError e = for_dialect(error, dialect);
+  r.head.status = e.http_status;
+  r.head.body = error_body(e, dialect);
+  return r;
+}
+
+LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested, int64_t default_max,
+                         int64_t max_model_len, const std::string& max_tokens_param) {
+  LengthCheck out;
+  if (max_model_len > 0 && prompt_tokens >= max_model_len) {
+    out.error = invalid_request("The prompt has " + std::to_string(prompt_tokens) +
+                                    " tokens, but this model's maximum context length is " +
+                                    std::to_string(max_model_len) +
+                                    " tokens (prompt and output together). Shorten the prompt.",
+                                "", "context_length_exceeded");
+    return out;
+  }
+  const int64_t room = max_model_len > 0 ? max_model_len - prompt_tokens : INT64_MAX;
+  if (requested) {
+    if (*requested > room) {
+      out.error = invalid_request(
+          "This model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
+              std::to_string(prompt_tokens + *requested) + " were requested (" +
+              std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(*requested) + " in '" +
+              max_tokens_param + "'). Lower '" + max_tokens_param + "' to at most " + std::to_string(room) + ".",
+          max_tokens_param, "context_length_exceeded");
+      return out;
+    }
+    out.max_new_tokens = *requested;
+  } else {
+    out.max_new_tokens = std::min(default_max, room);
+  }
+  return out;
+}
+
+std::string sse_event(const nlohmann::json& j) {
+  std::string s = "data: ";
+  s += dump_json(j);
+  s += "\n\n";
+  return s;
+}
+
+}  // namespace fg::server
