@@ -194,7 +194,11 @@ void CpuBackend::attention(const Tensor& q, const KvCacheLayer& cache, const Att
   for (int64_t s = 0; s < batch.num_seqs; ++s) max_kv = std::max<int64_t>(max_kv, seqlens_kv[s]);
   const int32_t* token_seq = token_seq_.data();
 
-#pragma omp parallel if (total_q * q_heads * max_kv * head_dim > cpu::kParallelMinWork)
+  // Serial below about a millisecond of work: a parallel region costs more than it saves there.
+  int64_t work = 0;
+  for (int64_t s = 0; s < batch.num_seqs; ++s) work += int64_t(cu[s + 1] - cu[s]) * seqlens_kv[s];
+  work *= q_heads * head_dim;
+#pragma omp parallel if (work > cpu::kParallelMinWork * 8)
   {
     std::vector<float> scores(static_cast<size_t>(max_kv));
 #pragma omp for schedule(dynamic, 1)

@@ -12,8 +12,10 @@
 
 namespace fg::cpu {
 
-// Work (in elements) below which an OpenMP region costs more than it saves.
-constexpr int64_t kParallelMinWork = int64_t(1) << 15;
+// Work (in elements) below which an OpenMP region costs more than it saves. Kept well above the
+// fork/join cost because CI shares 2 cores between test processes, where a region that waits on
+// a descheduled thread costs a scheduler time slice.
+constexpr int64_t kParallelMinWork = int64_t(1) << 17;
 
 inline std::string arg_message(const char* op, const char* name, const std::string& want, const Tensor& t) {
   return std::string(op) + ": " + name + " must be " + want + ", got " + t.describe();
