@@ -22,6 +22,7 @@ namespace {
 constexpr double kOutTol = 1e-2;    // ||gpu - cpu|| / ||cpu|| of out (bf16)
 constexpr double kLseTol = 2e-2;    // max |gpu - cpu| of lse (natural log)
 constexpr double kMaxCaseMacs = 3e8;  // sum over (query, visible key, q head) of head_dim
+constexpr double kMaxCacheElems = 8e6;  // per cache: bounds host memory and fill time
 constexpr int kRandomCases = 72;
 
 struct AttnCase {
@@ -61,6 +62,13 @@ struct AttnCase {
       }
     }
     return total * num_kv_heads * group * head_dim;
+  }
+
+  // Elements of one of the two caches (whole pages).
+  double cache_elems() const {
+    double slots = 0.0;
+    for (int kv : kv_lens) slots += double((kv + page_size - 1) / page_size) * page_size;
+    return slots * num_kv_heads * head_dim;
   }
 };
 
@@ -195,7 +203,7 @@ AttnCase random_case(uint64_t seed) {
     }
     int max_kv = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
     c.window = rng() % 3 == 0 ? log_uniform(rng, 1, max_kv) : 0;
-    if (c.macs() <= kMaxCaseMacs) return c;
+    if (c.macs() <= kMaxCaseMacs && c.cache_elems() <= kMaxCacheElems) return c;
     if (attempt % 4 == 3 && num_seqs > 1) num_seqs = std::max(1, num_seqs / 2);  // shrink until it fits
   }
   c.q_lens.assign(1, 1);
