@@ -1,0 +1,58 @@
+// Incremental detokenizer (see incremental_decoder.h).
+#include "tokenizer/incremental_decoder.h"
+
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace fg {
+
+namespace {
+
+bool ends_with_replacement(const std::string& s) {
+  return s.size() >= 3 && s.compare(s.size() - 3, 3, tok::kReplacementUtf8) == 0;
+}
+
+// Ids of context kept in the first window: enough for any decoder's neighbour rules.
+constexpr size_t kContextWindow = 6;
+
+}  // namespace
+
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens,
+                                       std::span<const int32_t> context_ids)
+    : tokenizer_(tokenizer), skip_special_(skip_special_tokens), ids_(context_ids.begin(), context_ids.end()) {
+  read_ = ids_.size();
+  prefix_ = read_ > kContextWindow ? read_ - kContextWindow : 0;
+  prefix_text_ = decode_range(prefix_, read_);
+}
+
+std::string IncrementalDecoder::decode_range(size_t begin, size_t end) const {
+  return tokenizer_.decode(std::span<const int32_t>(ids_.data() + begin, end - begin), skip_special_);
+}
+
+std::string IncrementalDecoder::push(int32_t id) {
+  ids_.push_back(id);
+  std::string text = decode_range(prefix_, ids_.size());
+  if (text.size() <= prefix_text_.size() || ends_with_replacement(text) ||
+      text.compare(0, prefix_text_.size(), prefix_text_) != 0)
+    return {};
+  std::string delta = text.substr(prefix_text_.size());
+  // The next window starts at the first id of this emission; its text alone is the new prefix.
+  prefix_ = read_;
+  read_ = ids_.size();
+  prefix_text_ = decode_range(prefix_, read_);
+  return delta;
+}
+
+std::string IncrementalDecoder::flush() {
+  if (read_ == ids_.size()) return {};
+  std::string text = decode_range(prefix_, ids_.size());
+  std::string delta;
+  if (text.size() > prefix_text_.size() && text.compare(0, prefix_text_.size(), prefix_text_) == 0)
+    delta = text.substr(prefix_text_.size());
+  prefix_ = read_;
+  read_ = ids_.size();
+  prefix_text_ = decode_range(prefix_, read_);
+  return delta;
+}
+
+}  // namespace fg

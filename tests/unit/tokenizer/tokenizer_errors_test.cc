@@ -1,0 +1,152 @@
+// Load errors: missing files, corrupt JSON and unsupported components give a Status whose
+// code and message say what is wrong and where.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tokenizer/tokenizer.h"
+#include "tokenizer_test_util.h"
+
+namespace fg {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("fg_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name, std::ios::binary) << text;
+    return (path_ / name).string();
+  }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+  static inline int counter_ = 0;
+};
+
+// A minimal valid byte-level tokenizer.json with `override` merged at the top level.
+std::string tiny_tokenizer(const nlohmann::json& override = nlohmann::json::object()) {
+  nlohmann::json j = {
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
+      {"added_tokens", nlohmann::json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", nullptr},
+      {"decoder", nullptr}};
+  j.merge_patch(override);
+  return j.dump();
+}
+
+TEST(TokenizerErrors, MissingFolderOrFile) {
+  auto r = Tokenizer::load("/nonexistent/model/dir");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/model/dir"), std::string::npos);
+
+  TempDir dir;
+  r = Tokenizer::load(dir.str());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(r.status().message().find("tokenizer.json"), std::string::npos) << r.status().message();
+}
+
+TEST(TokenizerErrors, CorruptJsonNamesTheFile) {
+  TempDir dir;
+  dir.write("tokenizer.json", "{\"model\": {\"type\": \"BPE\", ");
+  auto r = Tokenizer::load(dir.str());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(dir.str() + "/tokenizer.json"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("invalid JSON"), std::string::npos);
+
+  dir.write("tokenizer.json", tiny_tokenizer());
+  dir.write("tokenizer_config.json", "{not json");
+  r = Tokenizer::load(dir.str());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("tokenizer_config.json"), std::string::npos) << r.status().message();
+}
+
+TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
+  struct Case {
+    nlohmann::json patch;
+    std::string name;
+  };
+  const Case cases[] = {
+      {{{"model", {{"type", "WordPiece"}}}}, "WordPiece"},
+      {{{"model", {{"type", "Unigram"}}}}, "Unigram"},
+      {{{"normalizer", {{"type", "Precompiled"}}}}, "Precompiled"},
+      {{{"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "BertNormalizer"}}}}}}}, "BertNormalizer"},
+      {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}}, "UnicodeScripts"},
+      {{{"decoder", {{"type", "WordPiece"}}}}, "WordPiece"},
+      {{{"post_processor", {{"type", "SomethingNew"}}}}, "SomethingNew"},
+  };
+  for (const auto& c : cases) {
+    auto r = Tokenizer::from_json(tiny_tokenizer(c.patch), "", "", "t.json");
+    ASSERT_FALSE(r.is_ok()) << c.name;
+    EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("'" + c.name + "'"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("t.json"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(TokenizerErrors, InconsistentContents) {
+  auto r = Tokenizer::from_json(tiny_tokenizer({{"model", {{"merges", {"a c"}}}}}), "", "", "t.json");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("'c'"), std::string::npos) << r.status().message();
+
+  r = Tokenizer::from_json(tiny_tokenizer({{"model", {{"merges", {"a b c"}}}}}), "", "", "t.json");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("merge 1"), std::string::npos) << r.status().message();
+
+  r = Tokenizer::from_json(
+      tiny_tokenizer({{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}}}}),
+      "", "", "t.json");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("(unclosed"), std::string::npos) << r.status().message();
+
+  r = Tokenizer::from_json(tiny_tokenizer({{"model", {{"dropout", 0.1}}}}), "", "", "t.json");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
+}
+
+TEST(TokenizerErrors, ConfigFilesAreOptionalAndRead) {
+  TempDir dir;
+  dir.write("tokenizer.json",
+            tiny_tokenizer({{"added_tokens",
+                             {{{"id", 3}, {"content", "<s>"}, {"special", true}},
+                              {{"id", 4}, {"content", "</s>"}, {"special", true}},
+                              {{"id", 5}, {"content", "<eot>"}, {"special", true}}}}}));
+  auto r = Tokenizer::load(dir.str());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ((*r)->bos_id(), -1);
+  EXPECT_TRUE((*r)->eos_ids().empty());
+  EXPECT_EQ((*r)->encode("ab", true), std::vector<int32_t>{2});
+
+  dir.write("tokenizer_config.json",
+            R"({"bos_token": {"content": "<s>"}, "eos_token": "</s>", "add_bos_token": true, "add_eos_token": true})");
+  dir.write("generation_config.json", R"({"eos_token_id": [5, 4]})");
+  r = Tokenizer::load(dir.str());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ((*r)->bos_id(), 3);
+  EXPECT_EQ((*r)->eos_ids(), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ((*r)->encode("ab", true), (std::vector<int32_t>{3, 2, 4}));
+  EXPECT_EQ((*r)->encode("ab", false), (std::vector<int32_t>{2}));
+  EXPECT_EQ((*r)->vocab_size(), 6);
+
+  // The tokenizer.json file itself is accepted in place of the folder.
+  r = Tokenizer::load(dir.str() + "/tokenizer.json");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ((*r)->bos_id(), 3);
+}
+
+}  // namespace
+}  // namespace fg
