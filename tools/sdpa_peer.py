@@ -173,13 +173,18 @@ def side_by_side(path, peer_rows):
         s = r["seconds"]
         print(f"{g + ' ' + n:46s} {s * 1e6:9.1f} {100 * r['kv_bytes'] / s / copy:5.1f}% {r['flops'] / s / 1e12:6.1f} | {f_us} {c_us}")
     # The targets, as measured.
-    def pct(name):
+    read = ours.get("read_bytes_per_s", copy)
+
+    def pct(name, ceiling=copy):
         r = by_name.get(("decode", name))
-        return 100 * r["kv_bytes"] / r["seconds"] / copy if r else float("nan")
+        return 100 * r["kv_bytes"] / r["seconds"] / ceiling if r else float("nan")
     big = [pct(f"B{b} kv{kv} page16") for b in (8, 64, 256) for kv in (8192, 32768)]
     print("\ntargets:")
-    print(f"  decode >= 85% copy at B>=8, kv>=8k (page 16): min {min(big):.1f}%")
-    print(f"  decode >= 70% copy at B1 kv32k: {pct('B1 kv32768 page16'):.1f}%")
+    big_read = [pct(f"B{b} kv{kv} page16", read) for b in (8, 64, 256) for kv in (8192, 32768)]
+    print(f"  decode >= 85% copy at B>=8, kv>=8k (page 16): min {min(big):.1f}% of copy, "
+          f"{min(big_read):.1f}% of read-only streaming")
+    print(f"  decode >= 70% copy at B1 kv32k: {pct('B1 kv32768 page16'):.1f}% of copy, "
+          f"{pct('B1 kv32768 page16', read):.1f}% of read-only streaming")
     ratios = []
     for b in (1, 8, 64, 256):
         for kv in (1024, 8192, 32768):

@@ -74,6 +74,9 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std
   FG_ATTN_CUDA(cudaMalloc(&s.d_partial_o, kPartialFloats * sizeof(float)));
   FG_ATTN_CUDA(cudaMalloc(&s.d_partial_lse, kPartialFloats / 64 * sizeof(float)));
   FG_ATTN_CUDA(cudaMemset(s.d_meta, 0, kHeaderInts * sizeof(int)));
+  // The memset runs on the legacy stream; finish it before any plan uploads on the caller's
+  // (possibly non-blocking) stream, or it could land after the upload and zero the counts.
+  FG_ATTN_CUDA(cudaDeviceSynchronize());
   for (int i = 0; i < 2; ++i) {
     FG_ATTN_CUDA(cudaMallocHost(&s.h_meta[i], s.meta_bytes()));
     FG_ATTN_CUDA(cudaMallocHost(&s.h_merges[i], size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
@@ -127,7 +130,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     FG_CHECK(kv_len >= q_len, "attention plan: sequence " + std::to_string(q) + " has seqlens_kv " +
                                   std::to_string(kv_len) + " < its " + std::to_string(q_len) + " new tokens");
     const int rows = q_len * group;
-    const int kind = rows <= 16 ? attn::kRows16 : attn::kRows64;
+    const int kind = rows <= 16 ? attn::kRows16 : rows <= 32 ? attn::kRows32 : attn::kRows64;
     const int tr = attn::tile_rows(kind);
     for (int m0 = 0; m0 < rows; m0 += tr) {
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
@@ -181,7 +184,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   for (const Tile& t : tiles) {
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
-    const int64_t row_weight = t.kind == attn::kRows16 ? 1 : 2;  // 64-row tiles do more math per key
+    const int64_t row_weight = t.kind == attn::kRows64 ? 2 : 1;  // 64-row tiles do more math per key
     if (n == 1) {
       keyed.push_back({int64_t(t.extent) * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1,
                                                         t.kind, {0, 0, 0}}});

@@ -6,9 +6,10 @@
 // row pr = t * group + g reads q[q_start + t, kv_head * group + g, :]. So decode (q_len 1) with
 // GQA 4 fills 4 rows of a 16-row tile and reads each KV page once per kv head.
 //
-// Two tile kinds share one kernel (so any mix of prefills and decodes is one launch):
+// Three tile kinds share one kernel (so any mix of prefills and decodes is one launch):
 //  - kRows16: 16 rows, the 4 warps split each 64-key block into 4 x 16 keys and merge their
 //    softmax states at the end (short queries: decode, speculative windows);
+//  - kRows32: 32 rows, 2 row warps x 2 key warps (speculative windows of 5..8 tokens at GQA 4);
 //  - kRows64: 64 rows, one warp per 16 rows, every warp sees all 64 keys (prefill chunks).
 // K/V rows are gathered through the block table per key position (any page size >= 1) with
 // 16-byte cp.async copies, kStages deep. This file must never allocate or synchronize the host.
@@ -27,8 +28,8 @@ constexpr int kStages = 3;     // cp.async pipeline depth (K and V of one block 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-enum TileKind : int { kRows16 = 0, kRows64 = 1 };
-constexpr int tile_rows(int kind) { return kind == kRows16 ? 16 : 64; }
+enum TileKind : int { kRows16 = 0, kRows32 = 1, kRows64 = 2 };
+constexpr int tile_rows(int kind) { return kind == kRows16 ? 16 : kind == kRows32 ? 32 : 64; }
 
 // One unit of work for one CTA per kv head: a row tile of one sequence against the key range
 // [kv_begin, kv_end) (clamped further by the causal mask and the window in the kernel).
@@ -171,10 +172,9 @@ struct SmemLayout {
   static constexpr int kKvBlockBytes = kBlockN * D * 2;
   static constexpr int kMainBytes = kQBytes + kStages * 2 * kKvBlockBytes;
   static constexpr int kRedStride = D + 8;  // floats per row of the epilogue's O buffer
-  static constexpr int kRedBytes16 = 4 * 16 * (kRedStride + 2) * 4;
-  static constexpr int kRedBytes64 = 1 * 64 * (kRedStride + 2) * 4;
-  static constexpr int kBytes = kMainBytes > kRedBytes16 ? (kMainBytes > kRedBytes64 ? kMainBytes : kRedBytes64)
-                                                         : (kRedBytes16 > kRedBytes64 ? kRedBytes16 : kRedBytes64);
+  // Every kind has 64 (column warps x rows) states: 4 x 16, 2 x 32 or 1 x 64.
+  static constexpr int kRedBytes = 64 * (kRedStride + 2) * 4;
+  static constexpr int kBytes = kMainBytes > kRedBytes ? kMainBytes : kRedBytes;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -250,41 +250,61 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     cp_async_commit();
   }
 
-  // ---- K/V block loader: gathers each key row through the block table.
+  // ---- K/V block loader: gathers each key row through the block table. The page ids of the
+  // next block are fetched one block ahead (fetch_pages) so that their latency hides behind the
+  // math instead of stalling the copies (this is what makes page size 1 cheap).
+  constexpr int kPasses = kBlockN / kRowsPerPass;
   const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head;
   const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head;
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
-  auto load_block = [&](int b) {
+  const int my_row = tid / kChunks;
+  const int my_chunk = tid % kChunks;
+  auto page_of = [&](int j, int& in_page) {
+    int page_idx;
+    if (p.page_shift >= 0) {
+      page_idx = j >> p.page_shift;
+      in_page = j & (p.page_size - 1);
+    } else {
+      page_idx = j / p.page_size;
+      in_page = j - page_idx * p.page_size;
+    }
+    return page_idx;
+  };
+  int pages[kPasses];
+  auto fetch_pages = [&](int b) {
+    const int j0 = block_begin + b * kBlockN;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int j = j0 + my_row + pass * kRowsPerPass;
+      int in_page;
+      pages[pass] = j < tile_hi ? __ldg(bt + page_of(j, in_page)) : 0;
+    }
+  };
+  auto load_block = [&](int b) {  // uses pages[] fetched for block b
     const int j0 = block_begin + b * kBlockN;
     T* ks = kv_s + (b % kStages) * 2 * kBlockN * D;
     T* vs = ks + kBlockN * D;
-    const int c = tid % kChunks;
 #pragma unroll
-    for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
-      const int rr = tid / kChunks + pass * kRowsPerPass;
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int rr = my_row + pass * kRowsPerPass;
       const int j = j0 + rr;
       const bool valid = j < tile_hi;
-      int64_t off = 0;
-      if (valid) {
-        int page_idx, in_page;
-        if (p.page_shift >= 0) {
-          page_idx = j >> p.page_shift;
-          in_page = j & (p.page_size - 1);
-        } else {
-          page_idx = j / p.page_size;
-          in_page = j - page_idx * p.page_size;
-        }
-        const int page = __ldg(bt + page_idx);
-        off = int64_t(page) * p.kv_stride_page + int64_t(in_page) * p.kv_stride_slot + c * 8;
-      }
-      cp_async16(smem_addr(ks + swz<D>(rr, c)), kbase + off, valid);
-      cp_async16(smem_addr(vs + swz<D>(rr, c)), vbase + off, valid);
+      int in_page = 0;
+      page_of(j, in_page);
+      const int64_t off = valid ? int64_t(pages[pass]) * p.kv_stride_page + int64_t(in_page) * p.kv_stride_slot + my_chunk * 8
+                                : 0;
+      cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
+      cp_async16(smem_addr(vs + swz<D>(rr, my_chunk)), vbase + off, valid);
     }
   };
 
+  if (n_blocks > 0) fetch_pages(0);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_blocks) load_block(s);
+    if (s < n_blocks) {
+      load_block(s);
+      if (s + 1 < n_blocks) fetch_pages(s + 1);
+    }
     cp_async_commit();
   }
 
@@ -305,7 +325,10 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
         ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
       }
     }
-    if (b + kStages - 1 < n_blocks) load_block(b + kStages - 1);
+    if (b + kStages - 1 < n_blocks) {
+      load_block(b + kStages - 1);
+      if (b + kStages < n_blocks) fetch_pages(b + kStages);
+    }
     cp_async_commit();
 
     const T* ks = kv_s + (b % kStages) * 2 * kBlockN * D;
@@ -476,6 +499,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
     const int kvh = u % p.num_kv_heads;
     if (it.kind == kRows16) {
       attend_tile<T, D, 1, 4>(p, it, kvh, smem);
+    } else if (it.kind == kRows32) {
+      attend_tile<T, D, 2, 2>(p, it, kvh, smem);
     } else {
       attend_tile<T, D, 4, 1>(p, it, kvh, smem);
     }
