@@ -92,7 +92,8 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
   // Rule step 3. min_p first: it needs no order, and only shrinks the prefix the others see.
   scratch.order.resize(size_t(vocab));
   int32_t* ids = scratch.order.data();
-  const float min_p_floor = row.min_p > 0.0f ? row.min_p * p_max : -1.0f;
+  // Clamped at p_max so that the top candidate survives even a (meaningless) min_p > 1.
+  const float min_p_floor = row.min_p > 0.0f ? std::min(row.min_p * p_max, p_max) : -1.0f;
   int64_t count = 0;
   for (int64_t i = 0; i < vocab; ++i)
     if (p[i] >= min_p_floor) ids[count++] = int32_t(i);

@@ -180,6 +180,12 @@ TEST(CpuSample, FiltersKeepOnlyTheirCandidates) {
     }
     EXPECT_EQ(seen, c.allowed) << "top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p;
   }
+  // The top candidate survives any filter setting.
+  SamplingRow extreme;
+  extreme.temperature = 1.0f;
+  extreme.min_p = 2.0f;
+  extreme.top_p = 0.0f;
+  EXPECT_EQ(sample_one(*be, logits, extreme), 3);
 }
 
 // Frequencies over many counters follow the filtered, renormalised distribution. sample_uniform is
