@@ -44,15 +44,15 @@ void CpuBackend::validate_batch(const char* op, const AttentionBatch& batch) {
   const int32_t* kv = batch.seqlens_kv.ptr<int32_t>();
   const int64_t max_pages = batch.block_table.shape[1];
   FG_CHECK(cu[0] == 0 && cu[num_seqs] == batch.total_q,
-           std::string(op) + ": cu_seqlens_q must run from 0 to total_q = " + std::to_string(batch.total_q) +
-               ", got " + std::to_string(cu[0]) + " .. " + std::to_string(cu[num_seqs]));
+           std::string(op) + ": cu_seqlens_q must run from 0 to total_q = " + std::to_string(batch.total_q) + ", got " +
+               std::to_string(cu[0]) + " .. " + std::to_string(cu[num_seqs]));
   token_seq_.resize(size_t(batch.total_q));
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int64_t q_len = int64_t(cu[s + 1]) - cu[s];
     const std::string where = std::string(op) + ": sequence " + std::to_string(s) + " has q_len " +
                               std::to_string(q_len) + " and kv_len " + std::to_string(kv[s]);
-    FG_CHECK(q_len >= 0 && q_len <= batch.max_q_len, where + " (q_len must be in [0, max_q_len = " +
-                                                         std::to_string(batch.max_q_len) + "])");
+    FG_CHECK(q_len >= 0 && q_len <= batch.max_q_len,
+             where + " (q_len must be in [0, max_q_len = " + std::to_string(batch.max_q_len) + "])");
     FG_CHECK(kv[s] >= q_len && kv[s] <= batch.max_kv_len,
              where + " (kv_len must count the new tokens and be at most max_kv_len = " +
                  std::to_string(batch.max_kv_len) + ")");
@@ -65,23 +65,24 @@ void CpuBackend::validate_batch(const char* op, const AttentionBatch& batch) {
 
 void CpuBackend::plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) {
   FG_CHECK(num_q_heads > 0 && num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 && head_dim > 0,
-           "plan_attention: num_q_heads " + std::to_string(num_q_heads) + " must be a positive multiple of num_kv_heads " +
-               std::to_string(num_kv_heads) + ", head_dim " + std::to_string(head_dim) + " positive");
+           "plan_attention: num_q_heads " + std::to_string(num_q_heads) +
+               " must be a positive multiple of num_kv_heads " + std::to_string(num_kv_heads) + ", head_dim " +
+               std::to_string(head_dim) + " positive");
   validate_batch("plan_attention", batch);
   // The host copies must agree with the device metadata the kernels read.
   const int64_t num_seqs = batch.num_seqs;
   FG_CHECK(int64_t(batch.host_cu_seqlens_q.size()) == num_seqs + 1 && int64_t(batch.host_seqlens_kv.size()) == num_seqs,
-           "plan_attention: host metadata has " + std::to_string(batch.host_cu_seqlens_q.size()) + " cu_seqlens_q and " +
-               std::to_string(batch.host_seqlens_kv.size()) + " seqlens_kv entries for " + std::to_string(num_seqs) +
-               " sequences");
+           "plan_attention: host metadata has " + std::to_string(batch.host_cu_seqlens_q.size()) +
+               " cu_seqlens_q and " + std::to_string(batch.host_seqlens_kv.size()) + " seqlens_kv entries for " +
+               std::to_string(num_seqs) + " sequences");
   const int32_t* cu = batch.cu_seqlens_q.ptr<int32_t>();
   const int32_t* kv = batch.seqlens_kv.ptr<int32_t>();
   for (int64_t s = 0; s <= num_seqs; ++s)
-    FG_CHECK(batch.host_cu_seqlens_q[size_t(s)] == cu[s], "plan_attention: host_cu_seqlens_q[" + std::to_string(s) +
-                                                              "] differs from the device copy");
+    FG_CHECK(batch.host_cu_seqlens_q[size_t(s)] == cu[s],
+             "plan_attention: host_cu_seqlens_q[" + std::to_string(s) + "] differs from the device copy");
   for (int64_t s = 0; s < num_seqs; ++s)
-    FG_CHECK(batch.host_seqlens_kv[size_t(s)] == kv[s], "plan_attention: host_seqlens_kv[" + std::to_string(s) +
-                                                            "] differs from the device copy");
+    FG_CHECK(batch.host_seqlens_kv[size_t(s)] == kv[s],
+             "plan_attention: host_seqlens_kv[" + std::to_string(s) + "] differs from the device copy");
 }
 
 namespace {
@@ -185,9 +186,8 @@ void CpuBackend::attention(const Tensor& q, const KvCacheLayer& cache, const Att
   }
   if (total_q == 0) return;
 
-  const PagedKv kv{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.stride[0], cache.k.stride[1],
-                   cache.k.stride[2],    cache.v.stride[0],    cache.v.stride[1], cache.v.stride[2],
-                   batch.page_size};
+  const PagedKv kv{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.stride[0], cache.k.stride[1], cache.k.stride[2],
+                   cache.v.stride[0],    cache.v.stride[1],    cache.v.stride[2], batch.page_size};
   const int64_t group = q_heads / kv_heads;
   const int64_t window = params.sliding_window;
   int64_t max_kv = 1;

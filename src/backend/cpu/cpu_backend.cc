@@ -21,7 +21,9 @@ using cpu::check_view;
 using cpu::kParallelMinWork;
 using cpu::row;
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 CpuBackend::CpuBackend() : sample_scratch_(size_t(omp_get_max_threads())) {}
 
@@ -42,23 +44,36 @@ Buffer alloc_aligned(size_t bytes) {
 
 void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  FG_CHECK(dst != nullptr && src != nullptr, "cpu copy: null pointer for a copy of " + std::to_string(bytes) + " bytes");
+  FG_CHECK(dst != nullptr && src != nullptr,
+           "cpu copy: null pointer for a copy of " + std::to_string(bytes) + " bytes");
   std::memmove(dst, src, bytes);
 }
 
 }  // namespace
 
-Buffer CpuBackend::alloc(size_t bytes) { return alloc_aligned(bytes); }
-Buffer CpuBackend::alloc_host(size_t bytes) { return alloc_aligned(bytes); }
-void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { copy_bytes(dst, src, bytes); }
-void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { copy_bytes(dst, src, bytes); }
-void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) { copy_bytes(dst, src, bytes); }
+Buffer CpuBackend::alloc(size_t bytes) {
+  return alloc_aligned(bytes);
+}
+Buffer CpuBackend::alloc_host(size_t bytes) {
+  return alloc_aligned(bytes);
+}
+void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  copy_bytes(dst, src, bytes);
+}
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  copy_bytes(dst, src, bytes);
+}
+void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  copy_bytes(dst, src, bytes);
+}
 
 // ---- elementwise: convert and fill_uniform
 
 namespace {
 
-bool is_float_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+bool is_float_dtype(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
 
 template <DType kT>
 inline float load_as_f32(const void* base, int64_t i) {
@@ -84,8 +99,12 @@ int64_t row_offset(const Tensor& t, int64_t r) {
   return off;
 }
 
-int64_t last_dim(const Tensor& t) { return t.ndim == 0 ? 1 : t.shape[t.ndim - 1]; }
-int64_t last_stride(const Tensor& t) { return t.ndim == 0 ? 1 : t.stride[t.ndim - 1]; }
+int64_t last_dim(const Tensor& t) {
+  return t.ndim == 0 ? 1 : t.shape[t.ndim - 1];
+}
+int64_t last_stride(const Tensor& t) {
+  return t.ndim == 0 ? 1 : t.stride[t.ndim - 1];
+}
 
 char* byte_at(const Tensor& t, int64_t elem_offset) {
   return static_cast<char*>(t.data) + elem_offset * int64_t(dtype_size(t.dtype));
@@ -144,7 +163,8 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
   for (int d = 0; same_shape && d < src.ndim; ++d) same_shape = src.shape[d] == dst.shape[d];
   FG_CHECK(same_shape, "convert: shapes differ: " + src.describe() + " -> " + dst.describe());
   if (src.numel() == 0) return;
-  FG_CHECK(src.data != nullptr && dst.data != nullptr, "convert: undefined tensor: " + src.describe() + " -> " + dst.describe());
+  FG_CHECK(src.data != nullptr && dst.data != nullptr,
+           "convert: undefined tensor: " + src.describe() + " -> " + dst.describe());
   switch (src.dtype) {
     case DType::kF32: return convert_from<DType::kF32>(src, dst);
     case DType::kF16: return convert_from<DType::kF16>(src, dst);
@@ -212,8 +232,8 @@ void CpuBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tens
   const int64_t ldx = m > 1 ? x.stride[0] : k;
   const int64_t ldw = n > 1 ? w.stride[0] : k;
   const int64_t ldo = m > 1 ? out.stride[0] : n;
-  FG_CHECK(ldx >= k && ldw >= k && ldo >= n, "gemm: overlapping rows in x " + x.describe() + ", w " +
-                                                 w.describe() + " or out " + out.describe());
+  FG_CHECK(ldx >= k && ldw >= k && ldo >= n,
+           "gemm: overlapping rows in x " + x.describe() + ", w " + w.describe() + " or out " + out.describe());
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.ptr<float>(), int(ldx),
               w.ptr<float>(), int(ldw), 1.0f, out.ptr<float>(), int(ldo));
 }
@@ -251,8 +271,9 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
   check_dim("kv_write", "cache.k", cache.k, 3, head_dim);
   const int32_t* slots = slot_mapping.ptr<int32_t>();
   for (int64_t i = 0; i < n; ++i)
-    FG_CHECK(slots[i] < num_pages * page_size, "kv_write: slot_mapping[" + std::to_string(i) + "] = " +
-                                                   std::to_string(slots[i]) + " is past the cache " + cache.k.describe());
+    FG_CHECK(slots[i] < num_pages * page_size, "kv_write: slot_mapping[" + std::to_string(i) +
+                                                   "] = " + std::to_string(slots[i]) + " is past the cache " +
+                                                   cache.k.describe());
   const size_t row_bytes = size_t(head_dim) * 4;
 #pragma omp parallel for schedule(static) if (n * heads * head_dim > kParallelMinWork)
   for (int64_t i = 0; i < n; ++i) {
@@ -278,7 +299,7 @@ void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out
   const int32_t* idx = indices.ptr<int32_t>();
   for (int64_t i = 0; i < m; ++i)
     FG_CHECK(idx[i] >= 0 && idx[i] < n, "gather_rows: indices[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
-                                           " is outside x " + x.describe());
+                                            " is outside x " + x.describe());
 #pragma omp parallel for schedule(static) if (m * h > kParallelMinWork)
   for (int64_t i = 0; i < m; ++i) std::memcpy(row<float>(out, i), row<float>(x, idx[i]), size_t(h) * 4);
 }

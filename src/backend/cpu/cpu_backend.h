@@ -20,8 +20,8 @@ namespace fg {
 
 // Per-thread scratch of sample(): probabilities and the candidate order of one logits row.
 struct CpuSampleScratch {
-  std::vector<float> probs;     // [vocab] softmax of logits / temperature
-  std::vector<int32_t> order;   // candidate ids, sorted lazily into the sampling rule's order
+  std::vector<float> probs;    // [vocab] softmax of logits / temperature
+  std::vector<int32_t> order;  // candidate ids, sorted lazily into the sampling rule's order
 };
 
 class CpuBackend final : public Backend {
@@ -44,15 +44,14 @@ class CpuBackend final : public Backend {
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
-  void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps,
-                    Tensor& out) override;
+  void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) override;
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
   void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) override;
-  void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
-                 const AttentionParams& params, Tensor& out, Tensor* lse) override;
+  void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch, const AttentionParams& params,
+                 Tensor& out, Tensor* lse) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
 
@@ -61,8 +60,8 @@ class CpuBackend final : public Backend {
   // and fills token_seq_ with the sequence index of every q row. Aborts on a malformed batch.
   void validate_batch(const char* op, const AttentionBatch& batch);
 
-  std::vector<int32_t> token_seq_;                 // [total_q] sequence of each q row (attention)
-  std::vector<CpuSampleScratch> sample_scratch_;   // one per OpenMP thread (sample)
+  std::vector<int32_t> token_seq_;                // [total_q] sequence of each q row (attention)
+  std::vector<CpuSampleScratch> sample_scratch_;  // one per OpenMP thread (sample)
 };
 
 // The sampling rule of backend/sampling_rule.h applied to one row of logits (exposed for tests

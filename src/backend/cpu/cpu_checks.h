@@ -29,7 +29,8 @@ inline void check_view(const char* op, const char* name, const Tensor& t, DType 
   FG_CHECK(t.data != nullptr || t.numel() == 0, arg_message(op, name, "defined (it has no data)", t));
   FG_CHECK(ndim == 0 || t.stride[ndim - 1] == 1 || t.shape[ndim - 1] <= 1,
            arg_message(op, name, "contiguous in its last dim", t));
-  for (int d = 0; d < ndim; ++d) FG_CHECK(t.shape[d] >= 0 && t.stride[d] >= 0, arg_message(op, name, "non-negative shape/strides", t));
+  for (int d = 0; d < ndim; ++d)
+    FG_CHECK(t.shape[d] >= 0 && t.stride[d] >= 0, arg_message(op, name, "non-negative shape/strides", t));
 }
 
 // t.shape[dim] must equal `expected`.

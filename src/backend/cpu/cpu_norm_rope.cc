@@ -34,7 +34,8 @@ inline void rms_norm_row(const float* x, const float* weight, int64_t hidden, fl
 }  // namespace
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
-  FG_CHECK(x.ndim == 2 || x.ndim == 3, cpu::arg_message("rms_norm", "x", "2-d [n, hidden] or 3-d [n, heads, head_dim]", x));
+  FG_CHECK(x.ndim == 2 || x.ndim == 3,
+           cpu::arg_message("rms_norm", "x", "2-d [n, hidden] or 3-d [n, heads, head_dim]", x));
   check_view("rms_norm", "x", x, DType::kF32, x.ndim);
   check_view("rms_norm", "out", out, DType::kF32, x.ndim);
   for (int d = 0; d < x.ndim; ++d) check_dim("rms_norm", "out", out, d, x.shape[d]);
@@ -136,8 +137,10 @@ void CpuBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
         cos_t[size_t(i)] = float(std::cos(double(angle))) * scaling;
         sin_t[size_t(i)] = float(std::sin(double(angle))) * scaling;
       }
-      for (int64_t h = 0; h < q_heads; ++h) rotate_head(row<float>(q, t, h), cos_t.data(), sin_t.data(), half, args.neox);
-      for (int64_t h = 0; h < k_heads; ++h) rotate_head(row<float>(k, t, h), cos_t.data(), sin_t.data(), half, args.neox);
+      for (int64_t h = 0; h < q_heads; ++h)
+        rotate_head(row<float>(q, t, h), cos_t.data(), sin_t.data(), half, args.neox);
+      for (int64_t h = 0; h < k_heads; ++h)
+        rotate_head(row<float>(k, t, h), cos_t.data(), sin_t.data(), half, args.neox);
     }
   }
 }

@@ -136,8 +136,8 @@ void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
   cpu::check_view("sample", "logits", logits, DType::kF32, 2);
   cpu::check_view("sample", "out", out, DType::kI32, 1);
   const int64_t m = logits.shape[0], vocab = logits.shape[1];
-  FG_CHECK(int64_t(rows.size()) == m, "sample: " + std::to_string(rows.size()) + " sampling rows for logits " +
-                                          logits.describe());
+  FG_CHECK(int64_t(rows.size()) == m,
+           "sample: " + std::to_string(rows.size()) + " sampling rows for logits " + logits.describe());
   cpu::check_dim("sample", "out", out, 0, m);
   if (m == 0) return;
   FG_CHECK(vocab > 0, "sample: logits " + logits.describe() + " have no vocab");

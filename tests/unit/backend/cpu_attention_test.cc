@@ -126,8 +126,9 @@ Outputs run_paged(Backend& be, const std::vector<const SeqData*>& seqs, const Sh
       std::copy_n(&seqs[size_t(s)]->v[size_t(j * slot_elems)], slot_elems, &vc[size_t(slot * slot_elems)]);
     }
   }
-  KvCacheLayer cache{Tensor::contiguous(kc.data(), DType::kF32, Device::kCpu, {num_pages, page_size, sh.kv_heads, dim}),
-                     Tensor::contiguous(vc.data(), DType::kF32, Device::kCpu, {num_pages, page_size, sh.kv_heads, dim})};
+  KvCacheLayer cache{
+      Tensor::contiguous(kc.data(), DType::kF32, Device::kCpu, {num_pages, page_size, sh.kv_heads, dim}),
+      Tensor::contiguous(vc.data(), DType::kF32, Device::kCpu, {num_pages, page_size, sh.kv_heads, dim})};
 
   // q as the first q_heads heads of a fused [total_q, q_heads + 2 * kv_heads, head_dim] buffer.
   PaddedF32 fused({total_q, sh.q_heads + 2 * sh.kv_heads, dim}, 1, page_seed + 7);
@@ -219,7 +220,8 @@ TEST(CpuAttention, MatchesDenseReferenceOverRaggedPagedBatches) {
 
         std::string trace = "page_size=" + std::to_string(page_size) + " q_heads=" + std::to_string(sh.q_heads) +
                             " kv_heads=" + std::to_string(sh.kv_heads) + " head_dim=" + std::to_string(sh.head_dim) +
-                            " causal=" + std::to_string(params.causal) + " window=" + std::to_string(params.sliding_window) +
+                            " causal=" + std::to_string(params.causal) +
+                            " window=" + std::to_string(params.sliding_window) +
                             " softcap=" + std::to_string(params.softcap) + " seqs(q,kv):";
         for (auto [q_len, kv_len] : lens) trace += " (" + std::to_string(q_len) + "," + std::to_string(kv_len) + ")";
         SCOPED_TRACE(trace);
@@ -267,8 +269,16 @@ TEST(CpuAttention, LseIsOptional) {
   }
   KvCacheLayer cache{Tensor::contiguous(kc.data(), DType::kF32, Device::kCpu, {3, 4, 1, 16}),
                      Tensor::contiguous(vc.data(), DType::kF32, Device::kCpu, {3, 4, 1, 16})};
-  AttentionBatch batch{test::view_of(cu), test::view_of(kv), Tensor::contiguous(bt.data(), DType::kI32, Device::kCpu, {1, 3}),
-                       1, 5, 5, 9, 4, cu, kv};
+  AttentionBatch batch{test::view_of(cu),
+                       test::view_of(kv),
+                       Tensor::contiguous(bt.data(), DType::kI32, Device::kCpu, {1, 3}),
+                       1,
+                       5,
+                       5,
+                       9,
+                       4,
+                       cu,
+                       kv};
   std::vector<float> out(5 * 4 * 16, std::numeric_limits<float>::quiet_NaN());
   Tensor q = Tensor::contiguous(s.q.data(), DType::kF32, Device::kCpu, {5, 4, 16});
   Tensor o = Tensor::contiguous(out.data(), DType::kF32, Device::kCpu, {5, 4, 16});
@@ -283,8 +293,16 @@ TEST(CpuAttention, MalformedMetadataAbortsWithAMessage) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   auto be = make_cpu_backend();
   std::vector<int32_t> cu = {0, 5}, kv = {4}, bt = {0, 1};
-  AttentionBatch batch{test::view_of(cu), test::view_of(kv), Tensor::contiguous(bt.data(), DType::kI32, Device::kCpu, {1, 2}),
-                       1, 5, 5, 5, 4, cu, kv};
+  AttentionBatch batch{test::view_of(cu),
+                       test::view_of(kv),
+                       Tensor::contiguous(bt.data(), DType::kI32, Device::kCpu, {1, 2}),
+                       1,
+                       5,
+                       5,
+                       5,
+                       4,
+                       cu,
+                       kv};
   EXPECT_DEATH(be->plan_attention(batch, 4, 2, 16), "plan_attention: sequence 0 has q_len 5 and kv_len 4");
   kv[0] = 9;  // needs 3 pages of 4, the table holds 2
   batch.max_kv_len = 9;

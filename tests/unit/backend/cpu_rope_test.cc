@@ -87,8 +87,9 @@ void check_rope_case(Backend& be, const RopeCase& c, bool per_token_varying) {
     for (int64_t h = 0; h < c.q_heads + 2 * c.kv_heads; ++h) {
       const float* x = before.data() + before.offset(t, h, 0);
       const bool rotated = h < c.q_heads + c.kv_heads;  // v heads stay as they were
-      const std::vector<double> want = rotated ? naive_rope_head(x, c.head_dim, c.rot, c.neox, positions[size_t(t)], freq, c.scaling)
-                                               : std::vector<double>(x, x + c.head_dim);
+      const std::vector<double> want =
+          rotated ? naive_rope_head(x, c.head_dim, c.rot, c.neox, positions[size_t(t)], freq, c.scaling)
+                  : std::vector<double>(x, x + c.head_dim);
       for (int64_t d = 0; d < c.head_dim; ++d) {
         const float got = qkv.fused.at(t, h, d);
         if (d >= c.rot || !rotated) {

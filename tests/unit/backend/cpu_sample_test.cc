@@ -166,7 +166,8 @@ TEST(CpuSample, FiltersKeepOnlyTheirCandidates) {
   ASSERT_GT(double(top_p_two), p3);
   ASSERT_LE(double(top_p_two), p3 + p0);
   for (const Case& c : {Case{2, 1.0f, 0.0f, {3, 0}}, Case{0, top_p_two, 0.0f, {3, 0}},
-                        Case{0, 1.0f, float(p[1] / p[3]) * 1.01f, {3, 0, 2}}, Case{3, 1.0f, 0.5f, {3, 0}}, Case{3, 1.0f, 0.4f, {3, 0, 2}}}) {
+                        Case{0, 1.0f, float(p[1] / p[3]) * 1.01f, {3, 0, 2}}, Case{3, 1.0f, 0.5f, {3, 0}},
+                        Case{3, 1.0f, 0.4f, {3, 0, 2}}}) {
     std::set<int32_t> seen;
     for (uint64_t counter = 0; counter < 400; ++counter) {
       SamplingRow row;
@@ -234,7 +235,8 @@ TEST(CpuSample, LargeVocabMatchesNaiveRuleExactly) {
     for (uint64_t counter = 0; counter < 24; ++counter) {
       SamplingRow row{c.t, c.top_k, c.top_p, c.min_p, 77, counter};
       ASSERT_EQ(cpu_sample_row(logits.data(), vocab, row, scratch), naive_sample(logits, row))
-          << "t " << c.t << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p << " counter " << counter;
+          << "t " << c.t << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p << " counter "
+          << counter;
     }
   }
 }
