@@ -191,16 +191,18 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       continue;
     }
     FG_CHECK(n_merges < s.merge_capacity, "attention plan: merge list overflow");
+    // Partial rows of split i, kv head h, tile row r: slot + (i * num_kv_heads + h) * rows + r.
+    // Slots count rows (not splits) because tiles of different row counts share the buffer.
     merges[n_merges++] = {t.q_start, t.q_len, t.m0, rows, n, next_slot, {0, 0}};
     for (int i = 0; i < n; ++i) {
       const int begin = i * chunk;
       const int end = i == n - 1 ? t.kv_len : (i + 1) * chunk;  // the last split also covers keys a
                                                                 // non-causal run would see
       const int64_t cost = std::min(end, t.extent) - begin;
-      keyed.push_back({cost * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, begin, end, next_slot + i,
-                                           t.kind, {0, 0, 0}}});
+      keyed.push_back({cost * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, begin, end,
+                                           next_slot + i * num_kv_heads * rows, t.kind, {0, 0, 0}}});
     }
-    next_slot += n;
+    next_slot += n * num_kv_heads * rows;
   }
   FG_CHECK(int(keyed.size()) <= s.item_capacity,
            "attention plan: " + std::to_string(keyed.size()) + " work items exceed the capacity " +

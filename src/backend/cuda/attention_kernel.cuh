@@ -41,7 +41,7 @@ struct alignas(16) WorkItem {
   int m0;        // first packed row of the tile (packed row = token * group + g)
   int kv_begin;  // split range, a multiple of kBlockN
   int kv_end;
-  int slot;      // -1: write out/lse directly; else partial-output slot of this split
+  int slot;      // -1: write out/lse directly; else first partial row of this split (see MergeItem)
   int kind;      // TileKind
   int pad[3];
 };
@@ -50,7 +50,7 @@ struct alignas(16) WorkItem {
 struct alignas(16) MergeItem {
   int q_start, q_len, m0, rows;
   int num_splits;
-  int slot;  // first partial slot; splits use slot .. slot + num_splits - 1
+  int slot;  // first partial row: split s, kv head h, tile row r is row slot + (s * num_kv_heads + h) * rows + r
   int pad[2];
 };
 
@@ -60,7 +60,7 @@ struct alignas(16) MergeItem {
 //   out: [total_q, num_q_heads, D] act; lse: optional [total_q, num_q_heads] f32
 //   block_table: [num_seqs, max_pages_per_seq] i32, row stride bt_stride
 //   counts: [2] i32 = {number of work items, number of merge items} (device, written by plan)
-//   partial_o: [slots, num_kv_heads, tile rows, D] f32; partial_lse: [slots, num_kv_heads, rows] f32
+//   partial_o: [partial rows, D] f32; partial_lse: [partial rows] f32 (rows addressed by WorkItem::slot)
 struct KernelParams {
   const void* q;
   int64_t q_stride_tok, q_stride_head;
@@ -479,7 +479,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       if (c == 0 && p.lse != nullptr)
         p.lse[int64_t(it.q_start + t) * p.lse_stride_tok + int64_t(head) * p.lse_stride_head] = lse;
     } else {
-      const int64_t prow = (int64_t(it.slot) * p.num_kv_heads + kvh) * kRows + r;
+      const int64_t prow = int64_t(it.slot) + kvh * kRows + r;
       float4* dst = reinterpret_cast<float4*>(p.partial_o + prow * D + c * 8);
       dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
       dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
@@ -522,7 +522,7 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
     const int kvh = u % Hkv;
     const int rows_valid = min(mi.rows, mi.q_len * G - mi.m0);
     for (int r = warp; r < rows_valid; r += kThreads / 32) {
-      auto prow = [&](int s) { return (int64_t(mi.slot + s) * Hkv + kvh) * mi.rows + r; };
+      auto prow = [&](int s) { return int64_t(mi.slot) + (int64_t(s) * Hkv + kvh) * mi.rows + r; };
       float mmax = -INFINITY;
       for (int s = lane; s < mi.num_splits; s += 32) mmax = fmaxf(mmax, p.partial_lse[prow(s)]);
 #pragma unroll
