@@ -57,29 +57,37 @@ std::pair<size_t, int32_t> AddedVocabulary::Trie::longest_at(std::string_view te
   return best;
 }
 
-Status AddedVocabulary::load(const nlohmann::json& list, const std::string& where) {
+Status AddedVocabulary::load(const nlohmann::json& list, const std::string& where,
+                             const std::function<int32_t(std::string_view)>& model_token_to_id,
+                             int32_t model_vocab_len,
+                             const std::function<std::string(std::string_view)>& normalize) {
   if (list.is_null()) return Status::ok();
   if (!list.is_array()) return invalid_argument(where + ": 'added_tokens' must be a list");
+  int32_t max_added = -1;
   for (const auto& j : list) {
     AddedToken t;
     const std::string ctx = where + ": added token";
     FG_RETURN_IF_ERROR(json_get(j, "content", t.content, ctx));
-    int64_t id = -1;
-    FG_RETURN_IF_ERROR(json_get(j, "id", id, ctx));
-    if (id < 0 || id >= (int64_t{1} << 30) || t.content.empty())
-      return invalid_argument(ctx + " " + j.dump() + " needs a non-empty 'content' and an 'id'");
-    t.id = static_cast<int32_t>(id);
+    if (t.content.empty()) return invalid_argument(ctx + " " + j.dump() + " needs a non-empty 'content'");
     FG_RETURN_IF_ERROR(json_get(j, "special", t.special, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "single_word", t.single_word, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "lstrip", t.lstrip, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "rstrip", t.rstrip, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "normalized", t.normalized, ctx));
-    if (!utf8_is_valid(t.content)) return invalid_argument(ctx + " id " + std::to_string(id) + " is not valid UTF-8");
+    if (!utf8_is_valid(t.content)) return invalid_argument(ctx + " " + j.dump() + " is not valid UTF-8");
     if (by_content_.count(t.content)) continue;  // the first definition wins
+    t.id = model_token_to_id(t.content);
+    if (t.id < 0) t.id = max_added >= model_vocab_len ? max_added + 1 : model_vocab_len;
+    max_added = std::max(max_added, t.id);
+    t.text = t.normalized && normalize ? normalize(t.content) : t.content;
     const size_t index = tokens_.size();
     by_id_.emplace(t.id, index);
     by_content_.emplace(t.content, index);
-    (t.normalized ? normalized_trie_ : raw_trie_).insert(t.content, static_cast<int32_t>(index));
+    if (t.text.empty()) {
+      tokens_.push_back(std::move(t));
+      continue;  // normalized away: can never match
+    }
+    (t.normalized ? normalized_trie_ : raw_trie_).insert(t.text, static_cast<int32_t>(index));
     (t.normalized ? has_normalized_ : has_raw_) = true;
     tokens_.push_back(std::move(t));
   }

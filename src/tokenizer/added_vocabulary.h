@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,6 +28,9 @@ struct AddedToken {
   bool lstrip = false;
   bool rstrip = false;
   bool normalized = false;
+  // What the token matches in normalized text and decodes to: the content passed through the
+  // normalizer when `normalized` is set (Hugging Face does both), else the content itself.
+  std::string text;
 };
 
 // A piece of input: either plain text [begin, end) or an added token (id >= 0) that covered
@@ -39,8 +43,15 @@ struct TextSplit {
 
 class AddedVocabulary {
  public:
-  // Parses the "added_tokens" list (`where` names the file).
-  Status load(const nlohmann::json& added_tokens, const std::string& where);
+  // Parses the "added_tokens" list (`where` names the file). Ids are assigned the way Hugging
+  // Face does when it loads a tokenizer.json (the "id" fields are not used): a token already in
+  // the model vocabulary keeps that id; the others get the next id after the model vocabulary
+  // (`model_vocab_len` entries) or after the last added token, in list order. For files written
+  // by Hugging Face this reproduces the stored ids.
+  // `normalize` (may be empty) is the tokenizer's normalizer.
+  Status load(const nlohmann::json& added_tokens, const std::string& where,
+              const std::function<int32_t(std::string_view)>& model_token_to_id, int32_t model_vocab_len,
+              const std::function<std::string(std::string_view)>& normalize);
 
   // Splits `text` on the tokens whose `normalized` flag equals `normalized_set`. Appends the
   // splits in order; they cover text exactly. Empty text gives no splits.

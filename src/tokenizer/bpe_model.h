@@ -39,6 +39,8 @@ class BpeModel {
   const std::string* id_to_token(int32_t id) const;
   // One past the largest id of the model vocabulary.
   int32_t vocab_size() const { return static_cast<int32_t>(id_to_token_.size()); }
+  // Number of vocabulary entries (ids may have gaps, so this can be below vocab_size()).
+  int32_t vocab_len() const { return static_cast<int32_t>(vocab_.size()); }
   bool byte_fallback() const { return byte_fallback_; }
 
   static constexpr size_t kMaxCachedBytes = 128;

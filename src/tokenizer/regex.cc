@@ -37,21 +37,61 @@ std::string escape_literal(std::string_view s) {
   return out;
 }
 
+// Oniguruma's Unicode \w differs from PCRE2's (letters, numbers, underscore): it takes letters,
+// all marks, Nd, Nl, Pc, and of the other numbers (No) only the Latin-1 ones (² ³ ¹ ¼ ½ ¾), as
+// observed through Hugging Face tokenizers. Spelled out so that both engines split alike.
+constexpr std::string_view kOnigWordClass = "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
+
+std::string translate_onig(const std::string& p) {
+  std::string out;
+  out.reserve(p.size() + 16);
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char n = p[i + 1];
+      if (n == 'w') {
+        if (in_class) out += kOnigWordClass;
+        else out += "[" + std::string(kOnigWordClass) + "]";
+      } else if (n == 'W' && !in_class) {
+        out += "[^" + std::string(kOnigWordClass) + "]";
+      } else {
+        out += c;
+        out += n;
+      }
+      ++i;
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal member of the class.
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];
+      continue;
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<Regex>> Regex::compile(const std::string& pattern) {
+Result<std::unique_ptr<Regex>> Regex::compile(const std::string& onig_pattern) {
   int err = 0;
   PCRE2_SIZE err_off = 0;
+  const std::string pattern = translate_onig(onig_pattern);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &err_off, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(err, buf, sizeof(buf));
-    return invalid_argument("cannot compile regex '" + pattern + "' at offset " + std::to_string(err_off) + ": " +
+    return invalid_argument("cannot compile regex '" + onig_pattern + "' at offset " + std::to_string(err_off) + ": " +
                             reinterpret_cast<const char*>(buf));
   }
   std::unique_ptr<Regex> re(new Regex());
-  re->pattern_ = pattern;
+  re->pattern_ = onig_pattern;
   re->code_ = code;
   re->jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   return re;

@@ -18,7 +18,8 @@ namespace fg::tok {
 
 class Regex {
  public:
-  // Compiles `pattern`; a syntax error gives kInvalidArgument quoting the pattern and PCRE2's
+  // Compiles an Oniguruma-syntax `pattern` (as found in tokenizer.json; \\w is widened to
+  // Oniguruma's Unicode meaning); a syntax error gives kInvalidArgument quoting the pattern and PCRE2's
   // message.
   static Result<std::unique_ptr<Regex>> compile(const std::string& pattern);
   // A regex that matches `literal` exactly.

@@ -2,6 +2,8 @@
 // that cannot be the start of a stop string. A stop string split across deltas is still
 // caught; the stop string itself and everything after it are never sent. Text that might be
 // the beginning of a stop string is held back until the next delta resolves it (or flush()).
+// Generation stops at the first delta after which the text contains a stop string; the text is
+// cut at the earliest occurrence present then.
 // Deltas must be whole UTF-8 characters (IncrementalDecoder's are); held-back text then always
 // starts on a character boundary. Not thread-safe; one instance per request.
 #pragma once

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -112,8 +113,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
   FG_ASSIGN_OR_RETURN(t->model_, tok::BpeModel::load(model, name));
 
   t->added_ = std::make_unique<tok::AddedVocabulary>();
-  FG_RETURN_IF_ERROR(t->added_->load(root.contains("added_tokens") ? root["added_tokens"] : json(), name));
   FG_ASSIGN_OR_RETURN(t->normalizer_, tok::make_normalizer(root.value("normalizer", json()), name));
+  const tok::BpeModel* bpe = t->model_.get();
+  const tok::Normalizer* norm = t->normalizer_.get();
+  std::function<std::string(std::string_view)> normalize;
+  if (norm) normalize = [norm](std::string_view s) { return norm->normalize(s); };
+  FG_RETURN_IF_ERROR(t->added_->load(root.contains("added_tokens") ? root["added_tokens"] : json(), name,
+                                     [bpe](std::string_view s) { return bpe->token_to_id(s); }, bpe->vocab_len(),
+                                     normalize));
   FG_ASSIGN_OR_RETURN(t->pre_tokenizer_, tok::make_pre_tokenizer(root.value("pre_tokenizer", json()), name));
   FG_ASSIGN_OR_RETURN(t->decoder_, tok::make_decoder(root.value("decoder", json()), name));
   t->byte_level_decoder_ = contains_type(root.value("decoder", json()), "ByteLevel");
@@ -223,7 +230,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
     if (const tok::AddedToken* a = added_->find_id(id)) {
-      if (!(skip_special_tokens && a->special)) tokens.push_back(a->content);
+      if (!(skip_special_tokens && a->special)) tokens.push_back(a->text);
     } else if (const std::string* s = model_->id_to_token(id)) {
       tokens.push_back(*s);
     }
@@ -243,13 +250,13 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
 }
 
 std::string Tokenizer::token_text(int32_t id) const {
-  if (const tok::AddedToken* a = added_->find_id(id)) return a->content;
+  if (const tok::AddedToken* a = added_->find_id(id)) return a->text;
   if (const std::string* s = model_->id_to_token(id)) return *s;
   return {};
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
-  if (const tok::AddedToken* a = added_->find_id(id)) return a->content;
+  if (const tok::AddedToken* a = added_->find_id(id)) return a->text;
   const std::string* s = model_->id_to_token(id);
   if (s == nullptr) return {};
   if (model_->byte_fallback() && s->size() == 6 && s->compare(0, 3, "<0x") == 0 && (*s)[5] == '>') {

@@ -91,7 +91,8 @@ std::string unicode_strip_marks(std::string_view s) {
   while (i < s.size()) {
     const size_t start = i;
     const char32_t c = utf8_next(s, i);
-    if (u_charType(static_cast<UChar32>(c)) == U_NON_SPACING_MARK) continue;
+    const int8_t t = u_charType(static_cast<UChar32>(c));
+    if (t == U_NON_SPACING_MARK || t == U_COMBINING_SPACING_MARK || t == U_ENCLOSING_MARK) continue;
     out.append(s.substr(start, i - start));
   }
   return out;

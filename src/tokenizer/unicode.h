@@ -20,7 +20,8 @@ std::string unicode_normalize(std::string_view s, NormalForm form);
 // (one character may become several: U+0130 -> "i\u0307"; no context-dependent final sigma).
 std::string unicode_lowercase(std::string_view s);
 
-// s without the combining marks (general category Mn), like the StripAccents normalizer.
+// s without the combining marks (general categories Mn, Mc, Me), like the StripAccents
+// normalizer.
 std::string unicode_strip_marks(std::string_view s);
 
 // Rust char::is_whitespace: the White_Space property.

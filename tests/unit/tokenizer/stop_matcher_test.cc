@@ -1,5 +1,6 @@
 // Stop strings over streamed text: split stops are caught, nothing after a stop is sent,
 // possible stop prefixes are held back and released when resolved.
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -73,26 +74,40 @@ TEST(StopStringMatcher, RandomizedAgainstReference) {
     }
     std::string text(rng() % 40, 'a');
     for (char& c : text) c = alphabet[rng() % alphabet.size()];
-    // Reference: everything before the earliest occurrence of any stop string.
-    size_t cut = std::string::npos;
-    for (const auto& s : stops) cut = std::min(cut, text.find(s));
-    const std::string expected = cut == std::string::npos ? text : text.substr(0, cut);
+    std::vector<size_t> cuts;  // delta boundaries
+    for (size_t pos = 0; pos < text.size();) {
+      pos = std::min(text.size(), pos + 1 + rng() % 5);
+      cuts.push_back(pos);
+    }
+    // Reference: after each delta, if the text so far contains a stop string, the answer is the
+    // text before its first occurrence; otherwise everything.
+    std::string expected = text;
+    bool expect_stop = false;
+    for (size_t end : cuts) {
+      size_t first = std::string::npos;
+      for (const auto& s : stops) first = std::min(first, text.substr(0, end).find(s));
+      if (first != std::string::npos) {
+        expected = text.substr(0, first);
+        expect_stop = true;
+        break;
+      }
+    }
 
     StopStringMatcher m(stops);
     std::string sent;
     bool stopped = false;
-    for (size_t pos = 0; pos < text.size() && !stopped;) {
-      const size_t len = 1 + rng() % 5;
-      auto o = m.push(std::string_view(text).substr(pos, len));
-      pos += len;
+    size_t prev = 0;
+    for (size_t end : cuts) {
+      auto o = m.push(std::string_view(text).substr(prev, end - prev));
+      prev = end;
       sent += o.text;
-      stopped = o.stopped;
       // What was sent is always a prefix of the final answer.
       ASSERT_EQ(expected.compare(0, sent.size(), sent), 0) << "trial " << trial;
+      if ((stopped = o.stopped)) break;
     }
     if (!stopped) sent += m.flush();
     EXPECT_EQ(sent, expected) << "trial " << trial << " text '" << text << "'";
-    EXPECT_EQ(stopped, cut != std::string::npos) << "trial " << trial;
+    EXPECT_EQ(stopped, expect_stop) << "trial " << trial;
   }
 }
 
