@@ -211,6 +211,38 @@ def main():
             json.dump({"template": name, "cases": cases}, f, ensure_ascii=False, indent=1)
             f.write("\n")
     print(f"{n_ok} renders, {n_err} reference errors -> {args.out}")
+    make_tokenizer_config_expectations(args)
+
+
+def make_tokenizer_config_expectations(args):
+    # The model-folder loader: transformers' own AutoTokenizer + apply_chat_template on every
+    # shared tokenizer folder whose tokenizer_config.json has a chat_template.
+    from transformers import AutoTokenizer
+
+    root = os.path.join(args.shared, "fixtures", "tokenizers")
+    result = {}
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+            if json.load(f).get("chat_template") is None:
+                continue
+        tok = AutoTokenizer.from_pretrained(folder)
+        cases = []
+        for conv, agp, with_tools in [("system_user", True, False), ("multi_turn", False, False),
+                                      ("non_ascii", True, False), ("tool_call", True, True)]:
+            case = {"conversation": conv, "add_generation_prompt": agp, "tools": with_tools}
+            try:
+                case["output"] = tok.apply_chat_template(
+                    kConversations[conv], tools=kTools if with_tools else None,
+                    add_generation_prompt=agp, tokenize=False)
+            except Exception as e:
+                case["error"] = f"{type(e).__name__}: {e}"
+            cases.append(case)
+        result[name] = {"special_tokens": tok.special_tokens_map, "cases": cases}
+    with open(os.path.join(args.out, "tokenizer_configs.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{len(result)} tokenizer_config.json chat templates -> tokenizer_configs.json")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ inline int64_t want_int(const Value& v, const std::string& what) {
   throw_type_error(what + " must be an integer, not " + type_name(v));
 }
 
-inline const std::string& want_str(const Value& v, const std::string& what) {
+inline std::string want_str(const Value& v, const std::string& what) {
   if (!v.is_string()) throw_type_error(what + " must be str, not " + type_name(v));
   return v.as_string();
 }

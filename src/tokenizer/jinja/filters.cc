@@ -564,8 +564,7 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
     if (!a.kwargs.empty() && !a.args.empty())
       throw_type_error("can't handle positional and keyword arguments at the same time");
     if (!a.kwargs.empty()) throw_type_error("format filter with keyword arguments is not supported");
-    Value args = a.args.size() == 1 && !a.args[0].is_tuple() ? a.args[0] : Value::tuple(a.args);
-    std::string r = py_percent_format(to_str(v), args);
+    std::string r = py_percent_format(to_str(v), Value::tuple(a.args));
     in.check_string(r.size());
     return Value::string(std::move(r));
   }

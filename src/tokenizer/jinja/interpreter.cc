@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tokenizer/jinja/builtins_util.h"
 #include "tokenizer/jinja/error.h"
 
 namespace fg::jinja {
@@ -653,9 +654,9 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
       return Value::floating(m);
     }
     if (a.is_string()) {
-      CallArgs args;
-      args.args.push_back(b);
-      return apply_filter(*this, "format", a, args);
+      std::string r = py_percent_format(a.as_string(), b);
+      check_string(r.size());
+      return Value::string(std::move(r));
     }
     return unsupported();
   }
