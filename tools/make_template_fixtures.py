@@ -70,6 +70,22 @@ kTools = [
             },
         },
     },
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_profile",
+            "description": "Look up a user's <profile> & \"settings\".",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "user_id": {"type": "string"},
+                    "fields": {"type": "array", "items": {"type": "string"}, "description": "Fields to return"},
+                    "limit": {"type": "integer", "default": 10},
+                },
+                "required": ["user_id"],
+            },
+        },
+    },
 ]
 
 kConversations = {
@@ -125,6 +141,17 @@ kConversations = {
         {"role": "tool", "tool_call_id": "call_9", "name": "add", "content": "5"},
         {"role": "assistant", "content": "2 + 3 = 5."},
     ],
+    "tool_call_string_args": [
+        {"role": "user", "content": "Look up user 42."},
+        {"role": "assistant", "content": "Sure.",
+         "tool_calls": [
+             {"id": "call_3", "type": "function",
+              "function": {"name": "lookup_profile",
+                           "arguments": "{\"user_id\": \"42\", \"fields\": [\"name\"]}"}},
+         ]},
+        {"role": "tool", "tool_call_id": "call_3", "name": "lookup_profile",
+         "content": "{\"name\": \"Zoë\"}"},
+    ],
     "reasoning": [
         {"role": "user", "content": "Is 91 prime?"},
         {"role": "assistant", "reasoning_content": "91 = 7 * 13.", "content": "No, 91 = 7 × 13."},
@@ -150,6 +177,9 @@ kCases = [
     ("reasoning", True, False, {}),
     ("content_parts", True, False, {}),
     ("system_user", True, False, {"enable_thinking": False}),
+    ("tools_only", False, True, {}),
+    ("tool_call_string_args", True, True, {}),
+    ("reasoning", False, False, {"enable_thinking": True}),
 ]
 
 

@@ -69,8 +69,20 @@ TEST_P(ChatTemplateParity, RendersLikeTransformers) {
     auto out = ct->render(conv["conversations"][c["conversation"].get<std::string>()], tools,
                           c["add_generation_prompt"].get<bool>(), c["extra"]);
     if (c.contains("error")) {
-      EXPECT_FALSE(out.is_ok()) << label << ": the reference raised " << c["error"]
+      ASSERT_FALSE(out.is_ok()) << label << ": the reference raised " << c["error"]
                                 << " but flashgen rendered:\n" << out.value();
+      // The failure must be of the same kind, and raise_exception's message must match.
+      const std::string ref = c["error"].get<std::string>();
+      const std::string& got = out.status().message();
+      const std::string kinds[][2] = {{"TemplateError: ", "template error"},
+                                      {"UndefinedError: ", "undefined value"},
+                                      {"TypeError: ", "type error"},
+                                      {"SecurityError: ", "sandbox violation"}};
+      for (const auto& [py, ours] : kinds) {
+        if (ref.rfind(py, 0) != 0) continue;
+        EXPECT_NE(got.find(ours), std::string::npos) << label << ": reference " << ref << ", flashgen " << got;
+        if (py == kinds[0][0]) EXPECT_NE(got.find(ref.substr(py.size())), std::string::npos) << label << ": " << got;
+      }
     } else {
       ASSERT_TRUE(out.is_ok()) << label << ": " << out.status().to_string();
       EXPECT_EQ(out.value(), c["output"].get<std::string>()) << label;
