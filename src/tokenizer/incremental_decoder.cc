@@ -31,6 +31,11 @@ std::string IncrementalDecoder::decode_range(size_t begin, size_t end) const {
 
 std::string IncrementalDecoder::push(int32_t id) {
   ids_.push_back(id);
+  // A run of byte-fallback tokens is decoded as a whole (a bad byte later in the run changes
+  // the text of the earlier ones), so nothing is shown until the run ends. Skipped special
+  // tokens are invisible to the decoder and do not end a run.
+  if (!(skip_special_ && tokenizer_.is_special(id))) in_byte_run_ = tokenizer_.is_byte_token(id);
+  if (in_byte_run_) return {};
   std::string text = decode_range(prefix_, ids_.size());
   if (text.size() <= prefix_text_.size() || ends_with_replacement(text) ||
       text.compare(0, prefix_text_.size(), prefix_text_) != 0)

@@ -5,7 +5,8 @@
 //
 // Method: each step decodes a short window of ids that starts one emission back, and sends the
 // part of it that is new, unless the window's text ends in U+FFFD (an unfinished character:
-// wait for the next token). First-token rules of decoders (Strip, Metaspace) then act on the
+// wait for the next token), or it ends with a byte-fallback token (the run of bytes is decoded
+// as a whole, so wait until it ends). First-token rules of decoders (Strip, Metaspace) then act on the
 // window's first token in both texts compared, so they cancel out.
 // Cost per id: one decode of a few ids. Not thread-safe; one instance per request.
 #pragma once
@@ -46,6 +47,7 @@ class IncrementalDecoder {
   size_t prefix_ = 0;       // start of the decode window
   size_t read_ = 0;         // ids before this were already shown
   std::string prefix_text_; // decode(ids_[prefix_, read_))
+  bool in_byte_run_ = false; // the last id the decoder sees is a byte-fallback token
 };
 
 }  // namespace fg

@@ -124,6 +124,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
   FG_ASSIGN_OR_RETURN(t->pre_tokenizer_, tok::make_pre_tokenizer(root.value("pre_tokenizer", json()), name));
   FG_ASSIGN_OR_RETURN(t->decoder_, tok::make_decoder(root.value("decoder", json()), name));
   t->byte_level_decoder_ = contains_type(root.value("decoder", json()), "ByteLevel");
+  t->byte_fallback_decoder_ = contains_type(root.value("decoder", json()), "ByteFallback");
   FG_ASSIGN_OR_RETURN(tok::SpecialTokenWrap wrap, tok::make_post_processor(root.value("post_processor", json()), name));
   t->prefix_ = std::move(wrap.prefix);
   t->suffix_ = std::move(wrap.suffix);
@@ -288,6 +289,14 @@ std::string Tokenizer::token_bytes(int32_t id) const {
 int32_t Tokenizer::id_of(std::string_view token) const {
   if (const tok::AddedToken* a = added_->find_content(token)) return a->id;
   return model_->token_to_id(token);
+}
+
+bool Tokenizer::is_byte_token(int32_t id) const {
+  if (!byte_fallback_decoder_) return false;
+  const tok::AddedToken* a = added_->find_id(id);
+  const std::string* s = a ? &a->text : model_->id_to_token(id);
+  return s != nullptr && s->size() == 6 && s->compare(0, 3, "<0x") == 0 && (*s)[5] == '>' &&
+         std::isxdigit(static_cast<unsigned char>((*s)[3])) && std::isxdigit(static_cast<unsigned char>((*s)[4]));
 }
 
 bool Tokenizer::is_special(int32_t id) const {

@@ -69,6 +69,10 @@ class Tokenizer {
   int32_t vocab_size() const { return vocab_size_; }
   // True when id is an added token marked special.
   bool is_special(int32_t id) const;
+  // True when the decoder turns this id into a raw byte (a "<0xNN>" token under a ByteFallback
+  // decoder). A run of such bytes decodes as a whole: invalid UTF-8 anywhere in the run turns
+  // every byte of it into U+FFFD, so streaming must not show a run before it ends.
+  bool is_byte_token(int32_t id) const;
 
   // BOS id from tokenizer_config.json's bos_token, or -1.
   int32_t bos_id() const { return bos_id_; }
@@ -93,6 +97,7 @@ class Tokenizer {
   int32_t bos_id_ = -1;
   int32_t vocab_size_ = 0;
   bool byte_level_decoder_ = false;
+  bool byte_fallback_decoder_ = false;
 };
 
 }  // namespace fg
