@@ -739,7 +739,10 @@ class Parser {
       if (!start_inline) next();
       int line = cur().line;
       std::string name = expect_name();
-      while (skip_op(".")) name += "." + expect_name();
+      while (skip_op(".")) {
+        name.push_back('.');
+        name += expect_name();
+      }
       auto n = make(ExprKind::kFilter, line);
       n->name = name;
       n->children.push_back(std::move(node));
@@ -755,7 +758,10 @@ class Parser {
     int line = next().line;  // is
     bool negated = skip_name("not");
     std::string name = expect_name();
-    while (skip_op(".")) name += "." + expect_name();
+    while (skip_op(".")) {
+      name.push_back('.');
+      name += expect_name();
+    }
     auto n = make(ExprKind::kTest, line);
     n->name = name;
     n->children.push_back(std::move(node));
