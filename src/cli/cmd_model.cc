@@ -149,7 +149,15 @@ void register_model_commands(CLI::App& app) {
   g->add_option("--seed", gen->seed, "sampling seed");
   g->add_flag("--ignore-eos", gen->ignore_eos, "do not stop at end-of-sequence ids");
   g->add_flag("--json", gen->json, "print {\"prompt_ids\": [...], \"output_ids\": [...]}");
-  g->callback([gen] { run_generate(*gen); });
+  // --prompts FILE / --dummy-weights / KV sizing: the engine path (cmd_engine.cc).
+  g->get_option("--prompt-ids")->required(false);
+  auto run_engine = add_engine_generate_options(g);
+  g->callback([gen, run_engine] {
+    GenerateDefaults d{gen->model_dir, gen->backend,     gen->prompt_ids, gen->page_size, gen->max_new_tokens,
+                       gen->temperature, gen->top_k,     gen->top_p,      gen->seed,      gen->ignore_eos,
+                       gen->json};
+    if (!run_engine(d)) run_generate(*gen);
+  });
 
   auto lg = std::make_shared<LogitsArgs>();
   CLI::App* l = app.add_subcommand("logits", "write the logits of every prompt position as float32 .npy");

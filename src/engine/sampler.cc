@@ -70,7 +70,7 @@ Status Sampler::sample(Tensor& logits, std::span<Sequence* const> seqs, std::vec
   float* host = nullptr;
   const size_t block_bytes = size_t(m) * size_t(vocab_) * sizeof(float);
   if (any_penalty || any_logprobs) {
-    if (!host_logits_.data()) host_logits_ = backend_.alloc_host(size_t(max_rows_) * size_t(vocab_) * sizeof(float));
+    if (host_logits_.bytes() < block_bytes) host_logits_ = backend_.alloc_host(block_bytes);
     host = static_cast<float*>(host_logits_.data());
     backend_.copy_to_host(host, logits.data, block_bytes);
     backend_.synchronize();

@@ -39,7 +39,7 @@ class Sampler {
   Backend& backend_;
   int32_t vocab_;
   int32_t max_rows_;
-  Buffer host_logits_;   // [max_rows, vocab] f32 pinned, allocated on first use
+  Buffer host_logits_;   // [rows, vocab] f32 pinned, grown to the largest block that needed it
   Buffer ids_device_;    // [max_rows] i32
   Buffer ids_host_;      // [max_rows] i32 pinned
   std::vector<SamplingRow> rows_;

@@ -1,0 +1,239 @@
+// engine_bench: the engine at real shapes (dummy weights from bench/configs by default).
+//  (a) decode: one request, batch 1; time per decode step against the floor
+//      (weight bytes + KV bytes read) / measured device copy bandwidth;
+//  (b) throughput: N requests (prompt P, output O, ignore_eos) submitted at once; output tokens/s,
+//      steps, preemptions, and where the step time went (schedule / build / forward / sample / post).
+// Prints a table; --json FILE also writes the figures. Never part of the test suite.
+//
+//   engine_bench --config bench/configs/llama-3.1-8b --backend cuda --kv-cache-memory 60GiB
+//   engine_bench --model tests/fixtures/models/llama --backend cpu --num-requests 16
+//                --prompt-len 32 --output-len 16 --decode-tokens 16      (a quick check on a laptop)
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/model_runner.h"
+#include "kvcache/kv_sizing.h"
+#include "model/dummy_weights.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Args {
+  std::string config_dir = std::string(FG_SOURCE_DIR) + "/bench/configs/llama-3.1-8b";
+  std::string model_dir;  // real weights instead of dummy ones
+  std::string backend = "auto";
+  std::string kv_cache_memory;
+  double gpu_memory_fraction = 0.9;
+  int page_size = 16;
+  int max_batch_tokens = 8192;
+  int max_running = 256;
+  int num_requests = 1000;
+  int prompt_len = 512;
+  int output_len = 256;
+  int decode_prompt_len = 128;
+  int decode_tokens = 128;
+  bool skip_decode = false;
+  bool skip_throughput = false;
+  std::string json_path;
+};
+
+[[noreturn]] void die(const std::string& m) {
+  std::fprintf(stderr, "engine_bench: %s\n", m.c_str());
+  std::exit(1);
+}
+
+std::vector<int32_t> random_prompt(int len, int vocab, std::mt19937& rng) {
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (int32_t& t : p) t = int32_t(rng() % uint32_t(vocab));
+  return p;
+}
+
+// Device copy bandwidth in bytes/s, counting read + write of a `bytes` copy.
+double copy_bandwidth(fg::Backend& backend, size_t bytes) {
+  fg::Buffer a = backend.alloc(bytes), b = backend.alloc(bytes);
+  backend.copy_on_device(b.data(), a.data(), bytes);
+  backend.synchronize();
+  const int reps = 10;
+  auto t = Clock::now();
+  for (int i = 0; i < reps; ++i) backend.copy_on_device(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes);
+  backend.synchronize();
+  return 2.0 * double(bytes) * reps / since(t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"engine_bench: batch-1 decode vs the bandwidth floor, and offline throughput"};
+  app.add_option("--config", a.config_dir, "directory with a config.json; dummy weights (default llama-3.1-8b)");
+  app.add_option("--model", a.model_dir, "model directory with real weights (overrides --config)");
+  app.add_option("--backend", a.backend, "cpu, cuda or auto");
+  app.add_option("--kv-cache-memory", a.kv_cache_memory, "KV cache size, e.g. 40GiB");
+  app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "used when --kv-cache-memory is not set");
+  app.add_option("--page-size", a.page_size, "KV page size in tokens");
+  app.add_option("--max-batch-tokens", a.max_batch_tokens, "new tokens per step");
+  app.add_option("--max-running", a.max_running, "sequences in flight");
+  app.add_option("--num-requests", a.num_requests, "throughput: requests");
+  app.add_option("--prompt-len", a.prompt_len, "throughput: prompt tokens per request");
+  app.add_option("--output-len", a.output_len, "throughput: output tokens per request (ignore_eos)");
+  app.add_option("--decode-prompt-len", a.decode_prompt_len, "decode: prompt tokens");
+  app.add_option("--decode-tokens", a.decode_tokens, "decode: tokens generated at batch 1");
+  app.add_flag("--skip-decode", a.skip_decode, "skip (a)");
+  app.add_flag("--skip-throughput", a.skip_throughput, "skip (b)");
+  app.add_option("--json", a.json_path, "also write the results as JSON");
+  CLI11_PARSE(app, argc, argv);
+
+  fg::ModelRunnerOptions o;
+  o.model_dir = a.model_dir.empty() ? a.config_dir : a.model_dir;
+  o.dummy_weights = a.model_dir.empty();
+  o.backend = a.backend;
+  o.page_size = a.page_size;
+  o.gpu_memory_fraction = a.gpu_memory_fraction;
+  o.max_model_len = std::max(a.prompt_len + a.output_len, a.decode_prompt_len + a.decode_tokens) + 1;
+  if (!a.kv_cache_memory.empty()) {
+    auto bytes = fg::parse_byte_size(a.kv_cache_memory);
+    if (!bytes.is_ok()) die(bytes.status().message());
+    o.kv_cache_bytes = *bytes;
+  }
+  auto t_load = Clock::now();
+  auto created = fg::ModelRunner::create(o);
+  if (!created.is_ok()) die(created.status().to_string());
+  std::unique_ptr<fg::ModelRunner> runner = std::move(created).value();
+  fg::Backend& backend = runner->backend();
+  const fg::ModelConfig& cfg = runner->config();
+  const int64_t weight_bytes = fg::model_weight_bytes(cfg, backend.act_dtype());
+  const int vocab = int(cfg.vocab_size);
+  nlohmann::json out;
+  out["model"] = o.model_dir;
+  out["dummy_weights"] = o.dummy_weights;
+  out["backend"] = backend.name();
+  out["weight_bytes"] = weight_bytes;
+  out["kv_cache_bytes"] = runner->kv_cache_bytes();
+  out["kv_pages"] = runner->kv_num_pages();
+  out["page_size"] = a.page_size;
+  std::printf("engine_bench: %s (%s weights, %s) on %s, loaded in %.1f s\n", o.model_dir.c_str(),
+              o.dummy_weights ? "dummy" : "real", fg::format_byte_size(weight_bytes).c_str(), backend.name().c_str(),
+              since(t_load));
+  std::printf("KV cache: %d pages of %d tokens (%s)\n", runner->kv_num_pages(), a.page_size,
+              fg::format_byte_size(runner->kv_cache_bytes()).c_str());
+
+  fg::EngineConfig config;
+  config.scheduler.max_batch_tokens = a.max_batch_tokens;
+  config.scheduler.max_running = a.max_running;
+  fg::EngineCore core(config, *runner);
+  std::mt19937 rng(1234);
+
+  if (!a.skip_decode) {
+    const double bw = copy_bandwidth(backend, size_t(1) << 30);
+    fg::Request r;
+    r.prompt_ids = random_prompt(a.decode_prompt_len, vocab, rng);
+    r.params.temperature = 0.0f;
+    r.params.max_new_tokens = a.decode_tokens;
+    r.params.ignore_eos = true;
+    auto h = core.submit(r);
+    if (!h.is_ok()) die(h.status().to_string());
+    std::vector<double> decode_steps;
+    bool first = true;
+    while (core.has_work()) {
+      auto t = Clock::now();
+      fg::Status st = core.step();
+      const double dt = since(t);
+      if (!st.is_ok()) die(st.to_string());
+      if (!first) decode_steps.push_back(dt);  // the first step is the prefill
+      first = false;
+    }
+    std::sort(decode_steps.begin(), decode_steps.end());
+    const double median = decode_steps.empty() ? 0.0 : decode_steps[decode_steps.size() / 2];
+    double mean = 0.0;
+    for (double d : decode_steps) mean += d;
+    mean = decode_steps.empty() ? 0.0 : mean / double(decode_steps.size());
+    const int64_t kv_read = int64_t(2) * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim *
+                            int64_t(fg::dtype_size(backend.act_dtype())) *
+                            (a.decode_prompt_len + a.decode_tokens / 2);
+    const double floor_s = double(weight_bytes + kv_read) / (bw / 2.0);  // a read-only stream moves bw/2
+    std::printf("\n(a) batch-1 decode, prompt %d, %d tokens\n", a.decode_prompt_len, a.decode_tokens);
+    std::printf("  copy bandwidth        %10.1f GB/s (read + write)\n", bw / 1e9);
+    std::printf("  floor per token       %10.3f ms  (weights %s + mean KV read, at half the copy rate)\n",
+                1e3 * floor_s, fg::format_byte_size(weight_bytes).c_str());
+    std::printf("  measured median       %10.3f ms  (%.1f%% above the floor)\n", 1e3 * median,
+                floor_s > 0 ? 100.0 * (median / floor_s - 1.0) : 0.0);
+    std::printf("  measured mean         %10.3f ms  (%.1f tok/s)\n", 1e3 * mean, mean > 0 ? 1.0 / mean : 0.0);
+    out["decode"] = {{"prompt_len", a.decode_prompt_len}, {"tokens", a.decode_tokens},
+                     {"copy_bandwidth_gbps", bw / 1e9}, {"floor_ms", 1e3 * floor_s},
+                     {"median_ms", 1e3 * median}, {"mean_ms", 1e3 * mean}};
+  }
+
+  if (!a.skip_throughput) {
+    const fg::EngineStats before = core.stats();
+    std::vector<fg::RequestHandle> handles;
+    auto t0 = Clock::now();
+    for (int i = 0; i < a.num_requests; ++i) {
+      fg::Request r;
+      r.prompt_ids = random_prompt(a.prompt_len, vocab, rng);
+      r.params.temperature = 0.0f;
+      r.params.max_new_tokens = a.output_len;
+      r.params.ignore_eos = true;
+      auto h = core.submit(r);
+      if (!h.is_ok()) die(h.status().to_string());
+      handles.push_back(*h);
+    }
+    double first_token_s = 0.0;
+    while (core.has_work()) {
+      fg::Status st = core.step();
+      if (!st.is_ok()) die(st.to_string());
+      if (first_token_s == 0.0 && core.stats().generated_tokens > before.generated_tokens) first_token_s = since(t0);
+    }
+    const double wall = since(t0);
+    const fg::EngineStats s = core.stats();
+    const int64_t tokens = s.generated_tokens - before.generated_tokens;
+    const int64_t steps = s.steps - before.steps;
+    auto ms_per_step = [&](double total, double prev) { return steps > 0 ? 1e3 * (total - prev) / double(steps) : 0.0; };
+    std::printf("\n(b) offline throughput: %d requests, prompt %d, output %d (ignore_eos)\n", a.num_requests,
+                a.prompt_len, a.output_len);
+    std::printf("  output tokens/s       %10.1f  (%lld tokens in %.2f s)\n", double(tokens) / wall,
+                static_cast<long long>(tokens), wall);
+    std::printf("  total tokens/s        %10.1f  (prompt + output)\n",
+                double(tokens + int64_t(a.num_requests) * a.prompt_len) / wall);
+    std::printf("  first token after     %10.3f s\n", first_token_s);
+    std::printf("  steps                 %10lld  (%lld decode-only), %lld preemptions, peak %lld/%lld pages\n",
+                static_cast<long long>(steps), static_cast<long long>(s.decode_only_steps - before.decode_only_steps),
+                static_cast<long long>(s.preemptions - before.preemptions), static_cast<long long>(s.pages.peak_held),
+                static_cast<long long>(s.pages.num_pages));
+    std::printf("  ms per step           schedule %.3f | build %.3f | forward %.3f | sample %.3f | post %.3f\n",
+                ms_per_step(s.times.schedule, before.times.schedule), ms_per_step(s.times.build, before.times.build),
+                ms_per_step(s.times.forward, before.times.forward), ms_per_step(s.times.sample, before.times.sample),
+                ms_per_step(s.times.postprocess, before.times.postprocess));
+    out["throughput"] = {{"num_requests", a.num_requests},
+                         {"prompt_len", a.prompt_len},
+                         {"output_len", a.output_len},
+                         {"output_tokens_per_s", double(tokens) / wall},
+                         {"wall_s", wall},
+                         {"steps", steps},
+                         {"preemptions", s.preemptions - before.preemptions},
+                         {"ms_per_step",
+                          {{"schedule", ms_per_step(s.times.schedule, before.times.schedule)},
+                           {"build", ms_per_step(s.times.build, before.times.build)},
+                           {"forward", ms_per_step(s.times.forward, before.times.forward)},
+                           {"sample", ms_per_step(s.times.sample, before.times.sample)},
+                           {"postprocess", ms_per_step(s.times.postprocess, before.times.postprocess)}}}};
+    for (auto& h : handles) {
+      const fg::RequestOutput r = h.wait();
+      if (r.output_ids.size() != size_t(a.output_len)) die("a request ended early: " + r.status.to_string());
+    }
+  }
+  if (!a.json_path.empty()) {
+    std::ofstream f(a.json_path);
+    f << out.dump(2) << "\n";
+  }
+  return 0;
+}
