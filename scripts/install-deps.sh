@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libboost-dev              # Beast / Asio (header-only)
   nlohmann-json3-dev        # JSON
   libpcre2-dev              # tokenizer pre-tokenizer regexes (Unicode properties)
+  libicu-dev                # tokenizer Unicode normalization (NFC/NFKC) and character properties
   libgtest-dev libgmock-dev # tests
   libbenchmark-dev          # benchmarks
   libopenblas-dev           # CPU reference GEMM
