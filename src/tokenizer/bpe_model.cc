@@ -71,6 +71,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::load(const nlohmann::json& m, const 
     }
   }
   if (!unk_token.empty()) bpe->unk_id_ = bpe->token_to_id(unk_token);
+  bpe->can_cut_ = bpe->prefix_.empty() && bpe->suffix_.empty();
+  if (bpe->can_cut_) bpe->build_joinable();
 
   if (!m.contains("merges") || !m["merges"].is_array()) return invalid_argument(ctx + ": 'merges' must be a list");
   const auto& merges = m["merges"];
@@ -108,6 +110,25 @@ Result<std::unique_ptr<BpeModel>> BpeModel::load(const nlohmann::json& m, const 
   return bpe;
 }
 
+void BpeModel::build_joinable() {
+  joinable_latin1_.assign((256 * 256) / 64, 0);
+  for (const auto& [tok, id] : vocab_) {
+    size_t i = 0;
+    if (tok.empty()) continue;
+    char32_t prev = utf8_next(tok, i);
+    while (i < tok.size()) {
+      const char32_t c = utf8_next(tok, i);
+      if (prev < 256 && c < 256) {
+        const uint32_t k = prev << 8 | c;
+        joinable_latin1_[k >> 6] |= uint64_t{1} << (k & 63);
+      } else {
+        joinable_.insert((static_cast<uint64_t>(prev) << 32) | c);
+      }
+      prev = c;
+    }
+  }
+}
+
 int32_t BpeModel::token_to_id(std::string_view token) const {
   auto it = vocab_.find(token);
   return it == vocab_.end() ? -1 : it->second;
@@ -126,6 +147,33 @@ void BpeModel::tokenize(std::string_view piece, std::vector<int32_t>& out) const
       return;
     }
   }
+  if (piece.size() > kMaxCachedBytes && can_cut_) {
+    // Cut between characters that no token joins; both must be tokens themselves so that byte
+    // fallback and unk fusing never straddle a cut.
+    auto is_token = [&](char32_t c, size_t b, size_t e) {
+      return c < kCharTableSize ? char_id_[c] >= 0 : token_to_id(piece.substr(b, e - b)) >= 0;
+    };
+    size_t seg = 0, i = 0;
+    char32_t prev = utf8_next(piece, i);
+    bool prev_known = is_token(prev, 0, i);
+    while (i < piece.size()) {
+      const size_t at = i;
+      const char32_t c = utf8_next(piece, i);
+      const bool known = is_token(c, at, i);
+      if (prev_known && known && !joinable(prev, c)) {
+        tokenize_word(piece.substr(seg, at - seg), out);
+        seg = at;
+      }
+      prev = c;
+      prev_known = known;
+    }
+    tokenize_word(piece.substr(seg), out);
+    return;
+  }
+  tokenize_word(piece, out);
+}
+
+void BpeModel::tokenize_word(std::string_view piece, std::vector<int32_t>& out) const {
   const bool cacheable = piece.size() <= kMaxCachedBytes;
   CacheShard* shard = nullptr;
   if (cacheable) {

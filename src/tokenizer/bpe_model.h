@@ -6,7 +6,11 @@
 //
 // Cost: O(n log n) per piece of n characters (a heap of candidate merges over a linked list of
 // symbols; short pieces use a linear scan). Results for pieces up to kMaxCachedBytes are cached,
-// so repeated words cost one hash lookup. Thread-safe: encode may run on many threads at once.
+// so repeated words cost one hash lookup. Long pieces (SentencePiece-style tokenizers pass whole
+// texts as one piece) are first cut where no token of the vocabulary can span the cut: between
+// two characters that never appear next to each other in any token. Merges cannot cross such a
+// cut, so the pieces on each side merge exactly as they would together, and are cached as words.
+// Thread-safe: encode may run on many threads at once.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -51,7 +56,14 @@ class BpeModel {
     int32_t new_id;
   };
   BpeModel() = default;
+  void tokenize_word(std::string_view piece, std::vector<int32_t>& out) const;
   void merge_word(std::string_view piece, std::vector<int32_t>& out) const;
+  // True when some vocabulary token holds character a directly followed by character b.
+  bool joinable(char32_t a, char32_t b) const {
+    if (a < 256 && b < 256) return (joinable_latin1_[(a << 8 | b) >> 6] >> ((a << 8 | b) & 63)) & 1;
+    return joinable_.count((static_cast<uint64_t>(a) << 32) | b) != 0;
+  }
+  void build_joinable();
   // Rank and result of merging (a, b); rank -1 when the pair has no merge.
   Merge find_merge(int32_t a, int32_t b) const {
     auto it = merges_.find(pair_key(a, b));
@@ -75,6 +87,9 @@ class BpeModel {
   bool ignore_merges_ = false;
   std::string prefix_;  // continuing_subword_prefix
   std::string suffix_;  // end_of_word_suffix
+  bool can_cut_ = false;  // long pieces may be cut (no prefix/suffix)
+  std::vector<uint64_t> joinable_latin1_;  // bitmap over (a << 8 | b) for a, b < 256
+  std::unordered_set<uint64_t> joinable_;  // other pairs, (a << 32 | b)
 
   // Piece -> ids cache, sharded to keep lock contention low.
   struct CacheShard {
