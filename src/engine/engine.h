@@ -8,6 +8,11 @@
 // to the engine thread only through a locked inbox and the per-request event streams. Validation
 // happens on the caller's thread, so a request that can never run is refused at submit with a
 // message (context too long, bigger than the whole KV pool, bad parameters).
+//
+// Prefix caching (on by default, EngineConfig::enable_prefix_cache) shares full KV pages between
+// requests whose token prefixes agree; see kvcache/prefix_cache.h for the cache and scheduler.h
+// for how admission and publication use it. Each request reports the prompt tokens it was served
+// from the cache (RequestEvent::cached_tokens); stats() counts lookups, hit tokens and the ratio.
 #pragma once
 
 #include <atomic>
@@ -26,6 +31,7 @@
 #include "engine/step_runner.h"
 #include "engine/stop_matcher.h"
 #include "kvcache/page_pool.h"
+#include "kvcache/prefix_cache.h"
 
 namespace fg {
 
@@ -33,6 +39,8 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   uint64_t seed = 0;  // seeds requests that bring none (mixed with the request id)
   StopMatcherFactory stop_matcher_factory;  // empty: requests with stop strings are refused
+  bool enable_prefix_cache = true;  // share KV pages of common prefixes (--no-prefix-cache: false)
+  PrefixCacheOptions prefix_cache;  // its knobs (tests narrow the hash to force collisions)
 };
 
 class EngineCore {
@@ -58,6 +66,8 @@ class EngineCore {
   EngineStats stats() const;
   const PagePool& pool() const { return pool_; }
   StepRunner& runner() { return runner_; }
+  // nullptr when the prefix cache is off.
+  PrefixCache* prefix_cache() { return prefix_cache_.get(); }
 
  private:
   void finish(Sequence& seq, FinishReason reason, Status status = Status::ok());
@@ -69,6 +79,7 @@ class EngineCore {
   int32_t max_model_len_;
   std::vector<int32_t> eos_ids_;
   PagePool pool_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // after pool_ (it registers with the pool)
   Scheduler scheduler_;
   BatchBuilder builder_;
   Sampler sampler_;

@@ -19,7 +19,8 @@ EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
       max_model_len_(runner.max_model_len()),
       eos_ids_(runner.eos_token_ids()),
       pool_(runner.kv_num_pages(), runner.kv_page_size()),
-      scheduler_(config.scheduler, pool_),
+      prefix_cache_(config.enable_prefix_cache ? std::make_unique<PrefixCache>(pool_, config.prefix_cache) : nullptr),
+      scheduler_(config.scheduler, pool_, prefix_cache_.get()),
       builder_(runner.backend(), config.scheduler.max_batch_tokens,
                std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens),
                std::max(1, std::min(pool_.pages_for_tokens(max_model_len_), pool_.num_pages())),
@@ -75,6 +76,7 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   }
   seq->id = id;
   seq->priority = request.priority;
+  seq->cache_salt = request.cache_salt;
   seq->params = std::move(request.params);
   seq->seed = seq->params.seed.has_value() ? *seq->params.seed : mix64(config_.seed ^ mix64(id));
   seq->tokens = std::move(request.prompt_ids);
@@ -103,11 +105,13 @@ void EngineCore::finish(Sequence& seq, FinishReason reason, Status status) {
   std::unique_ptr<Sequence> owned = scheduler_.remove(seq.id);
   FG_CHECK(owned != nullptr, "finishing an unknown sequence");
   ++counters_.finished;
+  counters_.cached_prompt_tokens += owned->num_cached_tokens;
   if (reason == FinishReason::kCancelled) ++counters_.cancelled;
   if (reason == FinishReason::kError) ++counters_.failed;
   RequestEvent e;
   e.finish = reason;
   e.status = std::move(status);
+  e.cached_tokens = owned->num_cached_tokens;
   owned->events->push(std::move(e));
 }
 
@@ -167,6 +171,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampledToke
   for (const ScheduledSeq& s : plan.seqs) {
     Scheduler::commit(s);
     Sequence& seq = *s.seq;
+    scheduler_.publish(seq);
     if (!s.sample) {
       counters_.prefill_tokens += s.num_new;
       continue;
@@ -189,6 +194,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampledToke
 
     RequestEvent e;
     e.token = st.token;
+    e.cached_tokens = seq.num_cached_tokens;
     if (seq.params.wants_logprobs()) {
       e.has_logprobs = true;
       e.logprob = st.logprob;
@@ -205,6 +211,13 @@ EngineStats EngineCore::stats() const {
   s.waiting = int64_t(scheduler_.num_waiting());
   s.pages = pool_.stats();
   s.preemptions = scheduler_.num_preemptions();
+  s.prefix_cache_enabled = prefix_cache_ != nullptr;
+  const PrefixLookupStats& l = scheduler_.prefix_lookup_stats();
+  s.prefix_cache_lookups = l.lookups;
+  s.prefix_cache_hits = l.hits;
+  s.prefix_cache_query_tokens = l.query_tokens;
+  s.prefix_cache_hit_tokens = l.hit_tokens;
+  if (prefix_cache_ != nullptr) s.prefix_cache = prefix_cache_->stats();
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kvcache/page_pool.h"
+#include "kvcache/prefix_cache.h"
 
 namespace fg {
 
@@ -31,6 +32,18 @@ struct EngineStats {
   int64_t prefill_tokens = 0;   // tokens run without sampling or as a prompt's last token,
                                 // recomputation after preemption included
   int64_t generated_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // sum of the finished requests' cached_tokens
+  // Prefix cache. Lookups happen at every admission (resumes after preemption too); the hit ratio
+  // is hit tokens over looked-up tokens. pages.cached counts the evictable cached pages.
+  bool prefix_cache_enabled = false;
+  int64_t prefix_cache_lookups = 0;
+  int64_t prefix_cache_hits = 0;          // lookups that took at least one page
+  int64_t prefix_cache_query_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  PrefixCacheStats prefix_cache;          // entries, published, duplicates, collisions, evicted
+  double prefix_cache_hit_ratio() const {
+    return prefix_cache_query_tokens > 0 ? double(prefix_cache_hit_tokens) / double(prefix_cache_query_tokens) : 0.0;
+  }
   StepTimes times;
   double last_step_seconds = 0.0;
   double busy_seconds() const { return times.total(); }

@@ -50,6 +50,7 @@ RequestOutput RequestHandle::wait() const {
   RequestOutput out;
   out.id = id;
   while (auto e = events->next()) {
+    out.cached_tokens = e->cached_tokens;
     if (e->token.has_value()) {
       out.output_ids.push_back(*e->token);
       if (e->has_logprobs) {

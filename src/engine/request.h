@@ -31,6 +31,9 @@ struct Request {
   std::vector<int32_t> prompt_ids;
   SamplingParams params;
   int priority = 0;  // larger is served first; ties in arrival order
+  // Prefix-cache namespace: pages are shared only between requests with the same salt. Anything
+  // that changes the KV of the same tokens (a LoRA adapter, later) or a tenant boundary goes here.
+  uint64_t cache_salt = 0;
 };
 
 // One candidate of a logprobs list.
@@ -47,6 +50,10 @@ struct RequestEvent {
   std::vector<TokenLogprob> top_logprobs;  // the top n, best first, when requested
   std::optional<FinishReason> finish;    // set on the last event of the stream
   Status status;                         // set when finish == kError
+  // Prompt tokens served from the prefix cache when the request was first admitted (OpenAI's
+  // usage.prompt_tokens_details.cached_tokens). Set on every event; 0 before admission (e.g. a
+  // request cancelled while waiting) or with the cache off.
+  int32_t cached_tokens = 0;
 };
 
 class EventStream {
@@ -74,6 +81,7 @@ struct RequestOutput {
   std::vector<std::vector<TokenLogprob>> top_logprobs;
   FinishReason finish_reason = FinishReason::kError;
   Status status;
+  int32_t cached_tokens = 0;  // as in RequestEvent, from the last event
 };
 
 struct RequestHandle {

@@ -6,8 +6,11 @@
 
 namespace fg {
 
-Scheduler::Scheduler(const SchedulerConfig& config, PagePool& pool) : config_(config), pool_(pool) {
+Scheduler::Scheduler(const SchedulerConfig& config, PagePool& pool, PrefixCache* prefix_cache)
+    : config_(config), pool_(pool), prefix_cache_(prefix_cache) {
   FG_CHECK(config.max_batch_tokens > 0 && config.max_running > 0);
+  FG_CHECK(prefix_cache == nullptr || prefix_cache->page_size() == pool.page_size(),
+           "the prefix cache indexes a pool of another page size");
 }
 
 bool Scheduler::served_before(const Sequence* a, const Sequence* b) {
@@ -46,10 +49,21 @@ std::unique_ptr<Sequence> Scheduler::remove(uint64_t id) {
   seqs_.erase(it);
   auto& list = seq->state == SeqState::kRunning ? running_ : waiting_;
   list.erase(std::find(list.begin(), list.end(), seq.get()));
-  pool_.release_all(seq->pages);
-  seq->pages.clear();
+  release_pages(*seq);
   seq->state = SeqState::kFinished;
   return seq;
+}
+
+void Scheduler::release_pages(Sequence& seq) {
+  // Leaf first: the LRU then evicts the tail of a cached chain before the pages it hangs from.
+  for (auto it = seq.pages.rbegin(); it != seq.pages.rend(); ++it) pool_.release(*it);
+  seq.pages.clear();
+  seq.prefix.reset();
+}
+
+void Scheduler::publish(Sequence& seq) {
+  if (prefix_cache_ == nullptr) return;
+  prefix_cache_->publish(seq.tokens, seq.num_computed, seq.pages, seq.cache_salt, seq.prefix);
 }
 
 bool Scheduler::grow(Sequence& seq, int32_t n) {
@@ -69,8 +83,7 @@ void Scheduler::preempt(Sequence& seq, StepPlan& plan, int32_t& budget) {
       break;
     }
   }
-  pool_.release_all(seq.pages);
-  seq.pages.clear();
+  release_pages(seq);
   seq.num_computed = 0;
   seq.state = SeqState::kWaiting;
   ++seq.num_preemptions;
@@ -117,11 +130,37 @@ StepPlan Scheduler::schedule() {
     const int32_t watermark = int32_t(std::floor(config_.admission_watermark * pool_.num_pages()));
     while (budget > 0 && !waiting_.empty() && int32_t(running_.size()) < config_.max_running) {
       Sequence* seq = waiting_.front();
-      const int32_t n = std::min(seq->num_uncomputed(), budget);
-      const int32_t need = pool_.pages_for_tokens(n);
+      FG_CHECK(seq->pages.empty() && seq->num_computed == 0, "a waiting sequence holds no pages");
+      hit_pages_.clear();
+      PrefixChain chain;
+      int32_t hits = 0;
+      int32_t revived = 0;  // hit pages that are cached now (refcount 0): taking them uses pool room
+      if (prefix_cache_ != nullptr) {
+        // At most (num_tokens - 1) / P pages, so the last token is always computed (see header).
+        const int32_t max_pages = (seq->num_tokens() - 1) / pool_.page_size();
+        hits = prefix_cache_->match(seq->tokens, seq->cache_salt, max_pages, hit_pages_, chain);
+        for (int32_t p : hit_pages_) revived += pool_.is_cached(p) ? 1 : 0;
+      }
+      const int32_t cached_tokens = hits * pool_.page_size();
+      const int32_t n = std::min(seq->num_tokens() - cached_tokens, budget);
+      const int32_t need = pool_.pages_for_tokens(int64_t(cached_tokens) + n) - hits;
       // The watermark does not apply when nothing runs: the oldest request must always start.
-      if (need > pool_.num_available() - (running_.empty() ? 0 : watermark)) break;
+      if (need + revived > pool_.num_available() - (running_.empty() ? 0 : watermark)) break;
+      for (int32_t p : hit_pages_) pool_.retain(p);
+      seq->pages = hit_pages_;
+      seq->num_computed = cached_tokens;
+      seq->prefix = chain;
       FG_CHECK(grow(*seq, n));
+      if (prefix_cache_ != nullptr) {
+        ++lookup_stats_.lookups;
+        lookup_stats_.hits += hits > 0 ? 1 : 0;
+        lookup_stats_.query_tokens += seq->num_tokens();
+        lookup_stats_.hit_tokens += cached_tokens;
+      }
+      if (!seq->admitted_once) {
+        seq->admitted_once = true;
+        seq->num_cached_tokens = std::min(cached_tokens, seq->num_prompt);
+      }
       waiting_.erase(waiting_.begin());
       seq->state = SeqState::kRunning;
       insert_sorted(running_, seq);

@@ -11,6 +11,16 @@
 //     to the waiting queue keeping its output so far; it is re-prefilled later. The oldest
 //     sequence can always finish alone (requests that could never fit are refused at submit), so
 //     the engine never deadlocks.
+//  4. With a prefix cache, admission first looks the sequence's tokens up page by page and takes
+//     every verified hit (refcount +1): those tokens count as computed and use none of the token
+//     budget. Rule for the last token: at most (num_tokens - 1) / page_size pages are taken, so at
+//     least one token (the last) is always run through the model and there are logits to sample.
+//     When the whole sequence is cached and ends exactly on a page boundary, this means its last
+//     page is recomputed into a fresh private page rather than shared: no page is ever written
+//     while another sequence may read it. After each step, publish() indexes the pages the step
+//     filled (full pages only; the partial last page stays private). A preempted sequence's pages
+//     stay cached if nobody evicts them, so its resume re-hits them. Pages are released leaf first
+//     (last page first), so the LRU evicts a chain's tail before its root.
 // Never waits on the device and never touches a backend.
 #pragma once
 
@@ -21,6 +31,7 @@
 
 #include "engine/sequence.h"
 #include "kvcache/page_pool.h"
+#include "kvcache/prefix_cache.h"
 
 namespace fg {
 
@@ -30,6 +41,14 @@ struct SchedulerConfig {
   // Pages kept free when admitting new sequences, so running ones can grow a little before
   // anything has to be preempted. A fraction of the pool.
   double admission_watermark = 0.01;
+};
+
+// Prefix-cache lookups made at admission (resumes after preemption included).
+struct PrefixLookupStats {
+  int64_t lookups = 0;       // admissions that consulted the cache
+  int64_t hits = 0;          // admissions that took at least one cached page
+  int64_t query_tokens = 0;  // tokens of the sequences looked up (all their tokens at admission)
+  int64_t hit_tokens = 0;    // tokens served from cached pages instead of being computed
 };
 
 struct ScheduledSeq {
@@ -48,7 +67,9 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, PagePool& pool);
+  // prefix_cache: nullptr runs without one; otherwise it must index pages of `pool` and outlive
+  // the scheduler.
+  Scheduler(const SchedulerConfig& config, PagePool& pool, PrefixCache* prefix_cache = nullptr);
 
   const SchedulerConfig& config() const { return config_; }
   // Takes ownership; the sequence waits until admitted.
@@ -57,6 +78,8 @@ class Scheduler {
   StepPlan schedule();
   // After the step ran: the sequence's planned tokens are in the cache.
   static void commit(const ScheduledSeq& s) { s.seq->num_computed += s.num_new; }
+  // After commit: offers the sequence's newly filled pages to the prefix cache (no-op without one).
+  void publish(Sequence& seq);
   // Ends a sequence (finished, cancelled or failed): releases its pages at once and hands it back.
   std::unique_ptr<Sequence> remove(uint64_t id);
   Sequence* find(uint64_t id);
@@ -64,22 +87,29 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  const PrefixLookupStats& prefix_lookup_stats() const { return lookup_stats_; }
+  PrefixCache* prefix_cache() const { return prefix_cache_; }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   std::vector<Sequence*> all_sequences() const;
 
  private:
   // Ensures seq has pages for its first num_computed + n tokens; false if the pool is short.
   bool grow(Sequence& seq, int32_t n);
+  // Releases every page of seq, last page first, and forgets its cache chain.
+  void release_pages(Sequence& seq);
   void preempt(Sequence& seq, StepPlan& plan, int32_t& budget);
   static bool served_before(const Sequence* a, const Sequence* b);
   void insert_sorted(std::vector<Sequence*>& v, Sequence* s);
 
   SchedulerConfig config_;
   PagePool& pool_;
+  PrefixCache* prefix_cache_;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
   std::vector<Sequence*> running_;  // service order
   std::vector<Sequence*> waiting_;  // service order
   int64_t num_preemptions_ = 0;
+  PrefixLookupStats lookup_stats_;
+  std::vector<int32_t> hit_pages_;  // scratch for admission lookups
 };
 
 }  // namespace fg

@@ -11,6 +11,7 @@
 
 #include "engine/request.h"
 #include "engine/stop_matcher.h"
+#include "kvcache/prefix_cache.h"
 
 namespace fg {
 
@@ -30,6 +31,11 @@ struct Sequence {
   std::vector<int32_t> pages;   // block table: page i holds token slots [i*P, (i+1)*P)
   SeqState state = SeqState::kWaiting;
   int32_t num_preemptions = 0;
+  uint64_t cache_salt = 0;      // prefix-cache namespace (Request::cache_salt)
+  PrefixChain prefix;           // how far the prefix cache knows this sequence's pages
+  bool admitted_once = false;   // set at the first admission
+  int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache at the first
+                                  // admission (what the request reports as cached_tokens)
   std::shared_ptr<EventStream> events;
   std::unique_ptr<StopMatcher> stop_matcher;
   std::unordered_map<int32_t, int32_t> output_counts;  // for presence/frequency penalties
