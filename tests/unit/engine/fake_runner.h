@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,11 +43,17 @@ class FakeRunner : public StepRunner {
   int64_t num_forwards() const { return num_forwards_; }
   int64_t max_step_tokens() const { return max_step_tokens_; }
   int64_t max_step_seqs() const { return max_step_seqs_; }
+  int64_t tokens_computed() const { return tokens_computed_; }  // new tokens over all forwards
+
+  // Called for every page a step writes into; returning false fails the step (tests use it to
+  // prove no step ever writes into a page that is shared or published in the prefix cache).
+  void set_write_guard(std::function<bool(int32_t page)> may_write) { may_write_ = std::move(may_write); }
 
   Result<Tensor> forward(const StepBatch& b) override {
     ++num_forwards_;
     max_step_tokens_ = std::max<int64_t>(max_step_tokens_, b.total_q);
     max_step_seqs_ = std::max<int64_t>(max_step_seqs_, b.num_seqs);
+    tokens_computed_ += b.total_q;
     const int32_t P = shape_.page_size;
     // 1. Write the new tokens into their slots, checking the slot agrees with the block table.
     for (int32_t s = 0; s < b.num_seqs; ++s) {
@@ -57,6 +64,10 @@ class FakeRunner : public StepRunner {
         if (pos != b.seqlens_kv[size_t(s)] - (q1 - q0) + (q - q0)) return internal_error("position out of order");
         const int32_t page = b.block_table[size_t(s) * size_t(b.max_pages_per_seq) + size_t(pos / P)];
         if (b.slot_mapping[size_t(q)] != page * P + pos % P) return internal_error("slot disagrees with block table");
+        if (may_write_ && !may_write_(page)) {
+          return internal_error("step writes position " + std::to_string(pos) + " into shared or published page " +
+                                std::to_string(page));
+        }
         slots_[size_t(b.slot_mapping[size_t(q)])] = encode(pos, b.token_ids[size_t(q)]);
       }
     }
@@ -89,6 +100,11 @@ class FakeRunner : public StepRunner {
 
   // Marks every slot empty again (to check that a fresh run never reads old contents).
   void poison() { std::fill(slots_.begin(), slots_.end(), kEmpty); }
+  // Overwrites one page with garbage (a position no sequence has): reading it fails the step.
+  void poison_page(int32_t page) {
+    const auto first = slots_.begin() + ptrdiff_t(size_t(page) * size_t(shape_.page_size));
+    std::fill(first, first + shape_.page_size, encode(-7, 0x5eed));
+  }
 
  private:
   static constexpr int64_t kEmpty = -1;
@@ -101,6 +117,8 @@ class FakeRunner : public StepRunner {
   int64_t num_forwards_ = 0;
   int64_t max_step_tokens_ = 0;
   int64_t max_step_seqs_ = 0;
+  int64_t tokens_computed_ = 0;
+  std::function<bool(int32_t)> may_write_;
 };
 
 }  // namespace fg::test
