@@ -142,7 +142,9 @@ Reply ApiServer::tokenize(const HttpRequest& req) {
   if (prompt) {
     text = *prompt;
   } else {
-    Result<std::string> r = backend_.render_chat(*messages, nullptr, add_gen.value_or(true), json::object());
+    const nlohmann::ordered_json omessages = nlohmann::ordered_json::parse(req.body).at("messages");
+    Result<std::string> r = backend_.render_chat(omessages, nullptr, add_gen.value_or(true),
+                                                 nlohmann::ordered_json::object());
     if (!r.is_ok()) return error_reply(api_error_from_status(r.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
     text = *r;
   }

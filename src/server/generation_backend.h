@@ -143,9 +143,10 @@ class GenerationBackend {
   // ids -> text. An id outside the vocabulary is kInvalidArgument.
   virtual Result<std::string> detokenize(std::span<const int32_t> ids, bool skip_special_tokens) = 0;
   // Renders a chat with the model's template. messages/tools are OpenAI-shaped JSON arrays (tools
-  // may be null); extra holds template variables (chat_template_kwargs).
-  virtual Result<std::string> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
-                                          bool add_generation_prompt, const nlohmann::json& extra) = 0;
+  // may be null); extra holds template variables (chat_template_kwargs). ordered_json keeps the
+  // request's key order, which templates that print `tools | tojson` show.
+  virtual Result<std::string> render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                          bool add_generation_prompt, const nlohmann::ordered_json& extra) = 0;
 
   // Queues a generation. Returns a handle for cancel(), or kResourceExhausted when the queue is
   // full, kContextTooLong when the request can never fit, kInvalidArgument for bad settings.

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -241,6 +242,7 @@ net::awaitable<void> Session::produce(Reply& reply, unsigned version, bool keep_
   for (;;) {
     out.clear();
     const bool done = src.poll(out);
+    bool suspended = false;  // wakes during a suspension are lost: poll again before waiting
     if (!out.empty()) {
       if (!reply.streamed) {
         body += out;
@@ -248,6 +250,7 @@ net::awaitable<void> Session::produce(Reply& reply, unsigned version, bool keep_
         stream_.expires_after(seconds(server_->cfg.write_timeout_s));
         co_await net::async_write(stream_, http::make_chunk(net::buffer(out)),
                                   net::redirect_error(net::use_awaitable, ec));
+        suspended = true;
         if (ec) peer_gone_ = true;
       }
     }
@@ -257,7 +260,7 @@ net::awaitable<void> Session::produce(Reply& reply, unsigned version, bool keep_
       src.cancel();
       continue;
     }
-    co_await wait_wake();
+    if (!suspended) co_await wait_wake();
   }
   co_await stop_watch();
   source_ = nullptr;
@@ -283,12 +286,16 @@ net::awaitable<bool> Session::serve_one(bool first) {
   const HttpServerConfig& cfg = server_->cfg;
   idle_ = true;
   http::request_parser<http::string_body> parser;
-  parser.body_limit(cfg.max_body_bytes);
+  // No limit while reading the header, so a too-large Content-Length is refused below with the
+  // path known (the error shape depends on it); the limit then guards the body (also chunked).
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   parser.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
   error_code ec;
   stream_.expires_after(seconds(first ? cfg.read_timeout_s : cfg.idle_timeout_s));
   co_await http::async_read_header(stream_, buffer_, parser, net::redirect_error(net::use_awaitable, ec));
+  if (!ec && parser.content_length() && *parser.content_length() > cfg.max_body_bytes) ec = http::error::body_limit;
   if (!ec && !parser.is_done()) {
+    parser.body_limit(cfg.max_body_bytes);
     idle_ = false;
     stream_.expires_after(seconds(cfg.read_timeout_s));
     auto& hdr = parser.get();

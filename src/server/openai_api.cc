@@ -534,10 +534,14 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   }
   if (!f.ok()) return fail(f);
 
-  // Normalize messages for the template: text parts joined, "developer" read as "system".
-  json msgs = json::array();
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
+  // Normalize messages for the template: text parts joined, "developer" read as "system". The
+  // body is read again as ordered JSON so tool schemas keep the client's key order.
+  using ojson = nlohmann::ordered_json;
+  const ojson obody = ojson::parse(req.body);
+  const ojson& omessages = obody.at("messages");
+  ojson msgs = ojson::array();
+  for (size_t i = 0; i < omessages.size(); ++i) {
+    const ojson& m = omessages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return error_reply(invalid_type(where, "an object"), ApiDialect::kOpenAi);
     auto role = m.find("role");
@@ -549,7 +553,7 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
                                              "'. Expected one of system, developer, user, assistant, tool.",
                                          where + ".role", "invalid_value"),
                          ApiDialect::kOpenAi);
-    json nm = m;
+    ojson nm = m;
     if (r == "developer") nm["role"] = "system";
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
@@ -557,7 +561,7 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
       nm["content"] = "";
     } else if (content->is_array()) {
       std::string joined;
-      for (const json& part : *content) {
+      for (const ojson& part : *content) {
         if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
           return error_reply(invalid_type(where + ".content", "a string or an array of content parts"), ApiDialect::kOpenAi);
         if (part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
@@ -572,8 +576,9 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
     }
     msgs.push_back(std::move(nm));
   }
-  Result<std::string> text = ctx.backend.render_chat(msgs, tools ? *tools : json(nullptr), add_generation_prompt,
-                                                     template_kwargs ? *template_kwargs : json::object());
+  const ojson otools = tools ? obody.at("tools") : ojson(nullptr);
+  const ojson okwargs = template_kwargs ? obody.at("chat_template_kwargs") : ojson::object();
+  Result<std::string> text = ctx.backend.render_chat(msgs, otools, add_generation_prompt, okwargs);
   if (!text.is_ok()) return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
   Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*text, /*add_special_tokens=*/false);
   if (!ids.is_ok()) return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);

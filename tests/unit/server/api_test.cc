@@ -1,0 +1,375 @@
+// ApiServer routes against the FakeBackend, without HTTP: validation errors and their shapes,
+// OpenAI and TGI reply objects (whole and streamed), usage, stop strings, seeds, queue limits,
+// cancellation, /metrics, /tokenize, /detokenize.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_server.h"
+#include "server/utf8.h"
+#include "unit/server/fake_backend.h"
+
+namespace fg::server {
+namespace {
+
+using nlohmann::json;
+using testing::FakeBackend;
+
+HttpRequest post(const std::string& path, const std::string& body) {
+  HttpRequest r;
+  r.method = "POST";
+  r.path = r.target = path;
+  r.body = body;
+  return r;
+}
+
+HttpRequest get(const std::string& path) {
+  HttpRequest r;
+  r.method = "GET";
+  r.path = r.target = path;
+  return r;
+}
+
+// Runs a reply source to completion the way the transport does; returns the body.
+std::string run_source(Reply& r, HttpResponse* head = nullptr) {
+  struct Signal {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool woke = false;
+  };
+  auto sig = std::make_shared<Signal>();
+  r.source->start([sig] {
+    std::lock_guard<std::mutex> lock(sig->mu);
+    sig->woke = true;
+    sig->cv.notify_all();
+  });
+  std::string out;
+  while (!r.source->poll(out)) {
+    std::unique_lock<std::mutex> lock(sig->mu);
+    sig->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return sig->woke; });
+    sig->woke = false;
+  }
+  if (head) *head = r.streamed ? r.head : r.source->final_head();
+  return out;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  ApiTest() : backend_(FakeBackend::Options{}), api_(backend_, config()) {}
+  static ApiServerConfig config() {
+    ApiServerConfig c;
+    c.log_requests = false;
+    return c;
+  }
+  // A complete (non-streamed) reply: status and parsed body.
+  std::pair<int, json> call(HttpRequest req) {
+    Reply r = api_.handle(std::move(req));
+    if (!r.source) return {r.head.status, json::parse(r.head.body)};
+    HttpResponse head;
+    std::string body = run_source(r, &head);
+    return {head.status, json::parse(body)};
+  }
+  FakeBackend backend_;
+  ApiServer api_;
+};
+
+void expect_openai_error(const std::pair<int, json>& r, int status, const std::string& param) {
+  EXPECT_EQ(r.first, status) << r.second.dump();
+  ASSERT_TRUE(r.second.contains("error")) << r.second.dump();
+  const json& e = r.second["error"];
+  EXPECT_TRUE(e["message"].is_string());
+  EXPECT_FALSE(e["message"].get<std::string>().empty());
+  EXPECT_TRUE(e.contains("type") && e.contains("param") && e.contains("code"));
+  if (param.empty()) {
+    EXPECT_TRUE(e["param"].is_null()) << e.dump();
+  } else {
+    EXPECT_EQ(e["param"], param) << e.dump();
+  }
+}
+
+TEST_F(ApiTest, MalformedJsonIs400) {
+  expect_openai_error(call(post("/v1/completions", "{\"model\": ")), 400, "");
+  expect_openai_error(call(post("/v1/completions", "[1, 2]")), 400, "");
+  expect_openai_error(call(post("/v1/completions", "")), 400, "");
+}
+
+TEST_F(ApiTest, InvalidUtf8Is400) {
+  std::string body = "{\"model\": \"fake-model\", \"prompt\": \"a\xff\xfe\"}";
+  auto r = call(post("/v1/completions", body));
+  expect_openai_error(r, 400, "");
+  EXPECT_EQ(r.second["error"]["code"], "invalid_utf8");
+  // A lone surrogate escape is refused by the JSON parser.
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"\ud800"})")), 400, "");
+}
+
+TEST_F(ApiTest, WrongTypesNameTheParameter) {
+  auto r = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":"ten"})"));
+  expect_openai_error(r, 400, "max_tokens");
+  EXPECT_EQ(r.second["error"]["code"], "invalid_type");
+  expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model","messages":"hi"})")), 400, "messages");
+  expect_openai_error(call(post("/v1/chat/completions",
+                                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"temperature":"hot"})")),
+                      400, "temperature");
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","stop":[1]})")), 400, "stop");
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":{"a":1}})")), 400, "prompt");
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","stream":"yes"})")), 400, "stream");
+}
+
+TEST_F(ApiTest, UnknownFieldsAreRejectedMissingOnesNamed) {
+  auto r = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","frobnicate":1})"));
+  expect_openai_error(r, 400, "frobnicate");
+  expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model"})")), 400, "messages");
+  expect_openai_error(call(post("/v1/completions", R"({"prompt":"hi"})")), 400, "model");
+  expect_openai_error(call(post("/v1/chat/completions",
+                                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})")),
+                      400, "stream_options");
+}
+
+TEST_F(ApiTest, UnknownModelIs404) {
+  auto r = call(post("/v1/completions", R"({"model":"gpt-9","prompt":"hi"})"));
+  EXPECT_EQ(r.first, 404);
+  EXPECT_EQ(r.second["error"]["code"], "model_not_found");
+}
+
+TEST_F(ApiTest, MaxTokensRangeAndContextLength) {
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":-1})")), 400, "max_tokens");
+  auto huge = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":1000000000000})"));
+  expect_openai_error(huge, 400, "max_tokens");
+  EXPECT_EQ(huge.second["error"]["code"], "context_length_exceeded");
+  // A prompt longer than the context (max_model_len 512 bytes).
+  json body = {{"model", "fake-model"}, {"prompt", std::string(600, 'x')}};
+  auto longp = call(post("/v1/completions", body.dump()));
+  EXPECT_EQ(longp.first, 400);
+  EXPECT_EQ(longp.second["error"]["code"], "context_length_exceeded");
+  expect_openai_error(call(post("/v1/chat/completions",
+                                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})")),
+                      400, "max_completion_tokens");
+  EXPECT_EQ(backend_.submitted(), 0);  // nothing reached the backend
+}
+
+TEST_F(ApiTest, CompletionWithUsageAndLogprobs) {
+  auto r = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":5,"temperature":0,"logprobs":2})"));
+  ASSERT_EQ(r.first, 200) << r.second.dump();
+  const json& b = r.second;
+  EXPECT_EQ(b["object"], "text_completion");
+  EXPECT_EQ(b["model"], "fake-model");
+  ASSERT_EQ(b["choices"].size(), 1u);
+  // Greedy fake: letters from 'a' + (prompt_len + k) % 26, prompt = BOS + 5 bytes = 6.
+  EXPECT_EQ(b["choices"][0]["text"], "ghijk");
+  EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(b["usage"]["prompt_tokens"], 6);
+  EXPECT_EQ(b["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(b["usage"]["total_tokens"], 11);
+  EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const json& lp = b["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u);
+  EXPECT_EQ(lp["tokens"][0], "g");
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(lp["text_offset"][1], 1);
+}
+
+TEST_F(ApiTest, StopStringIsCutAndReported) {
+  auto r = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":10,"temperature":0,"stop":["ij"]})"));
+  ASSERT_EQ(r.first, 200);
+  EXPECT_EQ(r.second["choices"][0]["text"], "gh");
+  EXPECT_EQ(r.second["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ApiTest, SeedIsReproducibleAndNChoicesDiffer) {
+  const std::string req = R"({"model":"fake-model","prompt":"x","max_tokens":12,"temperature":1.0,"seed":42,"n":2})";
+  auto a = call(post("/v1/completions", req));
+  auto b = call(post("/v1/completions", req));
+  ASSERT_EQ(a.first, 200);
+  ASSERT_EQ(a.second["choices"].size(), 2u);
+  EXPECT_EQ(a.second["choices"][0]["text"], b.second["choices"][0]["text"]);
+  EXPECT_EQ(a.second["choices"][1]["text"], b.second["choices"][1]["text"]);
+  EXPECT_NE(a.second["choices"][0]["text"], a.second["choices"][1]["text"]);
+  EXPECT_EQ(a.second["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(a.second["usage"]["prompt_tokens"], 2);  // counted once for both choices
+}
+
+TEST_F(ApiTest, ChatStreamHasRoleContentFinishUsageAndDone) {
+  Reply r = api_.handle(post("/v1/chat/completions",
+                             R"({"model":"fake-model","messages":[{"role":"user","content":"hi"}],"max_tokens":4,
+                                 "temperature":0,"stream":true,"stream_options":{"include_usage":true}})"));
+  ASSERT_TRUE(r.source);
+  ASSERT_TRUE(r.streamed);
+  EXPECT_EQ(r.head.content_type, "text/event-stream");
+  std::string body = run_source(r);
+  ASSERT_GE(body.size(), 14u);
+  EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+  std::vector<json> chunks;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    size_t end = body.find("\n\n", pos);
+    std::string d = body.substr(pos + 6, end - pos - 6);
+    if (d != "[DONE]") chunks.push_back(json::parse(d));
+    pos = end;
+  }
+  ASSERT_GE(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  std::string finish;
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+    const json& c = chunks[i]["choices"][0];
+    if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+    EXPECT_TRUE(chunks[i]["usage"].is_null());
+  }
+  EXPECT_EQ(text.size(), 4u);
+  EXPECT_EQ(finish, "length");
+  const json& last = chunks.back();
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], 4);
+}
+
+TEST_F(ApiTest, ChatMessagesValidatedAndTemplateErrorsAre400) {
+  expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[{"role":"wizard","content":"x"}]})")),
+                      400, "messages[0].role");
+  expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[]})")), 400, "messages");
+  auto r = call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[{"role":"raise","content":"x"}]})"));
+  EXPECT_EQ(r.first, 400);
+  auto ok = call(post("/v1/chat/completions",
+                      R"({"model":"fake-model","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"max_tokens":2})"));
+  EXPECT_EQ(ok.first, 200) << ok.second.dump();
+  EXPECT_EQ(ok.second["choices"][0]["message"]["role"], "assistant");
+}
+
+TEST_F(ApiTest, TgiGenerateDetailsAndValidation) {
+  auto r = call(post("/generate", R"({"inputs":"hello","parameters":{"max_new_tokens":3,"details":true,"decoder_input_details":true,
+                                       "top_n_tokens":2,"adapter_id":null,"best_of":null}})"));
+  ASSERT_EQ(r.first, 200) << r.second.dump();
+  EXPECT_EQ(r.second["generated_text"], "ghi");
+  const json& d = r.second["details"];
+  EXPECT_EQ(d["finish_reason"], "length");
+  EXPECT_EQ(d["generated_tokens"], 3);
+  EXPECT_EQ(d["tokens"].size(), 3u);
+  EXPECT_EQ(d["prefill"].size(), 6u);
+  EXPECT_TRUE(d["prefill"][0]["logprob"].is_null());
+  EXPECT_EQ(d["top_tokens"][0].size(), 2u);
+  auto bad = call(post("/generate", R"({"inputs":"hello","parameters":{"temperature":0}})"));
+  EXPECT_EQ(bad.first, 422);
+  EXPECT_EQ(bad.second["error_type"], "validation");
+  EXPECT_TRUE(bad.second["error"].is_string());
+  auto missing = call(post("/generate", R"({"parameters":{}})"));
+  EXPECT_EQ(missing.first, 422);
+  auto compat = call(post("/", R"({"inputs":"hello","parameters":{"max_new_tokens":2,"return_full_text":true}})"));
+  ASSERT_EQ(compat.first, 200);
+  ASSERT_TRUE(compat.second.is_array());
+  EXPECT_EQ(compat.second[0]["generated_text"], "hellogh");
+}
+
+TEST_F(ApiTest, TgiStreamOneEventPerTokenWithFinalText) {
+  Reply r = api_.handle(post("/generate_stream", R"({"inputs":"hello","parameters":{"max_new_tokens":4,"details":true}})"));
+  ASSERT_TRUE(r.streamed);
+  std::string body = run_source(r);
+  std::vector<json> events;
+  size_t pos = 0;
+  while ((pos = body.find("data:", pos)) != std::string::npos) {
+    size_t end = body.find("\n\n", pos);
+    events.push_back(json::parse(body.substr(pos + 5, end - pos - 5)));
+    pos = end;
+  }
+  ASSERT_EQ(events.size(), 4u);
+  std::string text;
+  for (const json& e : events) text += e["token"]["text"].get<std::string>();
+  EXPECT_EQ(text, "ghij");
+  EXPECT_TRUE(events[0]["generated_text"].is_null());
+  EXPECT_EQ(events.back()["generated_text"], "ghij");
+  EXPECT_EQ(events.back()["details"]["finish_reason"], "length");
+  EXPECT_EQ(events.back()["details"]["generated_tokens"], 4);
+}
+
+TEST_F(ApiTest, QueueFullIs429AndCancelFreesPages) {
+  ApiServerConfig c = config();
+  c.max_concurrent_requests = 1;
+  ApiServer small(backend_, c);
+  backend_.set_tick_us(20000);
+  Reply first = small.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":200,"stream":true})"));
+  ASSERT_TRUE(first.source);
+  Reply second = small.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":5})"));
+  ASSERT_FALSE(second.source);
+  EXPECT_EQ(second.head.status, 429);
+  EXPECT_EQ(json::parse(second.head.body)["error"]["code"], "queue_full");
+  Reply tgi = small.handle(post("/generate", R"({"inputs":"hi"})"));
+  EXPECT_EQ(tgi.head.status, 429);
+  EXPECT_EQ(json::parse(tgi.head.body)["error_type"], "overloaded");
+
+  EXPECT_GT(backend_.stats().kv_pages_used, 0);
+  first.source->cancel();
+  std::string body = run_source(first);
+  EXPECT_NE(body.find("\"abort\""), std::string::npos);
+  EXPECT_EQ(backend_.stats().kv_pages_used, 0);
+  EXPECT_EQ(backend_.active(), 0);
+  first.source.reset();
+  EXPECT_EQ(small.in_flight(), 0);
+}
+
+TEST_F(ApiTest, BackendQueueFullMapsTo429) {
+  FakeBackend::Options o;
+  o.max_active = 1;
+  o.tick_us = 20000;
+  FakeBackend tiny(o);
+  ApiServer api(tiny, config());
+  Reply a = api.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":100})"));
+  ASSERT_TRUE(a.source);
+  Reply b = api.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":100})"));
+  EXPECT_EQ(b.head.status, 429);
+  a.source->cancel();
+  run_source(a);
+}
+
+TEST_F(ApiTest, ModelsInfoHealthTokenizeDetokenizeMetrics) {
+  auto models = call(get("/v1/models"));
+  ASSERT_EQ(models.first, 200);
+  EXPECT_EQ(models.second["data"][0]["id"], "fake-model");
+  EXPECT_EQ(call(get("/v1/models/fake-model")).first, 200);
+  EXPECT_EQ(call(get("/v1/models/other")).first, 404);
+  auto info = call(get("/info"));
+  EXPECT_EQ(info.second["max_total_tokens"], 512);
+  EXPECT_EQ(call(get("/health")).first, 200);
+  auto tok = call(post("/tokenize", R"({"prompt":"ab"})"));
+  ASSERT_EQ(tok.first, 200);
+  EXPECT_EQ(tok.second["tokens"], json({FakeBackend::kBos, 'a', 'b'}));
+  EXPECT_EQ(tok.second["count"], 3);
+  auto detok = call(post("/detokenize", R"({"tokens":[104,105]})"));
+  EXPECT_EQ(detok.second["prompt"], "hi");
+  EXPECT_EQ(call(post("/detokenize", R"({"tokens":[99999]})")).first, 400);
+  EXPECT_EQ(call(get("/nope")).first, 404);
+  EXPECT_EQ(call(get("/v1/completions")).first, 405);
+
+  call(post("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":3})"));
+  Reply m = api_.handle(get("/metrics"));
+  const std::string& text = m.head.body;
+  for (const char* name : {"flashgen_requests_total{route=\"/v1/completions\",status=\"200\"} 1",
+                           "flashgen_requests_total{route=\"/v1/models\",status=\"404\"} 1",
+                           "flashgen_num_requests_waiting", "flashgen_num_requests_running", "flashgen_kv_pages_used",
+                           "flashgen_kv_pages_total 1024", "flashgen_prompt_tokens_total", "flashgen_generation_tokens_total",
+                           "flashgen_time_to_first_token_seconds_bucket", "flashgen_inter_token_latency_seconds_count",
+                           "flashgen_e2e_request_latency_seconds_sum", "flashgen_batch_size_bucket",
+                           "flashgen_prefix_cache_hit_ratio"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
+  }
+  EXPECT_NE(text.find("flashgen_generation_tokens_total 3"), std::string::npos);
+}
+
+TEST(Utf8Test, ValidatesAndFindsBoundaries) {
+  EXPECT_TRUE(is_valid_utf8("plain ascii"));
+  EXPECT_TRUE(is_valid_utf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"));
+  size_t off = 0;
+  EXPECT_FALSE(is_valid_utf8("ab\xc0\xaf", &off));  // overlong
+  EXPECT_EQ(off, 2u);
+  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));  // surrogate
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // > U+10FFFF
+  EXPECT_FALSE(is_valid_utf8("\xe2\x82"));  // truncated
+  EXPECT_EQ(complete_utf8_prefix("ab\xe2\x82"), 2u);
+  EXPECT_EQ(complete_utf8_prefix("ab\xe2\x82\xac"), 5u);
+}
+
+}  // namespace
+}  // namespace fg::server

@@ -1,0 +1,225 @@
+// FakeBackend implementation (see fake_backend.h).
+#include "unit/server/fake_backend.h"
+
+#include <chrono>
+
+namespace fg::server::testing {
+
+FakeBackend::FakeBackend(Options options) : opt_(options), tick_us_(options.tick_us) {
+  info_.id = "fake-model";
+  info_.model_dir = "/nonexistent/fake-model";
+  info_.max_model_len = opt_.max_model_len;
+  info_.vocab_size = 258;
+  info_.dtype = "float32";
+  info_.device = "cpu";
+  info_.created = 1700000000;
+  info_.max_batch_tokens = 512;
+  info_.max_running = opt_.max_active;
+  info_.has_chat_template = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+FakeBackend::~FakeBackend() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+Result<std::vector<int32_t>> FakeBackend::tokenize(std::string_view text, bool add_special_tokens) {
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids.push_back(kBos);
+  for (unsigned char c : text) ids.push_back(int32_t(c));
+  return ids;
+}
+
+Result<std::string> FakeBackend::detokenize(std::span<const int32_t> ids, bool skip_special_tokens) {
+  std::string s;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= 258) return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
+    if (id >= 256) {
+      if (!skip_special_tokens) s += id == kBos ? "<s>" : "</s>";
+      continue;
+    }
+    s += char(id);
+  }
+  return s;
+}
+
+Result<std::string> FakeBackend::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                             bool add_generation_prompt, const nlohmann::ordered_json& extra) {
+  std::string s;
+  if (!tools.is_null()) s += "<|tools|>" + tools.dump() + "\n";
+  for (const auto& m : messages) {
+    if (m.value("role", "") == "raise") return invalid_argument("chat template: raise_exception('role raise')");
+    s += "<|" + m.value("role", "") + "|>" + m.value("content", "") + "\n";
+  }
+  if (add_generation_prompt) s += "<|assistant|>";
+  return s;
+}
+
+Result<uint64_t> FakeBackend::submit(GenerationRequest request, EventCallback on_event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (int64_t(active_.size()) >= opt_.max_active)
+    return Status(ErrorCode::kResourceExhausted, "the fake backend's queue is full");
+  const int64_t need = (int64_t(request.prompt_ids.size()) + request.sampling.max_new_tokens + opt_.page_size - 1) /
+                       opt_.page_size;
+  if (need > opt_.pages_total)
+    return Status(ErrorCode::kContextTooLong, "request needs " + std::to_string(need) + " KV pages, the pool has " +
+                                                  std::to_string(opt_.pages_total));
+  Active a;
+  a.handle = next_handle_++;
+  a.req = std::move(request);
+  a.cb = std::move(on_event);
+  active_.push_back(std::move(a));
+  ++submitted_;
+  cv_.notify_all();
+  return active_.back().handle;
+}
+
+void FakeBackend::cancel(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Active& a : active_)
+    if (a.handle == handle) a.cancel = true;
+  cv_.notify_all();
+}
+
+int64_t FakeBackend::pages_of(const Active& a) const {
+  return (int64_t(a.req.prompt_ids.size()) + a.generated + opt_.page_size - 1) / opt_.page_size;
+}
+
+int64_t FakeBackend::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int64_t(active_.size());
+}
+
+BackendStats FakeBackend::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  BackendStats s;
+  s.running = int64_t(active_.size());
+  s.kv_pages_total = opt_.pages_total;
+  for (const Active& a : active_) s.kv_pages_used += pages_of(a);
+  s.steps = steps_;
+  s.batch_size.upper_bounds = {1, 2, 4, 8, 16, 32, 64};
+  s.batch_size.counts.assign(8, 0);
+  return s;
+}
+
+namespace {
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string.
+size_t held_suffix(const std::string& text, const std::vector<std::string>& stops) {
+  size_t best = 0;
+  for (const std::string& s : stops) {
+    for (size_t k = std::min(s.size() - 1, text.size()); k > best; --k) {
+      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+        best = k;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void FakeBackend::loop() {
+  std::vector<std::pair<EventCallback, GenerationEvent>> out;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !active_.empty(); });
+      if (stop_) {
+        for (Active& a : active_) {
+          GenerationEvent ev;
+          ev.finished = true;
+          ev.finish_reason = FinishReason::kCancelled;
+          out.emplace_back(std::move(a.cb), std::move(ev));
+        }
+        active_.clear();
+      }
+      ++steps_;
+      for (auto it = active_.begin(); it != active_.end();) {
+        Active& a = *it;
+        GenerationEvent ev;
+        if (a.cancel) {
+          ++cancelled_;
+          ev.finished = true;
+          ev.finish_reason = FinishReason::kCancelled;
+        } else {
+          const SamplingOptions& s = a.req.sampling;
+          GeneratedToken t;
+          const bool eos = opt_.eos_after >= 0 && s.temperature <= 0 && a.generated == opt_.eos_after && !s.ignore_eos;
+          if (eos) {
+            t.id = kEos;
+            t.special = true;
+          } else if (s.temperature <= 0) {
+            t.id = 'a' + int32_t((a.req.prompt_ids.size() + size_t(a.generated)) % 26);
+          } else {
+            uint64_t x = s.seed.value_or(a.handle * 7919) * 6364136223846793005ull + uint64_t(a.generated) * 1442695040888963407ull;
+            x ^= x >> 29;
+            t.id = 'a' + int32_t(x % 26);
+          }
+          if (!t.special) t.text = std::string(1, char(t.id));
+          t.logprob = -0.25f;
+          for (int k = 0; k < s.logprobs; ++k)
+            t.top.push_back({t.id + k, std::string(1, char(t.id + k)), -0.25f - float(k)});
+          ++a.generated;
+          a.text += t.text;
+          ev.tokens.push_back(t);
+          bool stop = false;
+          for (size_t si = 0; si < s.stop.size() && !stop; ++si) {
+            const size_t pos = a.text.find(s.stop[si], a.sent > s.stop[si].size() ? a.sent - s.stop[si].size() : 0);
+            if (pos != std::string::npos) {
+              stop = true;
+              const size_t end = s.include_stop_str_in_output ? pos + s.stop[si].size() : pos;
+              if (end > a.sent) ev.text_delta = a.text.substr(a.sent, end - a.sent);
+              a.sent = a.text.size();
+              ev.finish_reason = FinishReason::kStopString;
+              ev.stop_string = s.stop[si];
+            }
+          }
+          if (!stop) {
+            const size_t keep = held_suffix(a.text, s.stop);
+            if (a.text.size() - keep > a.sent) {
+              ev.text_delta = a.text.substr(a.sent, a.text.size() - keep - a.sent);
+              a.sent = a.text.size() - keep;
+            }
+            if (eos) {
+              ev.finish_reason = FinishReason::kStopToken;
+            } else if (a.generated >= s.max_new_tokens) {
+              ev.finish_reason = FinishReason::kLength;
+            }
+            if (ev.finish_reason != FinishReason::kNone && a.sent < a.text.size()) {
+              ev.text_delta += a.text.substr(a.sent);
+              a.sent = a.text.size();
+            }
+          }
+          ev.finished = ev.finish_reason != FinishReason::kNone;
+        }
+        if (ev.finished) {
+          ev.prompt_tokens = int64_t(a.req.prompt_ids.size());
+          ev.generated_tokens = a.generated;
+          ev.cached_prompt_tokens = 0;
+          ev.seed = a.req.sampling.seed.value_or(0);
+          out.emplace_back(std::move(a.cb), std::move(ev));
+          it = active_.erase(it);
+        } else {
+          out.emplace_back(a.cb, std::move(ev));
+          ++it;
+        }
+      }
+    }
+    for (auto& [cb, ev] : out) cb(std::move(ev));
+    out.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(tick_us_.load()));
+  }
+}
+
+}  // namespace fg::server::testing
