@@ -79,27 +79,29 @@ Result<std::unique_ptr<BpeModel>> BpeModel::load(const nlohmann::json& m, const 
   bpe->merges_.reserve(merges.size() * 2);
   const size_t prefix_len = bpe->prefix_.size();
   int32_t rank = 0;
+  std::string merged;
   for (const auto& mj : merges) {
-    std::string a, b;
+    std::string_view a, b;
     if (mj.is_string()) {
       const std::string& line = mj.get_ref<const std::string&>();
       const size_t sp = line.find(' ');
       if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos)
         return invalid_argument(ctx + ": merge " + std::to_string(rank + 1) + " ('" + line +
                                 "') is not two tokens separated by one space");
-      a = line.substr(0, sp);
-      b = line.substr(sp + 1);
+      a = std::string_view(line).substr(0, sp);
+      b = std::string_view(line).substr(sp + 1);
     } else if (mj.is_array() && mj.size() == 2 && mj[0].is_string() && mj[1].is_string()) {
-      a = mj[0].get<std::string>();
-      b = mj[1].get<std::string>();
+      a = mj[0].get_ref<const std::string&>();
+      b = mj[1].get_ref<const std::string&>();
     } else {
       return invalid_argument(ctx + ": merge " + std::to_string(rank + 1) + " is neither \"a b\" nor [a, b]");
     }
     const int32_t a_id = bpe->token_to_id(a), b_id = bpe->token_to_id(b);
     if (a_id < 0 || b_id < 0)
       return invalid_argument(ctx + ": merge " + std::to_string(rank + 1) + " uses a token missing from the vocab ('" +
-                              (a_id < 0 ? a : b) + "')");
-    const std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : b);
+                              std::string(a_id < 0 ? a : b) + "')");
+    merged.assign(a);
+    merged.append(b.size() >= prefix_len ? b.substr(prefix_len) : b);
     const int32_t new_id = bpe->token_to_id(merged);
     if (new_id < 0)
       return invalid_argument(ctx + ": merge " + std::to_string(rank + 1) + " produces '" + merged +

@@ -105,7 +105,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
   if (!root.is_object()) return invalid_argument(name + ": expected a JSON object at the top level");
   std::unique_ptr<Tokenizer> t(new Tokenizer());
 
-  const json& model = root.contains("model") ? root["model"] : json();
+  static const json kNull;
+  auto field = [&](const char* key) -> const json& {
+    auto it = root.find(key);
+    return it == root.end() ? kNull : *it;
+  };
+  const json& model = field("model");
   if (!model.is_object()) return invalid_argument(name + ": missing 'model'");
   std::string model_type = tok::component_type(model);
   if (model_type.empty() && model.contains("merges")) model_type = "BPE";
@@ -113,19 +118,19 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
   FG_ASSIGN_OR_RETURN(t->model_, tok::BpeModel::load(model, name));
 
   t->added_ = std::make_unique<tok::AddedVocabulary>();
-  FG_ASSIGN_OR_RETURN(t->normalizer_, tok::make_normalizer(root.value("normalizer", json()), name));
+  FG_ASSIGN_OR_RETURN(t->normalizer_, tok::make_normalizer(field("normalizer"), name));
   const tok::BpeModel* bpe = t->model_.get();
   const tok::Normalizer* norm = t->normalizer_.get();
   std::function<std::string(std::string_view)> normalize;
   if (norm) normalize = [norm](std::string_view s) { return norm->normalize(s); };
-  FG_RETURN_IF_ERROR(t->added_->load(root.contains("added_tokens") ? root["added_tokens"] : json(), name,
+  FG_RETURN_IF_ERROR(t->added_->load(field("added_tokens"), name,
                                      [bpe](std::string_view s) { return bpe->token_to_id(s); }, bpe->vocab_len(),
                                      normalize));
-  FG_ASSIGN_OR_RETURN(t->pre_tokenizer_, tok::make_pre_tokenizer(root.value("pre_tokenizer", json()), name));
-  FG_ASSIGN_OR_RETURN(t->decoder_, tok::make_decoder(root.value("decoder", json()), name));
-  t->byte_level_decoder_ = contains_type(root.value("decoder", json()), "ByteLevel");
-  t->byte_fallback_decoder_ = contains_type(root.value("decoder", json()), "ByteFallback");
-  FG_ASSIGN_OR_RETURN(tok::SpecialTokenWrap wrap, tok::make_post_processor(root.value("post_processor", json()), name));
+  FG_ASSIGN_OR_RETURN(t->pre_tokenizer_, tok::make_pre_tokenizer(field("pre_tokenizer"), name));
+  FG_ASSIGN_OR_RETURN(t->decoder_, tok::make_decoder(field("decoder"), name));
+  t->byte_level_decoder_ = contains_type(field("decoder"), "ByteLevel");
+  t->byte_fallback_decoder_ = contains_type(field("decoder"), "ByteFallback");
+  FG_ASSIGN_OR_RETURN(tok::SpecialTokenWrap wrap, tok::make_post_processor(field("post_processor"), name));
   t->prefix_ = std::move(wrap.prefix);
   t->suffix_ = std::move(wrap.suffix);
 
