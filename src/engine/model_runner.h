@@ -49,6 +49,8 @@ class ModelRunner final : public StepRunner {
   const ModelConfig& config() const { return model_->config(); }
   Model& model() { return *model_; }
   int64_t kv_cache_bytes() const { return kv_bytes_; }
+  // The paged K/V tensors the runner's steps read and write (tests poison evicted pages in it).
+  KvCache& kv_cache() { return *cache_; }
 
  private:
   ModelRunner() = default;
