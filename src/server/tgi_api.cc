@@ -309,6 +309,7 @@ Reply tgi_info(ApiContext& ctx, const TgiLimits& limits) {
             {"max_input_tokens", info.max_model_len - 1},
             {"max_input_length", info.max_model_len - 1},
             {"max_total_tokens", info.max_model_len},
+            {"vocab_size", info.vocab_size},
             {"validation_workers", 1},
             {"max_client_batch_size", 1},
             {"max_batch_total_tokens", info.max_batch_tokens},

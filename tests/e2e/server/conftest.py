@@ -1,0 +1,111 @@
+"""Fixtures for the `flashgen serve` end-to-end tests.
+
+Each server runs the real binary on the CPU backend with the fixture Llama model
+(tests/fixtures/models/llama, 256-id vocabulary, 256-token context) and a tokenizer built for it by
+make_fixture_tokenizer.py. Servers listen on 127.0.0.1 with a port the OS picks; the port is read
+from the server's log. Everything is bounded in time.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("FG_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..", "..", "..")))
+SHARED_DIR = os.environ.get("FG_SHARED_DIR", os.path.join(SOURCE_DIR, "..", "shared"))
+FLASHGEN = os.environ.get("FLASHGEN_BIN", os.path.join(SOURCE_DIR, "build", "flashgen"))
+MODEL_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "llama")
+MODEL_NAME = "fixture-llama"
+
+
+class Server:
+    """One `flashgen serve` process; its log lines are kept for assertions."""
+
+    def __init__(self, tokenizer_dir, extra_args=()):
+        self.lines = []
+        args = [FLASHGEN, "serve", "--model", MODEL_DIR, "--tokenizer", tokenizer_dir, "--served-model-name", MODEL_NAME,
+                "--host", "127.0.0.1", "--port", "0", "--backend", "cpu", "--kv-cache-memory", "1MiB",
+                "--http-threads", "2", *extra_args]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._port_seen = threading.Event()
+        self.port = None
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._port_seen.wait(60):
+            self.kill()
+            raise RuntimeError("flashgen serve did not start:\n" + "\n".join(self.lines))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                self._port_seen.set()
+        self._port_seen.set()
+
+    def metrics(self):
+        text = requests.get(self.url + "/metrics", timeout=10).text
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def wait_idle(self, timeout=20):
+        """Waits until no sequence runs or waits and no KV page is held; returns the metrics."""
+        deadline = time.time() + timeout
+        while True:
+            m = self.metrics()
+            if m["flashgen_kv_pages_used"] == 0 and m["flashgen_num_requests_running"] == 0 and \
+                    m["flashgen_num_requests_waiting"] == 0 and m["flashgen_requests_in_flight"] == 0:
+                return m
+            if time.time() > deadline:
+                return m
+            time.sleep(0.05)
+
+    def terminate(self, timeout=30):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("tokenizer"))
+    subprocess.check_call([sys.executable, os.path.join(HERE, "make_fixture_tokenizer.py"),
+                           os.path.join(SHARED_DIR, "fixtures", "tokenizers", "gpt2"), out])
+    return out
+
+
+@pytest.fixture(scope="session")
+def server(tokenizer_dir):
+    s = Server(tokenizer_dir, ["--max-body-bytes", "64KiB", "--max-concurrent-requests", "64"])
+    yield s
+    s.kill()
+
+
+@pytest.fixture()
+def make_server(tokenizer_dir):
+    """Starts extra servers with their own flags (queue limits, drain tests); killed afterwards."""
+    started = []
+
+    def start(*args):
+        s = Server(tokenizer_dir, args)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.kill()

@@ -1,0 +1,138 @@
+"""The official OpenAI Python SDK against `flashgen serve` (chat and completions, streaming and
+not, usage, stop, seed reproducibility, logprobs, n, and the error cases)."""
+import openai
+import pytest
+
+from conftest import MODEL_NAME
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def test_models_list(client):
+    models = client.models.list()
+    assert [m.id for m in models.data] == [MODEL_NAME]
+
+
+def test_completion_non_streaming_with_usage(client):
+    r = client.completions.create(model=MODEL_NAME, prompt="Hello there", max_tokens=8, temperature=0,
+                                  extra_body={"ignore_eos": True})
+    assert r.object == "text_completion"
+    assert len(r.choices) == 1
+    assert r.choices[0].finish_reason == "length"
+    assert isinstance(r.choices[0].text, str) and r.choices[0].text
+    assert r.usage.completion_tokens == 8
+    assert r.usage.prompt_tokens > 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 8
+    assert r.usage.prompt_tokens_details.cached_tokens >= 0
+
+
+def test_completion_greedy_is_deterministic_and_streaming_matches(client):
+    kw = dict(model=MODEL_NAME, prompt="The quick brown fox", max_tokens=12, temperature=0,
+              extra_body={"ignore_eos": True})
+    a = client.completions.create(**kw)
+    b = client.completions.create(**kw)
+    assert a.choices[0].text == b.choices[0].text
+    chunks = list(client.completions.create(stream=True, stream_options={"include_usage": True}, **kw))
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == a.choices[0].text
+    assert chunks[-1].usage.completion_tokens == 12
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+
+
+def test_chat_non_streaming(client):
+    r = client.chat.completions.create(model=MODEL_NAME, messages=[
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Say something."}], max_tokens=6, temperature=0)
+    assert r.object == "chat.completion"
+    msg = r.choices[0].message
+    assert msg.role == "assistant"
+    assert isinstance(msg.content, str)
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert 1 <= r.usage.completion_tokens <= 6
+
+
+def test_chat_streaming_with_usage(client):
+    stream = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                            max_completion_tokens=10, temperature=0, stream=True,
+                                            stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finish == ["length"]
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens == 10
+    full = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                          max_completion_tokens=10, temperature=0, extra_body={"ignore_eos": True})
+    assert content == full.choices[0].message.content
+
+
+def test_seed_reproducibility(client):
+    kw = dict(model=MODEL_NAME, prompt="Once upon a time", max_tokens=16, temperature=1.0, top_p=0.95, seed=1234,
+              extra_body={"ignore_eos": True})
+    a = client.completions.create(**kw).choices[0].text
+    b = client.completions.create(**kw).choices[0].text
+    assert a == b
+    others = {client.completions.create(**dict(kw, seed=s)).choices[0].text for s in (1, 2, 3)}
+    assert len(others | {a}) > 1  # different seeds give different samples
+
+
+def test_stop_string_cuts_output(client):
+    base = client.completions.create(model=MODEL_NAME, prompt="abc", max_tokens=20, temperature=0,
+                                     extra_body={"ignore_eos": True}).choices[0].text
+    assert len(base) >= 4
+    stop = base[2:4]
+    r = client.completions.create(model=MODEL_NAME, prompt="abc", max_tokens=20, temperature=0, stop=[stop],
+                                  extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "stop"
+    assert r.choices[0].text == base[:base.index(stop)]
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=MODEL_NAME, prompt="abc", max_tokens=20, temperature=0, stop=stop, stream=True,
+        extra_body={"ignore_eos": True}) if c.choices)
+    assert streamed == r.choices[0].text
+
+
+def test_n_choices_and_logprobs(client):
+    r = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "x"}], n=3,
+                                       max_tokens=4, temperature=1.0, seed=7, logprobs=True, top_logprobs=2,
+                                       extra_body={"ignore_eos": True})
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    for c in r.choices:
+        assert len(c.logprobs.content) == 4
+        for t in c.logprobs.content:
+            assert t.logprob <= 0
+            assert len(t.top_logprobs) == 2
+    assert r.usage.completion_tokens == 12
+    cr = client.completions.create(model=MODEL_NAME, prompt="x", max_tokens=3, temperature=0, logprobs=2,
+                                   extra_body={"ignore_eos": True})
+    lp = cr.choices[0].logprobs
+    assert len(lp.tokens) == 3 and len(lp.token_logprobs) == 3 and len(lp.top_logprobs[0]) <= 2
+
+
+def test_penalties_accepted(client):
+    r = client.completions.create(model=MODEL_NAME, prompt="aaaa", max_tokens=5, temperature=0,
+                                  presence_penalty=1.5, frequency_penalty=0.5, extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 5
+
+
+def test_errors(client):
+    with pytest.raises(openai.NotFoundError) as e:
+        client.completions.create(model="no-such-model", prompt="x", max_tokens=2)
+    assert e.value.status_code == 404
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL_NAME, prompt="x", max_tokens=-5)
+    assert e.value.body["param"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "x"}], temperature=7)
+    assert e.value.body["param"] == "temperature"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL_NAME, prompt="x", max_tokens=100000)
+    assert e.value.body["code"] == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL_NAME, prompt="x", extra_body={"frobnicate": True})
+    assert e.value.body["param"] == "frobnicate"
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=MODEL_NAME, prompt="word " * 400, max_tokens=4)
