@@ -130,7 +130,10 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     FG_CHECK(kv_len >= q_len, "attention plan: sequence " + std::to_string(q) + " has seqlens_kv " +
                                   std::to_string(kv_len) + " < its " + std::to_string(q_len) + " new tokens");
     const int rows = q_len * group;
-    const int kind = rows <= 16 ? attn::kRows16 : rows <= 32 ? attn::kRows32 : attn::kRows64;
+    const int kind = rows <= 16   ? attn::kRows16
+                     : rows <= 32 ? attn::kRows32
+                     : rows <= 64 ? attn::kRows64
+                                  : attn::kRows128;
     const int tr = attn::tile_rows(kind);
     for (int m0 = 0; m0 < rows; m0 += tr) {
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
@@ -142,10 +145,16 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
 
   // ---- splits: only when the tiles x kv heads leave the SMs under-filled.
   const int resident = s.num_sms * s.ctas_per_sm;
+  // No split either when the fair share per CTA is already close to the longest tile: splitting
+  // would only add a short tail split per tile and a merge (e.g. 32 sequences x 8 kv heads on 264
+  // CTA slots cut 4096 keys into 4032 + 64).
   int chunk = 0;  // 0 = no split
+  int max_extent = 0;
+  for (const Tile& t : tiles) max_extent = std::max(max_extent, t.extent);
   if (!tiles.empty() && int64_t(tiles.size()) * num_kv_heads < resident) {
     const int64_t per_cta = (total_work * num_kv_heads + resident - 1) / resident;
-    chunk = std::max<int64_t>(kMinSplitKeys, (per_cta + attn::kBlockN - 1) / attn::kBlockN * attn::kBlockN);
+    if (per_cta * 9 < int64_t(max_extent) * 8)
+      chunk = std::max<int64_t>(kMinSplitKeys, (per_cta + attn::kBlockN - 1) / attn::kBlockN * attn::kBlockN);
   }
   auto count_splits = [&](const Tile& t, int ch) {
     return ch == 0 ? 1 : std::min(kMaxSplits, std::max(1, ceil_div(t.extent, ch)));
@@ -184,7 +193,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   for (const Tile& t : tiles) {
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
-    const int64_t row_weight = t.kind == attn::kRows64 ? 2 : 1;  // 64-row tiles do more math per key
+    // Larger tiles do more math per key (the 16- and 32-row kinds are bound by reading K/V).
+    const int64_t row_weight = t.kind == attn::kRows128 ? 4 : t.kind == attn::kRows64 ? 2 : 1;
     if (n == 1) {
       keyed.push_back({int64_t(t.extent) * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1,
                                                         t.kind, {0, 0, 0}}});

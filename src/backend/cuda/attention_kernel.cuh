@@ -6,13 +6,18 @@
 // row pr = t * group + g reads q[q_start + t, kv_head * group + g, :]. So decode (q_len 1) with
 // GQA 4 fills 4 rows of a 16-row tile and reads each KV page once per kv head.
 //
-// Three tile kinds share one kernel (so any mix of prefills and decodes is one launch):
+// Four tile kinds share one kernel (so any mix of prefills and decodes is one launch):
 //  - kRows16: 16 rows, the 4 warps split each 64-key block into 4 x 16 keys and merge their
-//    softmax states at the end (short queries: decode, speculative windows);
+//    softmax states at the end (decode, short speculative windows);
 //  - kRows32: 32 rows, 2 row warps x 2 key warps (speculative windows of 5..8 tokens at GQA 4);
-//  - kRows64: 64 rows, one warp per 16 rows, every warp sees all 64 keys (prefill chunks).
+//    one warp holding both m-tiles over 16 keys would read K/V once, but its Q fragments (64
+//    registers) and O (128) push the one kernel that holds all kinds into ~1.2 KB of spills;
+//  - kRows64: 64 rows, one warp per 16 rows, every warp sees all 64 keys (short prefill chunks);
+//  - kRows128: 128 rows, one warp per 32 rows (two m-tiles, so each K/V fragment read from
+//    shared memory feeds two mma), 32 keys per iteration, Q fragments re-read from shared memory
+//    (prefill).
 // K/V rows are gathered through the block table per key position (any page size >= 1) with
-// 16-byte cp.async copies, kStages deep. This file must never allocate or synchronize the host.
+// 16-byte cp.async copies, 2 or 3 stages deep. This file must never allocate or synchronize the host.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,13 +28,12 @@
 namespace fg::cuda::attn {
 
 constexpr int kThreads = 128;  // 4 warps per CTA
-constexpr int kBlockN = 64;    // keys per main-loop iteration
-constexpr int kStages = 3;     // cp.async pipeline depth (K and V of one block per stage)
+constexpr int kBlockN = 64;    // split granularity in keys; the largest per-iteration block of any tile shape
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-enum TileKind : int { kRows16 = 0, kRows32 = 1, kRows64 = 2 };
-constexpr int tile_rows(int kind) { return kind == kRows16 ? 16 : kind == kRows32 ? 32 : 64; }
+enum TileKind : int { kRows16 = 0, kRows32 = 1, kRows64 = 2, kRows128 = 3 };
+constexpr int tile_rows(int kind) { return 16 << kind; }
 
 // One unit of work for one CTA per kv head: a row tile of one sequence against the key range
 // [kv_begin, kv_end) (clamped further by the causal mask and the window in the kernel).
@@ -164,33 +168,69 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
-// Shared memory of the main kernel, in bytes: Q tile + kStages x (K, V) blocks, or the epilogue's
+// ---------------------------------------------------------------------------------------------
+// Tile shapes. kRowWarps x kColWarps warps; each warp owns kMt 16-row m-tiles and kBn /
+// kColWarps keys of every block, so each K or V fragment it reads from shared memory feeds kMt
+// mma instructions (the shared-memory traffic per FLOP falls by kMt). kQRegs: the Q fragments
+// stay in registers for the whole tile; otherwise they are re-read from shared memory per block
+// (the 128-row kind cannot hold 2 x 16 rows of Q, O and S in 255 registers). kSt: cp.async stages.
+template <int kRowWarps_, int kColWarps_, int kMt_, bool kQRegs_, int kSt_, int kBn_>
+struct TileShape {
+  static constexpr int kRowWarps = kRowWarps_;
+  static constexpr int kColWarps = kColWarps_;
+  static constexpr int kMt = kMt_;
+  static constexpr bool kQRegs = kQRegs_;
+  static constexpr int kSt = kSt_;
+  static constexpr int kBn = kBn_;  // keys per main-loop iteration (divides kBlockN)
+  static constexpr int kRows = 16 * kMt * kRowWarps;
+  static_assert(kRowWarps * kColWarps == kThreads / 32, "a tile uses all warps of the CTA");
+  static_assert(kSt >= 2, "the loader needs at least two stages");
+  static_assert(kBlockN % kBn == 0 && kBn % (16 * kColWarps) == 0, "blocks split evenly over warps");
+};
+using Shape16 = TileShape<1, 4, 1, true, 3, 64>;    // decode, short speculative windows
+using Shape32 = TileShape<2, 2, 1, true, 3, 64>;    // speculative windows of 5..8 tokens at GQA 4
+using Shape64 = TileShape<4, 1, 1, true, 3, 64>;    // short prefill chunks
+using Shape128 = TileShape<4, 1, 2, false, 3, 32>;  // prefill
+
+constexpr int const_max(int a, int b) { return a > b ? a : b; }
+
+// Shared memory of one tile shape, in bytes: Q tile + kSt x (K, V) blocks, or the epilogue's
 // per-warp softmax states, whichever is larger.
+template <int D, typename S>
+struct TileSmem {
+  static constexpr int kQBytes = S::kRows * D * 2;
+  static constexpr int kKvBlockBytes = S::kBn * D * 2;
+  static constexpr int kMainBytes = kQBytes + S::kSt * 2 * kKvBlockBytes;
+  static constexpr int kRedStride = D + 8;  // floats per row of the epilogue's O buffer
+  static constexpr int kRedBytes = S::kColWarps * S::kRows * (kRedStride + 2) * 4;
+  static constexpr int kBytes = const_max(kMainBytes, kRedBytes);
+};
+
+// Dynamic shared memory of the main kernel: the largest tile shape (Shape64 at 112 KB for
+// head_dim 128, which still lets two CTAs share an SM).
 template <int D>
 struct SmemLayout {
-  static constexpr int kQBytes = 64 * D * 2;
-  static constexpr int kKvBlockBytes = kBlockN * D * 2;
-  static constexpr int kMainBytes = kQBytes + kStages * 2 * kKvBlockBytes;
-  static constexpr int kRedStride = D + 8;  // floats per row of the epilogue's O buffer
-  // Every kind has 64 (column warps x rows) states: 4 x 16, 2 x 32 or 1 x 64.
-  static constexpr int kRedBytes = 64 * (kRedStride + 2) * 4;
-  static constexpr int kBytes = kMainBytes > kRedBytes ? kMainBytes : kRedBytes;
+  static constexpr int kBytes = const_max(const_max(TileSmem<D, Shape16>::kBytes, TileSmem<D, Shape32>::kBytes),
+                                          const_max(TileSmem<D, Shape64>::kBytes, TileSmem<D, Shape128>::kBytes));
 };
 
 // ---------------------------------------------------------------------------------------------
-// One tile: rows [m0, m0 + 16 * kRowWarps) of a sequence's packed rows, one kv head.
+// One tile: rows [m0, m0 + S::kRows) of a sequence's packed rows, one kv head.
 
-template <typename T, int D, int kRowWarps, int kColWarps>
+template <typename T, int D, typename S>
 __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkItem& it, int kvh, char* smem) {
-  static_assert(kRowWarps * kColWarps == kThreads / 32);
-  constexpr int kRows = 16 * kRowWarps;
-  constexpr int kCols = kBlockN / kColWarps;  // keys per warp per block
-  constexpr int kNi = kCols / 8;              // S n-tiles per warp
+  constexpr int kRows = S::kRows;
+  constexpr int kMt = S::kMt;
+  constexpr int kSt = S::kSt;
+  constexpr int kColWarps = S::kColWarps;
+  constexpr int kCols = S::kBn / kColWarps;  // keys per warp per block
+  constexpr int kNi = kCols / 8;              // S n-tiles per warp and m-tile
   constexpr int kKi = D / 16;                 // k-steps of Q.K^T
   constexpr int kDi = D / 8;                  // O n-tiles
   constexpr int kChunks = D / 8;              // 16-byte chunks per row
   constexpr int kRowsPerPass = kThreads / kChunks;
-  using L = SmemLayout<D>;
+  constexpr int kR = 2 * kMt;                 // accumulator rows per thread
+  using L = TileSmem<D, S>;
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -223,15 +263,15 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   const int tile_hi = row_hi(t_last) + 1;  // exclusive
   const int min_hi = row_hi(t_first);
   const int max_lo = row_lo(t_last);
-  const int block_begin = (tile_lo / kBlockN) * kBlockN;
-  const int n_blocks = tile_hi > tile_lo ? (tile_hi - block_begin + kBlockN - 1) / kBlockN : 0;
+  const int block_begin = (tile_lo / S::kBn) * S::kBn;
+  const int n_blocks = tile_hi > tile_lo ? (tile_hi - block_begin + S::kBn - 1) / S::kBn : 0;
 
-  // This thread's two accumulator rows (g and g + 8 of its warp's 16).
-  const int r0 = rw * 16 + (lane >> 2);
-  const int t0 = min((it.m0 + r0) / G, it.q_len - 1);
-  const int t1 = min((it.m0 + r0 + 8) / G, it.q_len - 1);
-  const int lo0 = row_lo(t0), hi0 = row_hi(t0);
-  const int lo1 = row_lo(t1), hi1 = row_hi(t1);
+  // This thread's accumulator rows: i = 2 * mt + h is tile row rw * 16 * kMt + mt * 16 + lane / 4 + 8 * h.
+  const int warp_row0 = rw * 16 * kMt;
+  auto acc_row = [&](int i) { return warp_row0 + (i >> 1) * 16 + (lane >> 2) + (i & 1) * 8; };
+  // Key bounds of accumulator row i, computed only in the few masked blocks (registers are
+  // the scarce resource of the two-m-tile shapes).
+  auto acc_t = [&](int i) { return min((it.m0 + acc_row(i)) / G, it.q_len - 1); };
 
   // ---- Q tile -> shared (zero rows past the sequence)
   {
@@ -253,7 +293,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // ---- K/V block loader: gathers each key row through the block table. The page ids of the
   // next block are fetched one block ahead (fetch_pages) so that their latency hides behind the
   // math instead of stalling the copies (this is what makes page size 1 cheap).
-  constexpr int kPasses = kBlockN / kRowsPerPass;
+  constexpr int kPasses = S::kBn / kRowsPerPass;
   const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head;
   const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head;
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
@@ -272,7 +312,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   };
   int pages[kPasses];
   auto fetch_pages = [&](int b) {
-    const int j0 = block_begin + b * kBlockN;
+    const int j0 = block_begin + b * S::kBn;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int j = j0 + my_row + pass * kRowsPerPass;
@@ -281,9 +321,9 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     }
   };
   auto load_block = [&](int b) {  // uses pages[] fetched for block b
-    const int j0 = block_begin + b * kBlockN;
-    T* ks = kv_s + (b % kStages) * 2 * kBlockN * D;
-    T* vs = ks + kBlockN * D;
+    const int j0 = block_begin + b * S::kBn;
+    T* ks = kv_s + (b % kSt) * 2 * S::kBn * D;
+    T* vs = ks + S::kBn * D;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int rr = my_row + pass * kRowsPerPass;
@@ -300,7 +340,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 
   if (n_blocks > 0) fetch_pages(0);
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < kSt - 1; ++s) {
     if (s < n_blocks) {
       load_block(s);
       if (s + 1 < n_blocks) fetch_pages(s + 1);
@@ -308,113 +348,159 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     cp_async_commit();
   }
 
-  uint32_t qf[kKi][4];
-  float o[kDi][4];
+  // Q fragments [k-step][m-tile] (only when kept in registers; see TileShape).
+  uint32_t qf[S::kQRegs ? kKi : 1][kMt][4];
+  float o[kMt][kDi][4];
 #pragma unroll
-  for (int i = 0; i < kDi; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m_0 = -INFINITY, m_1 = -INFINITY;  // running max, log2 domain
-  float l_0 = 0.f, l_1 = 0.f;              // running sum (this thread's columns)
+  for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+    for (int i = 0; i < kDi; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  float m_run[kR], l_run[kR];  // running max (log2 domain) and sum (this thread's columns) per row
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.f;
+  }
+  auto ldsm_q = [&](int kk, int mt, uint32_t (&a)[4]) {
+    const int row = warp_row0 + mt * 16 + (lane & 15);
+    ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), a[0], a[1], a[2], a[3]);
+  };
 
   for (int b = 0; b < n_blocks; ++b) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<kSt - 2>();
     __syncthreads();
-    if (b == 0) {
+    if constexpr (S::kQRegs) {
+      if (b == 0) {
 #pragma unroll
-      for (int kk = 0; kk < kKi; ++kk) {
-        const int row = rw * 16 + (lane & 15);
-        ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+        for (int kk = 0; kk < kKi; ++kk)
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt) ldsm_q(kk, mt, qf[kk][mt]);
       }
     }
-    if (b + kStages - 1 < n_blocks) {
-      load_block(b + kStages - 1);
-      if (b + kStages < n_blocks) fetch_pages(b + kStages);
+    if (b + kSt - 1 < n_blocks) {
+      load_block(b + kSt - 1);
+      if (b + kSt < n_blocks) fetch_pages(b + kSt);
     }
     cp_async_commit();
 
-    const T* ks = kv_s + (b % kStages) * 2 * kBlockN * D;
-    const T* vs = ks + kBlockN * D;
-    const int j0 = block_begin + b * kBlockN;
+    const T* ks = kv_s + (b % kSt) * 2 * S::kBn * D;
+    const T* vs = ks + S::kBn * D;
+    const int j0 = block_begin + b * S::kBn;
 
-    // S = Q K^T for this warp's kCols keys.
-    float s[kNi][4];
+    // S = Q K^T for this warp's kCols keys; each K fragment feeds all kMt m-tiles.
+    float s[kMt][kNi][4];
 #pragma unroll
-    for (int i = 0; i < kNi; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < kKi; ++kk) {
+      uint32_t qa[kMt][4];
+#pragma unroll
+      for (int mt = 0; mt < kMt; ++mt) {
+        if constexpr (S::kQRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) qa[mt][e] = qf[kk][mt][e];
+        } else {
+          ldsm_q(kk, mt, qa[mt]);
+        }
+      }
 #pragma unroll
       for (int nj = 0; nj < kNi / 2; ++nj) {
         const int row = cw * kCols + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
         uint32_t b0, b1, b2, b3;
         ldsm_x4(smem_addr(ks + swz<D>(row, kk * 2 + ((lane >> 3) & 1))), b0, b1, b2, b3);
-        mma16816<T>(s[2 * nj], qf[kk], b0, b1);
-        mma16816<T>(s[2 * nj + 1], qf[kk], b2, b3);
-      }
-    }
-
-    // Scale (and softcap) into the log2 domain; mask edge blocks.
-    const bool need_mask = (j0 + kBlockN - 1 > min_hi) || (j0 < max_lo);
-    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < kNi; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[i][e];
-        x = p.softcap_log2 != 0.f ? p.softcap_log2 * fast_tanh(x * p.softcap_in) : x * p.scale_log2;
-        if (need_mask) {
-          const int j = j0 + cw * kCols + i * 8 + 2 * (lane & 3) + (e & 1);
-          const bool ok = e < 2 ? (j >= lo0 && j <= hi0) : (j >= lo1 && j <= hi1);
-          if (!ok) x = -INFINITY;
+        for (int mt = 0; mt < kMt; ++mt) {
+          mma16816<T>(s[mt][2 * nj], qa[mt], b0, b1);
+          mma16816<T>(s[mt][2 * nj + 1], qa[mt], b2, b3);
         }
-        s[i][e] = x;
       }
-      mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m_0, mx0), mn1 = fmaxf(m_1, mx1);
-    const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
-    const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
-    const float alpha0 = fast_exp2(m_0 - mu0), alpha1 = fast_exp2(m_1 - mu1);
-    m_0 = mn0;
-    m_1 = mn1;
-    float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-    for (int i = 0; i < kNi; ++i) {
-      s[i][0] = fast_exp2(s[i][0] - mu0);
-      s[i][1] = fast_exp2(s[i][1] - mu0);
-      s[i][2] = fast_exp2(s[i][2] - mu1);
-      s[i][3] = fast_exp2(s[i][3] - mu1);
-      sum0 += s[i][0] + s[i][1];
-      sum1 += s[i][2] + s[i][3];
-    }
-    l_0 = l_0 * alpha0 + sum0;
-    l_1 = l_1 * alpha1 + sum1;
-#pragma unroll
-    for (int i = 0; i < kDi; ++i) {
-      o[i][0] *= alpha0;
-      o[i][1] *= alpha0;
-      o[i][2] *= alpha1;
-      o[i][3] *= alpha1;
     }
 
-    // O += P V (P from the S accumulators, V via transposed ldmatrix).
+    // Scale (and softcap) into the log2 domain; mask edge blocks; online softmax per row.
+    const bool need_mask = (j0 + S::kBn - 1 > min_hi) || (j0 < max_lo);
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      const int ia = 2 * mt, ib = 2 * mt + 1;  // rows of elements 0,1 and 2,3
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kNi; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = s[mt][i][e];
+          s[mt][i][e] = p.softcap_log2 != 0.f ? p.softcap_log2 * fast_tanh(x * p.softcap_in) : x * p.scale_log2;
+        }
+      if (need_mask) {
+        const int ta = acc_t(ia), tb = acc_t(ib);
+        const int lo_a = row_lo(ta), hi_a = row_hi(ta), lo_b = row_lo(tb), hi_b = row_hi(tb);
+#pragma unroll
+        for (int i = 0; i < kNi; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = j0 + cw * kCols + i * 8 + 2 * (lane & 3) + (e & 1);
+            const bool ok = e < 2 ? (j >= lo_a && j <= hi_a) : (j >= lo_b && j <= hi_b);
+            if (!ok) s[mt][i][e] = -INFINITY;
+          }
+      }
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) {
+        mx0 = fmaxf(mx0, fmaxf(s[mt][i][0], s[mt][i][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[mt][i][2], s[mt][i][3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m_run[ia], mx0), mn1 = fmaxf(m_run[ib], mx1);
+      const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
+      const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
+      const float alpha0 = fast_exp2(m_run[ia] - mu0), alpha1 = fast_exp2(m_run[ib] - mu1);
+      m_run[ia] = mn0;
+      m_run[ib] = mn1;
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) {
+        s[mt][i][0] = fast_exp2(s[mt][i][0] - mu0);
+        s[mt][i][1] = fast_exp2(s[mt][i][1] - mu0);
+        s[mt][i][2] = fast_exp2(s[mt][i][2] - mu1);
+        s[mt][i][3] = fast_exp2(s[mt][i][3] - mu1);
+        sum0 += s[mt][i][0] + s[mt][i][1];
+        sum1 += s[mt][i][2] + s[mt][i][3];
+      }
+      l_run[ia] = l_run[ia] * alpha0 + sum0;
+      l_run[ib] = l_run[ib] * alpha1 + sum1;
+#pragma unroll
+      for (int i = 0; i < kDi; ++i) {
+        o[mt][i][0] *= alpha0;
+        o[mt][i][1] *= alpha0;
+        o[mt][i][2] *= alpha1;
+        o[mt][i][3] *= alpha1;
+      }
+    }
+
+    // O += P V (P from the S accumulators, V via transposed ldmatrix); each V fragment feeds all
+    // kMt m-tiles.
 #pragma unroll
     for (int kk = 0; kk < kCols / 16; ++kk) {
-      uint32_t a[4];
-      a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      uint32_t a[kMt][4];
+#pragma unroll
+      for (int mt = 0; mt < kMt; ++mt) {
+        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
       const int row = cw * kCols + kk * 16 + (lane & 15);
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t b0, b1, b2, b3;
         ldsm_x4_t(smem_addr(vs + swz<D>(row, dn * 2 + (lane >> 4))), b0, b1, b2, b3);
-        mma16816<T>(o[2 * dn], a, b0, b1);
-        mma16816<T>(o[2 * dn + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < kMt; ++mt) {
+          mma16816<T>(o[mt][2 * dn], a[mt], b0, b1);
+          mma16816<T>(o[mt][2 * dn + 1], a[mt], b2, b3);
+        }
       }
     }
   }
@@ -422,26 +508,25 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // ---- epilogue: per-warp states -> shared, combine across column warps, write.
   cp_async_wait<0>();
   __syncthreads();
-  l_0 += __shfl_xor_sync(0xffffffffu, l_0, 1);
-  l_0 += __shfl_xor_sync(0xffffffffu, l_0, 2);
-  l_1 += __shfl_xor_sync(0xffffffffu, l_1, 1);
-  l_1 += __shfl_xor_sync(0xffffffffu, l_1, 2);
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+  }
   float* red_o = reinterpret_cast<float*>(smem);                      // [kColWarps][kRows][kRedStride]
   float* red_m = red_o + kColWarps * kRows * L::kRedStride;           // [kColWarps][kRows]
   float* red_l = red_m + kColWarps * kRows;                           // [kColWarps][kRows]
-  {
-    float* base0 = red_o + (cw * kRows + r0) * L::kRedStride + 2 * (lane & 3);
-    float* base1 = base0 + 8 * L::kRedStride;
 #pragma unroll
-    for (int i = 0; i < kDi; ++i) {
-      *reinterpret_cast<float2*>(base0 + i * 8) = make_float2(o[i][0], o[i][1]);
-      *reinterpret_cast<float2*>(base1 + i * 8) = make_float2(o[i][2], o[i][3]);
-    }
+  for (int i = 0; i < kR; ++i) {
+    const int r = acc_row(i);
+    float* base = red_o + (cw * kRows + r) * L::kRedStride + 2 * (lane & 3);
+    const int h = i & 1;
+#pragma unroll
+    for (int dn = 0; dn < kDi; ++dn)
+      *reinterpret_cast<float2*>(base + dn * 8) = make_float2(o[i >> 1][dn][2 * h], o[i >> 1][dn][2 * h + 1]);
     if ((lane & 3) == 0) {
-      red_m[cw * kRows + r0] = m_0;
-      red_l[cw * kRows + r0] = l_0;
-      red_m[cw * kRows + r0 + 8] = m_1;
-      red_l[cw * kRows + r0 + 8] = l_1;
+      red_m[cw * kRows + r] = m_run[i];
+      red_l[cw * kRows + r] = l_run[i];
     }
   }
   __syncthreads();
@@ -498,11 +583,13 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
     const WorkItem it = p.items[u / p.num_kv_heads];
     const int kvh = u % p.num_kv_heads;
     if (it.kind == kRows16) {
-      attend_tile<T, D, 1, 4>(p, it, kvh, smem);
+      attend_tile<T, D, Shape16>(p, it, kvh, smem);
     } else if (it.kind == kRows32) {
-      attend_tile<T, D, 2, 2>(p, it, kvh, smem);
+      attend_tile<T, D, Shape32>(p, it, kvh, smem);
+    } else if (it.kind == kRows64) {
+      attend_tile<T, D, Shape64>(p, it, kvh, smem);
     } else {
-      attend_tile<T, D, 4, 1>(p, it, kvh, smem);
+      attend_tile<T, D, Shape128>(p, it, kvh, smem);
     }
     __syncthreads();
   }
