@@ -292,6 +292,23 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
   }
   {
     CheckCase c;
+    c.q_lens = {1024, 1500, 777};
+    c.kv_lens = {1024, 3000, 777};
+    add(c);  // enough prefill rows for 128-row tiles (ragged ends, a chunk after cached keys)
+  }
+  {
+    CheckCase c;
+    c.q_lens = {2000};
+    c.kv_lens = {2100};
+    c.page_size = 48;
+    c.d = 64;
+    c.dtype = DType::kF16;
+    c.params.sliding_window = 300;
+    c.params.softcap = 20.f;
+    add(c);  // 128-row tiles with window, softcap, head_dim 64, f16
+  }
+  {
+    CheckCase c;
     c.q_lens = {300, 1, 1, 7, 16, 1};
     c.kv_lens = {1000, 4096, 5, 7, 2000, 1};
     c.page_size = 3;

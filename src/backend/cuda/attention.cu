@@ -120,6 +120,16 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   struct Tile {
     int seq, q_start, q_len, kv_len, m0, kind, extent;
   };
+  // 128-row tiles do the most math per shared-memory read, but a short prefill cut into them
+  // leaves too few CTAs to balance its causal triangle: use them only when they make at least
+  // 1.5 waves of CTAs, else 64-row tiles (e.g. 1 x 1k at GQA 4: 32 x 8 = 256 CTAs on 264 slots).
+  const int resident = s.num_sms * s.ctas_per_sm;
+  int64_t wide_tiles = 0;
+  for (int q = 0; q < batch.num_seqs; ++q) {
+    const int rows = (batch.host_cu_seqlens_q[q + 1] - batch.host_cu_seqlens_q[q]) * group;
+    if (rows > 64) wide_tiles += ceil_div(rows, 128);
+  }
+  const bool use_wide = 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
   std::vector<Tile> tiles;
   int64_t total_work = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
@@ -132,8 +142,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     const int rows = q_len * group;
     const int kind = rows <= 16   ? attn::kRows16
                      : rows <= 32 ? attn::kRows32
-                     : rows <= 64 ? attn::kRows64
-                                  : attn::kRows128;
+                     : rows <= 64 || !use_wide ? attn::kRows64
+                                                : attn::kRows128;
     const int tr = attn::tile_rows(kind);
     for (int m0 = 0; m0 < rows; m0 += tr) {
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
@@ -144,7 +154,6 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   }
 
   // ---- splits: only when the tiles x kv heads leave the SMs under-filled.
-  const int resident = s.num_sms * s.ctas_per_sm;
   // No split either when the fair share per CTA is already close to the longest tile: splitting
   // would only add a short tail split per tile and a merge (e.g. 32 sequences x 8 kv heads on 264
   // CTA slots cut 4096 keys into 4032 + 64).

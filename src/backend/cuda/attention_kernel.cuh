@@ -424,13 +424,19 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     for (int mt = 0; mt < kMt; ++mt) {
       const int ia = 2 * mt, ib = 2 * mt + 1;  // rows of elements 0,1 and 2,3
       float mx0 = -INFINITY, mx1 = -INFINITY;
+      // One uniform branch around the whole loop: a per-element select would issue the tanh
+      // path's instructions (predicated off) for every score even without softcap.
+      if (p.softcap_log2 != 0.f) {
 #pragma unroll
-      for (int i = 0; i < kNi; ++i)
+        for (int i = 0; i < kNi; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float x = s[mt][i][e];
-          s[mt][i][e] = p.softcap_log2 != 0.f ? p.softcap_log2 * fast_tanh(x * p.softcap_in) : x * p.scale_log2;
-        }
+          for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap_log2 * fast_tanh(s[mt][i][e] * p.softcap_in);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kNi; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][i][e] *= p.scale_log2;
+      }
       if (need_mask) {
         const int ta = acc_t(ia), tb = acc_t(ib);
         const int lo_a = row_lo(ta), hi_a = row_hi(ta), lo_b = row_lo(tb), hi_b = row_hi(tb);
