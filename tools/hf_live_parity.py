@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Model parity on the GPU machine, live: Hugging Face transformers (run there, now) against
+`flashgen logits --backend cuda` on every fixture model under tests/fixtures/models/.
+
+For each fixture and each of its reference prompts: transformers computes float32 logits of every
+prompt position on the GPU; flashgen writes its logits (bf16 activations, f32 accumulation) to a
+.npy; the score is max|ours - hf| / max|hf| and must stay under the bf16 bound (--tol). Also
+checks that the greedy next token of the last position agrees wherever HF's top-2 margin is larger
+than the bf16 error (a smaller margin is a legitimate rounding tie).
+
+  python3 tools/hf_live_parity.py --flashgen .device/bin/flashgen [--tol 3e-2] [--json OUT.json]
+Prints one row per (fixture, prompt) and exits non-zero if any row fails.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flashgen", required=True)
+    ap.add_argument("--tol", type=float, default=3e-2)
+    ap.add_argument("--json")
+    ap.add_argument("--backend", default="cuda")
+    args = ap.parse_args()
+
+    fixtures = sorted(p for p in (ROOT / "tests" / "fixtures" / "models").iterdir() if (p / "reference.json").exists())
+    rows, failed = [], 0
+    for fx in fixtures:
+        ref = json.loads((fx / "reference.json").read_text())
+        model = AutoModelForCausalLM.from_pretrained(fx, dtype=torch.float32).cuda().eval()
+        for i, prompt in enumerate(ref["prompts"]):
+            with torch.no_grad():
+                hf = model(torch.tensor([prompt], device="cuda")).logits[0].float().cpu().numpy()
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "logits.npy")
+                cmd = [args.flashgen, "logits", "--model", str(fx), "--backend", args.backend,
+                       "--prompt-ids", ",".join(map(str, prompt)), "--output", out]
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    rows.append(dict(fixture=fx.name, prompt=i, error=proc.stderr.strip()))
+                    failed += 1
+                    continue
+                ours = np.load(out)
+            err = float(np.abs(ours - hf).max() / np.abs(hf).max())
+            top2 = np.sort(hf[-1])[-2:]
+            margin = float(top2[1] - top2[0])
+            same_argmax = int(ours[-1].argmax()) == int(hf[-1].argmax())
+            tie = margin < 2 * err * float(np.abs(hf).max())
+            ok = err < args.tol and (same_argmax or tie)
+            failed += not ok
+            rows.append(dict(fixture=fx.name, prompt=i, tokens=len(prompt), rel_err=err, same_argmax=same_argmax,
+                             margin=margin, ok=ok))
+    print(f"{'fixture':<16} {'prompt':>6} {'tokens':>6} {'max rel err':>12} {'argmax':>7}  result")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['fixture']:<16} {r['prompt']:>6} {'':>6} {'':>12} {'':>7}  ERROR {r['error']}")
+        else:
+            print(f"{r['fixture']:<16} {r['prompt']:>6} {r['tokens']:>6} {r['rel_err']:>12.2e} "
+                  f"{'same' if r['same_argmax'] else 'differs':>7}  {'ok' if r['ok'] else 'FAIL'}")
+    print(f"hf_live_parity: {len(rows) - failed} passed, {failed} failed (tolerance {args.tol}, bf16 activations)")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
