@@ -34,10 +34,11 @@ MIN_MARGIN = 1e-3  # greedy ties closer than this would make exact-id parity fra
 BASE = dict(
     vocab_size=VOCAB,
     hidden_size=64,
-    intermediate_size=128,
+    head_dim=64,  # explicit (q_dim 128 != hidden); 64 is a size the CUDA attention kernels are built for
+    intermediate_size=80,
     num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
     max_position_embeddings=256,
     rms_norm_eps=1e-6,
     initializer_range=0.15,
@@ -83,13 +84,14 @@ VARIANTS = {
     ),
     "qwen2": (
         "Qwen2Config",
-        dict(use_sliding_window=True, sliding_window=8, max_window_layers=1,
+        # head_dim derived from hidden_size / heads, as in real Qwen2 checkpoints
+        dict(hidden_size=128, head_dim=None, use_sliding_window=True, sliding_window=8, max_window_layers=1,
              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         {},
     ),
     "qwen3": (
         "Qwen3Config",
-        dict(head_dim=32, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        dict(rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         {"shard": "100KB"},
     ),
 }
@@ -134,7 +136,9 @@ def load(out_dir):
 def build(name, out_root, seed):
     cls_name, extra, opts = VARIANTS[name]
     cfg_cls = getattr(transformers, cls_name)
-    cfg = cfg_cls(**{**BASE, **extra})
+    kwargs = {**BASE, **extra}
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    cfg = cfg_cls(**kwargs)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
     randomize(model, seed)

@@ -177,9 +177,9 @@ TEST_F(BadModelInput, UnknownDtype) {
 
 TEST_F(BadModelInput, WrongShapeForConfig) {
   StFile f = read_st(st_);
-  f.header["model.layers.0.self_attn.o_proj.weight"]["shape"] = {32, 128};  // same numel as [64, 64]
+  f.header["model.layers.0.self_attn.o_proj.weight"]["shape"] = {128, 64};  // transposed [64, 128]
   write_st(st_, f);
-  expect_clean_failure(st_, "expected [64, 64]");
+  expect_clean_failure(st_, "expected [64, 128]");
 }
 
 TEST_F(BadModelInput, InvalidConfigJson) {

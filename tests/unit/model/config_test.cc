@@ -44,10 +44,11 @@ TEST(ModelConfig, TransformersFiveDialect) {
   EXPECT_EQ(c.architecture, "LlamaForCausalLM");
   EXPECT_EQ(c.hidden_size, 64);
   EXPECT_EQ(c.num_layers, 2);
-  EXPECT_EQ(c.num_q_heads, 4);
-  EXPECT_EQ(c.num_kv_heads, 2);
-  EXPECT_EQ(c.head_dim, 16);
-  EXPECT_EQ(c.rotary_dim, 16);
+  EXPECT_EQ(c.num_q_heads, 2);
+  EXPECT_EQ(c.num_kv_heads, 1);
+  EXPECT_EQ(c.head_dim, 64);  // explicit in config.json (hidden / heads would be 32)
+  EXPECT_EQ(c.q_dim(), 128);
+  EXPECT_EQ(c.rotary_dim, 64);
   EXPECT_EQ(c.rope.type, RopeScaling::kDefault);
   EXPECT_DOUBLE_EQ(c.rope.theta, 10000.0);
   EXPECT_EQ(c.checkpoint_dtype, DType::kF32);
@@ -82,14 +83,16 @@ TEST(ModelConfig, FamilyRules) {
   EXPECT_FALSE(mistral.options.qkv_bias);
 
   ModelConfig qwen2 = must_load("qwen2");
+  EXPECT_EQ(qwen2.head_dim, 64);  // derived: hidden 128 / 2 heads
   EXPECT_EQ(qwen2.layer_sliding_window, (std::vector<int>{0, 8}));
   EXPECT_TRUE(qwen2.options.qkv_bias);
   EXPECT_FALSE(qwen2.options.o_bias);
   EXPECT_FALSE(qwen2.options.qk_norm);
 
   ModelConfig qwen3 = must_load("qwen3");
-  EXPECT_EQ(qwen3.head_dim, 32);  // explicit, not hidden / heads = 16
+  EXPECT_EQ(qwen3.head_dim, 64);  // explicit, not hidden / heads = 32
   EXPECT_EQ(qwen3.q_dim(), 128);
+  EXPECT_EQ(qwen3.hidden_size, 64);
   EXPECT_TRUE(qwen3.options.qk_norm);
   EXPECT_FALSE(qwen3.options.qkv_bias);
   EXPECT_EQ(qwen3.layer_sliding_window, (std::vector<int>{0, 0}));
