@@ -4,8 +4,9 @@
 // ids of transformers' generate(do_sample=False) exactly (including stopping at eos).
 //
 // FG_TEST_BACKEND=cuda runs the same fixtures on the CUDA backend (bf16 activations; skipped when
-// there is no GPU). bf16 cannot promise f32 agreement, so there the bounds are: logits within 3e-2
-// of max|HF|, the same argmax wherever HF's top-2 margin exceeds twice that error, and every
+// there is no GPU). bf16 cannot promise f32 agreement (transformers itself, run in bf16 on these
+// fixtures, is up to 3.3e-2 of max|logit| away from its f32 logits), so there the bounds are:
+// logits within 6e-2 of max|HF|, the same argmax wherever HF's top-2 margin exceeds twice that error, and every
 // greedy token within that error of the best logit of the exact (CPU, f32) model on the same
 // prefix.
 #include <gtest/gtest.h>
@@ -55,13 +56,35 @@ std::unique_ptr<Backend> test_backend() {
   return std::move(cuda).value();
 }
 
+// The logits generation sees: the prompt in one step, then one token per step (dynamic NTK rope
+// depends on each step's length). Returns rows [seq.size() - prompt_len + 1, vocab]: the last
+// prompt position, then each later position.
+Result<std::vector<float>> stepwise_logits(Model& model, const std::vector<int32_t>& seq, size_t prompt_len) {
+  const int page_size = 16;
+  const int64_t vocab = model.config().vocab_size;
+  FG_ASSIGN_OR_RETURN(KvCache cache, model.make_kv_cache(kv_pages_for(int64_t(seq.size()), page_size), page_size));
+  std::vector<int32_t> pages(size_t(cache.num_pages()));
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = int32_t(i);
+  std::vector<float> out;
+  for (size_t begin = 0; begin < seq.size(); begin = begin == 0 ? prompt_len : begin + 1) {
+    size_t end = begin == 0 ? prompt_len : begin + 1;
+    SequenceChunk c{std::span<const int32_t>(seq).subspan(begin, end - begin), int(begin), pages, LogitsWanted::kLast};
+    FG_ASSIGN_OR_RETURN(BatchSpec spec, build_batch_spec(std::span<const SequenceChunk>(&c, 1), page_size));
+    FG_ASSIGN_OR_RETURN(Tensor logits, model.forward(spec, cache));
+    out.resize(out.size() + size_t(vocab));
+    model.backend().copy_to_host(out.data() + out.size() - size_t(vocab), logits.data, size_t(vocab) * sizeof(float));
+    model.backend().synchronize();
+  }
+  return out;
+}
+
 class ModelParity : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     backend_ = test_backend();
     if (!backend_) GTEST_SKIP() << "FG_TEST_BACKEND=cuda but no CUDA backend: " << make_cuda_backend(0).status().message();
     exact_ = backend_->act_dtype() == DType::kF32;
-    tolerance_ = exact_ ? 1e-4f : 3e-2f;
+    tolerance_ = exact_ ? 1e-4f : 6e-2f;
   }
   std::unique_ptr<Backend> backend_;
   bool exact_ = true;
@@ -101,13 +124,17 @@ TEST_P(ModelParity, LogitsMatchTransformers) {
     ASSERT_EQ(logits->size(), prompt.size() * size_t(vocab));
     ASSERT_LE((row0 + prompt.size()) * size_t(vocab), ref.logits.size());
     float max_diff = 0.0f, max_ref = 0.0f;
+    size_t worst = 0;
     for (size_t i = 0; i < logits->size(); ++i) {
       float r = ref.logits[row0 * size_t(vocab) + i];
-      max_diff = std::max(max_diff, std::fabs((*logits)[i] - r));
+      float d = std::fabs((*logits)[i] - r);
+      if (d > max_diff) worst = i;
+      max_diff = std::max(max_diff, d);
       max_ref = std::max(max_ref, std::fabs(r));
     }
     EXPECT_GT(max_ref, 0.0f);
-    EXPECT_LT(max_diff / max_ref, tolerance_) << "prompt of " << prompt.size() << " tokens on " << backend_->name();
+    EXPECT_LT(max_diff / max_ref, tolerance_) << "prompt of " << prompt.size() << " tokens on " << backend_->name()
+                                              << ", worst at position " << worst / size_t(vocab);
     if (!exact_) {
       for (size_t t = 0; t < prompt.size(); ++t) {
         const float* r = ref.logits.data() + (row0 + t) * size_t(vocab);
@@ -148,12 +175,12 @@ TEST_P(ModelParity, GreedyMatchesTransformersGenerate) {
     ASSERT_FALSE(ids->empty());
     std::vector<int32_t> seq = ref.prompts[p];
     seq.insert(seq.end(), ids->begin(), ids->end() - 1);
-    auto exact = prompt_logits(*referee, seq, 16);
+    auto exact = stepwise_logits(*referee, seq, ref.prompts[p].size());
     ASSERT_TRUE(exact.is_ok()) << exact.status().message();
     float max_abs = 0.0f;
     for (float x : *exact) max_abs = std::max(max_abs, std::fabs(x));
     for (size_t i = 0; i < ids->size(); ++i) {
-      const float* row = exact->data() + (ref.prompts[p].size() - 1 + i) * size_t(vocab);
+      const float* row = exact->data() + i * size_t(vocab);
       float best = row[argmax(row, vocab)];
       EXPECT_GE(row[(*ids)[i]], best - 2 * tolerance_ * max_abs) << "prompt " << p << ", token " << i;
     }
