@@ -1,13 +1,15 @@
 // The engine-backed part of `flashgen generate`:
 //   generate --model DIR --prompts FILE [--json] [--dummy-weights] [--kv-cache-memory SIZE |
 //            --gpu-memory-fraction F] [--max-batch-tokens N] [--max-running N] [--max-model-len N]
+//            [--no-prefix-cache]
 // FILE holds one JSON request per line, e.g.
 //   {"prompt_ids": [1, 2, 3], "max_new_tokens": 24, "temperature": 0, "seed": 7}
 // (fields: prompt_ids, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-// presence_penalty, frequency_penalty, seed, stop_token_ids, ignore_eos, logprobs, priority; missing
-// ones take the command line's values). All requests are submitted at once and run concurrently
-// through the engine; results are printed in input order, with --json one line per request.
-// A summary (throughput, steps, preemptions, pages) goes to stderr.
+// presence_penalty, frequency_penalty, seed, stop_token_ids, ignore_eos, logprobs, priority,
+// cache_salt; missing ones take the command line's values). All requests are submitted at once
+// and run concurrently through the engine; results are printed in input order, with --json one
+// line per request (with cached_tokens: prompt tokens served from the prefix cache).
+// A summary (throughput, steps, preemptions, pages, prefix-cache hits) goes to stderr.
 // User errors are thrown as one-line std::runtime_error messages naming the file and line.
 #include <chrono>
 #include <cstdio>
@@ -33,6 +35,7 @@ struct EngineArgs {
   int max_batch_tokens = 2048;
   int max_running = 256;
   int max_model_len = 0;
+  bool no_prefix_cache = false;
 };
 
 [[noreturn]] void fail(const std::string& message) { throw std::runtime_error(message); }
@@ -122,6 +125,8 @@ Request parse_request_line(const std::string& line, const std::string& where, co
         r.params.logprobs = v.get<int>();
       } else if (k == "priority") {
         r.priority = v.get<int>();
+      } else if (k == "cache_salt") {
+        r.cache_salt = v.get<uint64_t>();
       } else {
         fail(where + ": unknown field '" + k + "'");
       }
@@ -153,6 +158,7 @@ void print_result(size_t index, const Request& req, const RequestOutput& out, bo
     nlohmann::json j;
     j["index"] = index;
     j["prompt_tokens"] = req.prompt_ids.size();
+    j["cached_tokens"] = out.cached_tokens;
     j["output_ids"] = out.output_ids;
     j["finish_reason"] = finish_reason_name(out.finish_reason);
     if (out.finish_reason == FinishReason::kError) j["error"] = out.status.to_string();
@@ -211,6 +217,7 @@ void run(const EngineArgs& a, const GenerateDefaults& d) {
   config.scheduler.max_batch_tokens = a.max_batch_tokens;
   config.scheduler.max_running = a.max_running;
   config.seed = d.seed;
+  config.enable_prefix_cache = !a.no_prefix_cache;
   Engine engine(config, std::move(runner).value());
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -245,6 +252,17 @@ void run(const EngineArgs& a, const GenerateDefaults& d) {
                1e3 * s.times.postprocess / double(std::max<int64_t>(1, s.steps)),
                static_cast<long long>(s.preemptions), static_cast<long long>(s.pages.peak_held),
                static_cast<long long>(s.pages.num_pages));
+  if (s.prefix_cache_enabled) {
+    std::fprintf(stderr,
+                 "flashgen: prefix cache: %lld lookups, %lld hits, %lld of %lld tokens served from the cache "
+                 "(%.1f%%), %lld pages cached, %lld evicted\n",
+                 static_cast<long long>(s.prefix_cache_lookups), static_cast<long long>(s.prefix_cache_hits),
+                 static_cast<long long>(s.prefix_cache_hit_tokens), static_cast<long long>(s.prefix_cache_query_tokens),
+                 100.0 * s.prefix_cache_hit_ratio(), static_cast<long long>(s.pages.cached),
+                 static_cast<long long>(s.prefix_cache.evicted));
+  } else {
+    std::fprintf(stderr, "flashgen: prefix cache off\n");
+  }
   if (any_error) fail("some requests failed (see their lines above)");
 }
 
@@ -263,8 +281,11 @@ std::function<bool(const GenerateDefaults&)> add_engine_generate_options(CLI::Ap
   generate->add_option("--max-batch-tokens", a->max_batch_tokens, "new tokens per engine step (2048)");
   generate->add_option("--max-running", a->max_running, "sequences in flight at once (256)");
   generate->add_option("--max-model-len", a->max_model_len, "cap on prompt + output tokens (default: the config's)");
+  generate->add_flag("--no-prefix-cache", a->no_prefix_cache,
+                     "turn prefix caching off (on by default: requests reuse the KV pages of prompt prefixes "
+                     "already computed)");
   return [a](const GenerateDefaults& d) {
-    if (a->prompts_file.empty() && !a->dummy_weights && a->kv_cache_memory.empty()) return false;
+    if (a->prompts_file.empty() && !a->dummy_weights && a->kv_cache_memory.empty() && !a->no_prefix_cache) return false;
     run(*a, d);
     return true;
   };

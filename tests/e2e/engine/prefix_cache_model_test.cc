@@ -138,8 +138,8 @@ class PrefixCacheModel : public ::testing::TestWithParam<int> {};
 
 TEST_P(PrefixCacheModel, SharedPrefixWorkloadMatchesCacheOffAndGenerate) {
   const int page_size = GetParam();
-  // 2 layers x 2 kv heads x 16 dims x f32 x K,V = 512 bytes per token: a 128-token pool, for
-  // requests of up to 52 prompt + 12 output tokens arriving together.
+  // The fixture's KV takes 512 bytes per token (asserted below): a 128-token pool, for requests of
+  // up to 52 prompt + 12 output tokens arriving together.
   auto runner = make_runner(128 * 512, page_size);
   ASSERT_NE(runner, nullptr);
   ASSERT_EQ(int64_t(runner->kv_num_pages()) * page_size, 128);
