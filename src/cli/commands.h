@@ -34,5 +34,7 @@ std::function<bool(const GenerateDefaults&)> add_engine_generate_options(CLI::Ap
 void register_tokenizer_commands(CLI::App& app);
 // template (chat-template rendering)
 void register_template_commands(CLI::App& app);
+// serve (HTTP server, cmd_serve.cc)
+void register_serve_commands(CLI::App& app);
 
 }  // namespace fg::cli

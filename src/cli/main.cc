@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   fg::cli::register_model_commands(app);
   fg::cli::register_tokenizer_commands(app);
   fg::cli::register_template_commands(app);
+  fg::cli::register_serve_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -254,16 +254,31 @@ void EngineBackend::pump() {
     bool any = false;
     done.clear();
     for (Live* l : sweep) {
+      // The engine pushes a sequence's last token and its finish as two events of one step; a
+      // token event is held until the next event is seen so the two reach the client as one
+      // (TGI's last stream event must carry both).
+      std::optional<GenerationEvent> pending;
       while (std::optional<RequestEvent> ev = l->events->try_next()) {
         any = true;
         GenerationEvent out;
         const bool finished = translate(*l, std::move(*ev), out);
-        if (!out.tokens.empty() || !out.text_delta.empty() || finished) l->cb(std::move(out));
+        if (pending && finished && out.tokens.empty()) {
+          out.tokens = std::move(pending->tokens);
+          out.text_delta = pending->text_delta + out.text_delta;
+          pending.reset();
+        }
+        if (pending) {
+          l->cb(std::move(*pending));
+          pending.reset();
+        }
         if (finished) {
+          l->cb(std::move(out));
           done.push_back(l->id);
           break;
         }
+        if (!out.tokens.empty() || !out.text_delta.empty()) pending = std::move(out);
       }
+      if (pending) l->cb(std::move(*pending));
     }
     if (!done.empty()) {
       std::lock_guard<std::mutex> lock(mu_);

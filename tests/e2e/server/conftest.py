@@ -5,6 +5,7 @@ Each server runs the real binary on the CPU backend with the fixture Llama model
 make_fixture_tokenizer.py. Servers listen on 127.0.0.1 with a port the OS picks; the port is read
 from the server's log. Everything is bounded in time.
 """
+import json
 import os
 import re
 import signal
@@ -27,11 +28,12 @@ MODEL_NAME = "fixture-llama"
 class Server:
     """One `flashgen serve` process; its log lines are kept for assertions."""
 
-    def __init__(self, tokenizer_dir, extra_args=()):
+    def __init__(self, tokenizer_dir, extra_args=(), model_dir=MODEL_DIR):
         self.lines = []
-        args = [FLASHGEN, "serve", "--model", MODEL_DIR, "--tokenizer", tokenizer_dir, "--served-model-name", MODEL_NAME,
-                "--host", "127.0.0.1", "--port", "0", "--backend", "cpu", "--kv-cache-memory", "1MiB",
-                "--http-threads", "2", *extra_args]
+        args = [FLASHGEN, "serve", "--model", model_dir, "--tokenizer", tokenizer_dir, "--served-model-name", MODEL_NAME,
+                "--host", "127.0.0.1", "--port", "0", "--backend", "cpu", "--http-threads", "2", *extra_args]
+        if "--kv-cache-memory" not in extra_args:
+            args += ["--kv-cache-memory", "1MiB"]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._port_seen = threading.Event()
         self.port = None
@@ -90,6 +92,21 @@ def tokenizer_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def slow_model_dir(tokenizer_dir, tmp_path_factory):
+    """A config-only model (served with --dummy-weights) big enough that CPU decoding takes
+    milliseconds per token, so tests can act while a request is still running: the fixture
+    Llama's shape scaled up (hidden 512, 4 layers, 4096-token context), same 256-id vocabulary."""
+    out = tmp_path_factory.mktemp("slow_model")
+    with open(os.path.join(MODEL_DIR, "config.json")) as f:
+        config = json.load(f)
+    config.update(hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
+                  num_key_value_heads=2, head_dim=64, max_position_embeddings=4096)
+    with open(out / "config.json", "w") as f:
+        json.dump(config, f)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
 def server(tokenizer_dir):
     s = Server(tokenizer_dir, ["--max-body-bytes", "64KiB", "--max-concurrent-requests", "64"])
     yield s
@@ -97,12 +114,12 @@ def server(tokenizer_dir):
 
 
 @pytest.fixture()
-def make_server(tokenizer_dir):
-    """Starts extra servers with their own flags (queue limits, drain tests); killed afterwards."""
+def make_slow_server(tokenizer_dir, slow_model_dir):
+    """Starts servers of the slow dummy-weight model with their own flags; killed afterwards."""
     started = []
 
     def start(*args):
-        s = Server(tokenizer_dir, args)
+        s = Server(tokenizer_dir, ("--dummy-weights", "--kv-cache-memory", "16MiB", *args), model_dir=slow_model_dir)
         started.append(s)
         return s
 

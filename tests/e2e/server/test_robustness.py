@@ -102,8 +102,9 @@ def open_stream(server, body):
     return s
 
 
-def test_disconnect_mid_stream_frees_pages(server):
-    body = {"model": MODEL_NAME, "prompt": "a long story", "max_tokens": 200, "stream": True, "ignore_eos": True}
+def test_disconnect_mid_stream_frees_pages(make_slow_server):
+    server = make_slow_server()
+    body = {"model": MODEL_NAME, "prompt": "a long story", "max_tokens": 3000, "stream": True, "ignore_eos": True}
     socks = [open_stream(server, body) for _ in range(4)]
     m = server.metrics()
     assert m["flashgen_kv_pages_used"] > 0
@@ -115,9 +116,9 @@ def test_disconnect_mid_stream_frees_pages(server):
     assert m['flashgen_request_finish_total{reason="cancelled"}'] >= 4
 
 
-def test_queue_full_answers_429(make_server):
-    s = make_server("--max-concurrent-requests", "2")
-    body = {"model": MODEL_NAME, "prompt": "x", "max_tokens": 200, "stream": True, "ignore_eos": True}
+def test_queue_full_answers_429(make_slow_server):
+    s = make_slow_server("--max-concurrent-requests", "2")
+    body = {"model": MODEL_NAME, "prompt": "x", "max_tokens": 3000, "stream": True, "ignore_eos": True}
     held = [open_stream(s, body) for _ in range(2)]
     r = post(s, "/v1/completions", {"model": MODEL_NAME, "prompt": "x", "max_tokens": 2})
     assert r.status_code == 429
@@ -130,8 +131,8 @@ def test_queue_full_answers_429(make_server):
     assert post(s, "/v1/completions", {"model": MODEL_NAME, "prompt": "x", "max_tokens": 2}).status_code == 200
 
 
-def test_sigterm_drains_in_flight_then_exits_zero(make_server):
-    s = make_server("--drain-timeout", "60")
+def test_sigterm_drains_in_flight_then_exits_zero(make_slow_server):
+    s = make_slow_server("--drain-timeout", "60")
     result = {}
 
     def stream():
@@ -163,9 +164,9 @@ def test_sigterm_drains_in_flight_then_exits_zero(make_server):
     assert any("drain" in l or "SIGTERM" in l for l in s.lines)
 
 
-def test_sigterm_drain_timeout_cancels_and_exits_zero(make_server):
-    s = make_server("--drain-timeout", "0.5")
-    sock = open_stream(s, {"model": MODEL_NAME, "prompt": "x", "max_tokens": 250, "stream": True,
+def test_sigterm_drain_timeout_cancels_and_exits_zero(make_slow_server):
+    s = make_slow_server("--drain-timeout", "0.5")
+    sock = open_stream(s, {"model": MODEL_NAME, "prompt": "x", "max_tokens": 3000, "stream": True,
                            "ignore_eos": True})
     t0 = time.time()
     assert s.terminate(timeout=30) == 0
