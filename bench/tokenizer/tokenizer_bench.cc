@@ -56,12 +56,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") model = next();
-    else if (a == "--corpus") corpus_path = next();
-    else if (a == "--chunk-bytes") chunk_bytes = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--repeat") repeat = std::atoi(next().c_str());
-    else if (a == "--json") json = true;
-    else return usage();
+    if (a == "--model")
+      model = next();
+    else if (a == "--corpus")
+      corpus_path = next();
+    else if (a == "--chunk-bytes")
+      chunk_bytes = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--repeat")
+      repeat = std::atoi(next().c_str());
+    else if (a == "--json")
+      json = true;
+    else
+      return usage();
   }
   if (model.empty() || corpus_path.empty() || chunk_bytes == 0 || repeat <= 0) return usage();
 
@@ -105,8 +111,8 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"bytes\": %zu, \"chunks\": %zu, \"tokens\": %llu, \"checksum\": \"%016llx\", \"load_s\": %.4f, "
         "\"first_s\": %.4f, \"best_s\": %.4f, \"mb_per_s\": %.3f, \"tokens_per_s\": %.0f}\n",
-        corpus.size(), chunks.size(), static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(checksum),
-        load_s, first, best, mb / best, static_cast<double>(tokens) / best);
+        corpus.size(), chunks.size(), static_cast<unsigned long long>(tokens),
+        static_cast<unsigned long long>(checksum), load_s, first, best, mb / best, static_cast<double>(tokens) / best);
   } else {
     std::printf("model        %s\ncorpus       %s (%.2f MB, %zu chunks of ~%zu bytes)\n", model.c_str(),
                 corpus_path.c_str(), mb, chunks.size(), chunk_bytes);

@@ -83,13 +83,16 @@ std::vector<int32_t> parse_ids(const std::string& s) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != cur.size() || v < 0 || v > INT32_MAX) throw std::runtime_error("--ids: '" + cur + "' is not a token id");
+    if (used != cur.size() || v < 0 || v > INT32_MAX)
+      throw std::runtime_error("--ids: '" + cur + "' is not a token id");
     ids.push_back(static_cast<int32_t>(v));
     cur.clear();
   };
   for (char c : s) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']') flush();
-    else cur.push_back(c);
+    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']')
+      flush();
+    else
+      cur.push_back(c);
   }
   flush();
   return ids;

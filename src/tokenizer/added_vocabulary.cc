@@ -58,8 +58,7 @@ std::pair<size_t, int32_t> AddedVocabulary::Trie::longest_at(std::string_view te
 }
 
 Status AddedVocabulary::load(const nlohmann::json& list, const std::string& where,
-                             const std::function<int32_t(std::string_view)>& model_token_to_id,
-                             int32_t model_vocab_len,
+                             const std::function<int32_t(std::string_view)>& model_token_to_id, int32_t model_vocab_len,
                              const std::function<std::string(std::string_view)>& normalize) {
   if (list.is_null()) return Status::ok();
   if (!list.is_array()) return invalid_argument(where + ": 'added_tokens' must be a list");

@@ -2,9 +2,8 @@
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
-#include <queue>
-
 #include <nlohmann/json.hpp>
+#include <queue>
 
 #include "tokenizer/component_json.h"
 #include "tokenizer/utf8.h"
@@ -43,9 +42,11 @@ Result<std::unique_ptr<BpeModel>> BpeModel::load(const nlohmann::json& m, const 
   bpe->vocab_.reserve(vocab.size() * 2);
   int64_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer()) return invalid_argument(ctx + ": vocab entry '" + it.key() + "' has no integer id");
+    if (!it.value().is_number_integer())
+      return invalid_argument(ctx + ": vocab entry '" + it.key() + "' has no integer id");
     const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= (int64_t{1} << 30)) return invalid_argument(ctx + ": vocab id " + std::to_string(id) + " out of range");
+    if (id < 0 || id >= (int64_t{1} << 30))
+      return invalid_argument(ctx + ": vocab id " + std::to_string(id) + " out of range");
     bpe->vocab_[it.key()] = static_cast<int32_t>(id);
     max_id = std::max(max_id, id);
   }

@@ -16,13 +16,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
 #include "tokenizer/string_map.h"
@@ -85,9 +84,9 @@ class BpeModel {
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
-  std::string prefix_;  // continuing_subword_prefix
-  std::string suffix_;  // end_of_word_suffix
-  bool can_cut_ = false;  // long pieces may be cut (no prefix/suffix)
+  std::string prefix_;                     // continuing_subword_prefix
+  std::string suffix_;                     // end_of_word_suffix
+  bool can_cut_ = false;                   // long pieces may be cut (no prefix/suffix)
   std::vector<uint64_t> joinable_latin1_;  // bitmap over (a << 8 | b) for a, b < 256
   std::unordered_set<uint64_t> joinable_;  // other pairs, (a << 32 | b)
 

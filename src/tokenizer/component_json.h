@@ -4,9 +4,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/status.h"
 #include "tokenizer/regex.h"
@@ -45,7 +44,8 @@ Status json_get(const nlohmann::json& j, const char* key, T& out, const std::str
 // itself literally).
 inline Result<std::unique_ptr<Regex>> compile_pattern(const nlohmann::json& j, const std::string& where) {
   if (j.is_object()) {
-    if (auto it = j.find("String"); it != j.end() && it->is_string()) return Regex::compile_literal(it->get<std::string>());
+    if (auto it = j.find("String"); it != j.end() && it->is_string())
+      return Regex::compile_literal(it->get<std::string>());
     if (auto it = j.find("Regex"); it != j.end() && it->is_string()) {
       auto re = Regex::compile(it->get<std::string>());
       if (!re.is_ok()) return Status(re.status().code(), where + ": " + re.status().message());

@@ -216,7 +216,8 @@ Result<std::unique_ptr<Decoder>> make_decoder(const nlohmann::json& j, const std
     return std::unique_ptr<Decoder>(new MetaspaceDecoder(c, strip_first));
   }
   if (type == "Sequence") {
-    if (!j.contains("decoders") || !j["decoders"].is_array()) return invalid_argument(ctx + ": 'decoders' must be a list");
+    if (!j.contains("decoders") || !j["decoders"].is_array())
+      return invalid_argument(ctx + ": 'decoders' must be a list");
     std::vector<std::unique_ptr<Decoder>> parts;
     for (const auto& sub : j["decoders"]) {
       FG_ASSIGN_OR_RETURN(auto p, make_decoder(sub, where));

@@ -25,8 +25,7 @@ class IncrementalDecoder {
   // `context_ids` (e.g. the end of the prompt) are treated as already shown: the first
   // generated token then keeps the leading space it has after them ("▁Hello" -> " Hello").
   // Without context the output equals decode(generated ids).
-  IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens,
-                     std::span<const int32_t> context_ids = {});
+  IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens, std::span<const int32_t> context_ids = {});
 
   // Feeds one id and returns the text that can be shown now (often empty while a character
   // is unfinished).
@@ -44,10 +43,10 @@ class IncrementalDecoder {
   const Tokenizer& tokenizer_;
   bool skip_special_;
   std::vector<int32_t> ids_;
-  size_t prefix_ = 0;       // start of the decode window
-  size_t read_ = 0;         // ids before this were already shown
-  std::string prefix_text_; // decode(ids_[prefix_, read_))
-  bool in_byte_run_ = false; // the last id the decoder sees is a byte-fallback token
+  size_t prefix_ = 0;         // start of the decode window
+  size_t read_ = 0;           // ids before this were already shown
+  std::string prefix_text_;   // decode(ids_[prefix_, read_))
+  bool in_byte_run_ = false;  // the last id the decoder sees is a byte-fallback token
 };
 
 }  // namespace fg

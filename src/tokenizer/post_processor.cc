@@ -26,7 +26,8 @@ Result<SpecialTokenWrap> template_processing(const nlohmann::json& j, const std:
         return invalid_argument(ctx + ": special token '" + name + "' is not defined in 'special_tokens'");
       auto& dst = sequences == 0 ? wrap.prefix : wrap.suffix;
       for (const auto& id : (*it)["ids"]) {
-        if (!id.is_number_integer()) return invalid_argument(ctx + ": special token '" + name + "' has a non-integer id");
+        if (!id.is_number_integer())
+          return invalid_argument(ctx + ": special token '" + name + "' has a non-integer id");
         dst.push_back(id.get<int32_t>());
       }
     } else {
@@ -57,7 +58,8 @@ Result<SpecialTokenWrap> make_post_processor(const nlohmann::json& j, const std:
     return SpecialTokenWrap{{cls}, {sep}};
   }
   if (type == "Sequence") {
-    if (!j.contains("processors") || !j["processors"].is_array()) return invalid_argument(ctx + ": 'processors' must be a list");
+    if (!j.contains("processors") || !j["processors"].is_array())
+      return invalid_argument(ctx + ": 'processors' must be a list");
     SpecialTokenWrap wrap;
     for (const auto& sub : j["processors"]) {
       FG_ASSIGN_OR_RETURN(SpecialTokenWrap w, make_post_processor(sub, where));

@@ -73,8 +73,10 @@ void emit_segments(const Piece& parent, std::vector<Segment>& segs, SplitBehavio
       std::vector<std::pair<size_t, size_t>> acc;
       bool prev_match = false;
       for (const auto& s : segs) {
-        if (s.is_match && !prev_match && !acc.empty()) acc.back().second = s.end;
-        else acc.emplace_back(s.begin, s.end);
+        if (s.is_match && !prev_match && !acc.empty())
+          acc.back().second = s.end;
+        else
+          acc.emplace_back(s.begin, s.end);
         prev_match = s.is_match;
       }
       for (auto& [b, e] : acc) push(b, e);
@@ -86,8 +88,10 @@ void emit_segments(const Piece& parent, std::vector<Segment>& segs, SplitBehavio
       bool prev_match = false;
       for (size_t k = segs.size(); k-- > 0;) {
         const auto& s = segs[k];
-        if (s.is_match && !prev_match && !acc.empty()) acc.back().first = s.begin;
-        else acc.emplace_back(s.begin, s.end);
+        if (s.is_match && !prev_match && !acc.empty())
+          acc.back().first = s.begin;
+        else
+          acc.emplace_back(s.begin, s.end);
         prev_match = s.is_match;
       }
       for (size_t k = acc.size(); k-- > 0;) push(acc[k].first, acc[k].second);
@@ -98,8 +102,10 @@ void emit_segments(const Piece& parent, std::vector<Segment>& segs, SplitBehavio
       std::vector<std::pair<size_t, size_t>> acc;
       bool prev_match = false;
       for (const auto& s : segs) {
-        if (s.is_match == prev_match && !acc.empty()) acc.back().second = s.end;
-        else acc.emplace_back(s.begin, s.end);
+        if (s.is_match == prev_match && !acc.empty())
+          acc.back().second = s.end;
+        else
+          acc.emplace_back(s.begin, s.end);
         prev_match = s.is_match;
       }
       for (auto& [b, e] : acc) push(b, e);
@@ -217,13 +223,16 @@ class MetaspacePreTokenizer final : public PreTokenizer {
       if (!starts_with_rep && (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && p.at_origin)))
         out.append(rep_);
       for (char c : s) {
-        if (c == ' ') out.append(rep_);
-        else out.push_back(c);
+        if (c == ' ')
+          out.append(rep_);
+        else
+          out.push_back(c);
       }
     });
     if (split_) {
       const char32_t rep = replacement_;
-      split_chars(buf, [rep](char32_t c) { return c == rep; }, SplitBehavior::kMergedWithNext, false);
+      split_chars(
+          buf, [rep](char32_t c) { return c == rep; }, SplitBehavior::kMergedWithNext, false);
     }
   }
 
@@ -275,9 +284,13 @@ Result<SplitBehavior> parse_behavior(const nlohmann::json& j, SplitBehavior dflt
 
 }  // namespace
 
-const std::string& byte_level_char(unsigned char b) { return byte_level_tables().to_char[b]; }
+const std::string& byte_level_char(unsigned char b) {
+  return byte_level_tables().to_char[b];
+}
 
-int byte_level_byte(char32_t c) { return c < 0x180 ? byte_level_tables().to_byte[c] : -1; }
+int byte_level_byte(char32_t c) {
+  return c < 0x180 ? byte_level_tables().to_byte[c] : -1;
+}
 
 Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const nlohmann::json& j, const std::string& where) {
   if (j.is_null()) return std::unique_ptr<PreTokenizer>();
@@ -308,18 +321,24 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const nlohmann::json& j
     FG_RETURN_IF_ERROR(json_get(j, "replacement", replacement, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "prepend_scheme", scheme_name, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "split", split, ctx));
-    if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean()) add_prefix_space = j["add_prefix_space"].get<bool>();
+    if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean())
+      add_prefix_space = j["add_prefix_space"].get<bool>();
     size_t i = 0;
     if (replacement.empty() || (utf8_next(replacement, i), i != replacement.size()))
       return invalid_argument(ctx + ": 'replacement' must be exactly one character");
     i = 0;
     const char32_t rep = utf8_next(replacement, i);
     PrependScheme scheme = PrependScheme::kAlways;
-    if (scheme_name == "first") scheme = PrependScheme::kFirst;
-    else if (scheme_name == "never") scheme = PrependScheme::kNever;
-    else if (scheme_name == "always") scheme = PrependScheme::kAlways;
-    else if (!scheme_name.empty()) return invalid_argument(ctx + ": unknown prepend_scheme '" + scheme_name + "'");
-    else if (add_prefix_space && !*add_prefix_space) scheme = PrependScheme::kNever;
+    if (scheme_name == "first")
+      scheme = PrependScheme::kFirst;
+    else if (scheme_name == "never")
+      scheme = PrependScheme::kNever;
+    else if (scheme_name == "always")
+      scheme = PrependScheme::kAlways;
+    else if (!scheme_name.empty())
+      return invalid_argument(ctx + ": unknown prepend_scheme '" + scheme_name + "'");
+    else if (add_prefix_space && !*add_prefix_space)
+      scheme = PrependScheme::kNever;
     return std::unique_ptr<PreTokenizer>(new MetaspacePreTokenizer(rep, scheme, split));
   }
   if (type == "Digits") {

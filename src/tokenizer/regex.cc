@@ -25,11 +25,26 @@ std::string escape_literal(std::string_view s) {
   std::string out;
   for (char c : s) {
     if (std::string_view("\\^$.|?*+()[]{}-#/ \t\n\r\f\v").find(c) != std::string_view::npos) {
-      if (c == '\n') { out += "\\n"; continue; }
-      if (c == '\t') { out += "\\t"; continue; }
-      if (c == '\r') { out += "\\r"; continue; }
-      if (c == '\f') { out += "\\f"; continue; }
-      if (c == '\v') { out += "\\x0b"; continue; }
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      if (c == '\t') {
+        out += "\\t";
+        continue;
+      }
+      if (c == '\r') {
+        out += "\\r";
+        continue;
+      }
+      if (c == '\f') {
+        out += "\\f";
+        continue;
+      }
+      if (c == '\v') {
+        out += "\\x0b";
+        continue;
+      }
       out.push_back('\\');
     }
     out.push_back(c);
@@ -51,8 +66,10 @@ std::string translate_onig(const std::string& p) {
     if (c == '\\' && i + 1 < p.size()) {
       const char n = p[i + 1];
       if (n == 'w') {
-        if (in_class) out += kOnigWordClass;
-        else out += "[" + std::string(kOnigWordClass) + "]";
+        if (in_class)
+          out += kOnigWordClass;
+        else
+          out += "[" + std::string(kOnigWordClass) + "]";
       } else if (n == 'W' && !in_class) {
         out += "[^" + std::string(kOnigWordClass) + "]";
       } else {
@@ -110,7 +127,9 @@ Regex::MatchState::MatchState(const Regex& re)
   FG_CHECK(match_data != nullptr, "out of memory allocating PCRE2 match data");
 }
 
-Regex::MatchState::~MatchState() { pcre2_match_data_free(static_cast<pcre2_match_data*>(match_data)); }
+Regex::MatchState::~MatchState() {
+  pcre2_match_data_free(static_cast<pcre2_match_data*>(match_data));
+}
 
 bool Regex::find(MatchState& st, std::string_view subject, size_t start, std::pair<size_t, size_t>& out) const {
   auto* code = static_cast<pcre2_code*>(code_);

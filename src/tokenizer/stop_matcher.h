@@ -20,9 +20,9 @@ class StopStringMatcher {
   explicit StopStringMatcher(std::vector<std::string> stops);
 
   struct Output {
-    std::string text;     // to send now
-    bool stopped = false; // a stop string was found: generation must end, nothing more is sent
-    int stop_index = -1;  // which entry of `stops` matched
+    std::string text;      // to send now
+    bool stopped = false;  // a stop string was found: generation must end, nothing more is sent
+    int stop_index = -1;   // which entry of `stops` matched
   };
 
   // Adds a delta. After a stop, further calls return empty text with stopped = true.

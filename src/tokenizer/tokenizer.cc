@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <functional>
 #include <fstream>
-#include <sstream>
-
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe_model.h"
@@ -48,7 +47,8 @@ std::string token_field(const json& cfg, const char* key) {
   auto it = cfg.find(key);
   if (it == cfg.end()) return {};
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
   return {};
 }
 
@@ -123,9 +123,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
   const tok::Normalizer* norm = t->normalizer_.get();
   std::function<std::string(std::string_view)> normalize;
   if (norm) normalize = [norm](std::string_view s) { return norm->normalize(s); };
-  FG_RETURN_IF_ERROR(t->added_->load(field("added_tokens"), name,
-                                     [bpe](std::string_view s) { return bpe->token_to_id(s); }, bpe->vocab_len(),
-                                     normalize));
+  FG_RETURN_IF_ERROR(t->added_->load(
+      field("added_tokens"), name, [bpe](std::string_view s) { return bpe->token_to_id(s); }, bpe->vocab_len(),
+      normalize));
   FG_ASSIGN_OR_RETURN(t->pre_tokenizer_, tok::make_pre_tokenizer(field("pre_tokenizer"), name));
   FG_ASSIGN_OR_RETURN(t->decoder_, tok::make_decoder(field("decoder"), name));
   t->byte_level_decoder_ = contains_type(field("decoder"), "ByteLevel");
@@ -158,7 +158,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
           if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
     }
     for (int32_t id : ids)
-      if (id >= 0 && std::find(t->eos_ids_.begin(), t->eos_ids_.end(), id) == t->eos_ids_.end()) t->eos_ids_.push_back(id);
+      if (id >= 0 && std::find(t->eos_ids_.begin(), t->eos_ids_.end(), id) == t->eos_ids_.end())
+        t->eos_ids_.push_back(id);
   }
   // transformers rebuilds the single-sequence template of Llama-style tokenizers from
   // add_bos_token / add_eos_token. Follow it when the config sets them and tokenizer.json's

@@ -39,8 +39,7 @@ class Tokenizer {
   // Builds a tokenizer from the JSON texts themselves (config texts may be empty). `name` is
   // used in error messages in place of a file name.
   static Result<std::unique_ptr<Tokenizer>> from_json(std::string_view tokenizer_json, std::string_view config_json,
-                                                      std::string_view generation_config_json,
-                                                      const std::string& name);
+                                                      std::string_view generation_config_json, const std::string& name);
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;

@@ -115,8 +115,8 @@ bool unicode_is_alphanumeric(char32_t c) {
 }
 
 bool unicode_is_punctuation(char32_t c) {
-  if (c < 0x80) return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
-                       (c >= 0x7B && c <= 0x7E);
+  if (c < 0x80)
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
   switch (u_charType(static_cast<UChar32>(c))) {
     case U_CONNECTOR_PUNCTUATION:
     case U_DASH_PUNCTUATION:
@@ -124,10 +124,8 @@ bool unicode_is_punctuation(char32_t c) {
     case U_END_PUNCTUATION:
     case U_INITIAL_PUNCTUATION:
     case U_FINAL_PUNCTUATION:
-    case U_OTHER_PUNCTUATION:
-      return true;
-    default:
-      return false;
+    case U_OTHER_PUNCTUATION: return true;
+    default: return false;
   }
 }
 

@@ -1,11 +1,11 @@
 // The `flashgen tokenize` / `detokenize` commands, run through CLI11 in-process (the same
 // registration the flashgen binary uses), on the shared GPT-2 and Mistral tokenizers.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "cli/commands.h"
 #include "tokenizer_test_util.h"
@@ -58,7 +58,8 @@ TEST(CmdTokenizer, ErrorsAreOneLine) {
   };
   EXPECT_NE(message({"tokenize", "--model", "/no/such/dir", "--text", "x"}).find("/no/such/dir"), std::string::npos);
   EXPECT_NE(message({"tokenize", "--model", model}).find("--text or --file"), std::string::npos);
-  EXPECT_NE(message({"tokenize", "--model", model, "--file", "/no/such/file"}).find("/no/such/file"), std::string::npos);
+  EXPECT_NE(message({"tokenize", "--model", model, "--file", "/no/such/file"}).find("/no/such/file"),
+            std::string::npos);
   EXPECT_NE(message({"detokenize", "--model", model, "--ids", "1,x"}).find("'x'"), std::string::npos);
   EXPECT_NE(message({"detokenize", "--model", model, "--ids", "99999999"}).find("outside the vocabulary"),
             std::string::npos);

@@ -1,12 +1,13 @@
 // Streaming detokenization: deltas are whole UTF-8 characters and concatenate to decode(all),
 // SentencePiece leading spaces and byte-fallback pieces come out right, context works.
+#include "tokenizer/incremental_decoder.h"
+
+#include <gtest/gtest.h>
+
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer_test_util.h"
@@ -15,8 +16,8 @@ namespace fg {
 namespace {
 
 // Feeds ids one by one; checks each delta is valid UTF-8; returns the concatenation.
-std::string stream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip, std::vector<std::string>* deltas = nullptr,
-                   std::span<const int32_t> context = {}) {
+std::string stream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip,
+                   std::vector<std::string>* deltas = nullptr, std::span<const int32_t> context = {}) {
   IncrementalDecoder dec(tok, skip, context);
   std::string all;
   for (int32_t id : ids) {

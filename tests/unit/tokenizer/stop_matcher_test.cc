@@ -1,13 +1,13 @@
 // Stop strings over streamed text: split stops are caught, nothing after a stop is sent,
 // possible stop prefixes are held back and released when resolved.
+#include "tokenizer/stop_matcher.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include "tokenizer/stop_matcher.h"
 
 namespace fg {
 namespace {

@@ -2,10 +2,10 @@
 // each checked against Hugging Face `tokenizers` through small synthetic tokenizers
 // (tests/fixtures/tokenizer/synthetic.json, written by tools/make_tokenizer_fixtures.py), plus
 // the UTF-8 helpers.
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -35,8 +35,11 @@ std::string variant_tokenizer_json(const json& v) {
       if (it.key().rfind("<0x", 0) != 0) vocab[it.key()] = it.value();
     model["vocab"] = vocab;
   }
-  json full = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr},
-               {"added_tokens", doc["added_tokens"][model_name]}, {"model", model}};
+  json full = {{"version", "1.0"},
+               {"truncation", nullptr},
+               {"padding", nullptr},
+               {"added_tokens", doc["added_tokens"][model_name]},
+               {"model", model}};
   for (const char* k : {"normalizer", "pre_tokenizer", "post_processor", "decoder"}) full[k] = v["components"][k];
   return full.dump();
 }
@@ -81,11 +84,35 @@ INSTANTIATE_TEST_SUITE_P(Synthetic, SyntheticParity, ::testing::ValuesIn(variant
 
 TEST(SyntheticCoverage, EveryComponentKindIsExercised) {
   const std::string all = synthetic()["variants"].dump();
-  for (const char* type : {"NFKC", "NFD", "NFKD", "NFC", "Lowercase", "StripAccents", "\"Strip\"", "Prepend", "Replace",
-                           "ByteLevel", "\"Split\"", "Metaspace", "Digits", "Punctuation", "\"Whitespace\"",
-                           "WhitespaceSplit", "BertPreTokenizer", "TemplateProcessing", "RobertaProcessing",
-                           "ByteFallback", "Fuse", "Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
-                           "Contiguous", "\"first\"", "\"never\"", "\"always\""})
+  for (const char* type : {"NFKC",
+                           "NFD",
+                           "NFKD",
+                           "NFC",
+                           "Lowercase",
+                           "StripAccents",
+                           "\"Strip\"",
+                           "Prepend",
+                           "Replace",
+                           "ByteLevel",
+                           "\"Split\"",
+                           "Metaspace",
+                           "Digits",
+                           "Punctuation",
+                           "\"Whitespace\"",
+                           "WhitespaceSplit",
+                           "BertPreTokenizer",
+                           "TemplateProcessing",
+                           "RobertaProcessing",
+                           "ByteFallback",
+                           "Fuse",
+                           "Removed",
+                           "Isolated",
+                           "MergedWithPrevious",
+                           "MergedWithNext",
+                           "Contiguous",
+                           "\"first\"",
+                           "\"never\"",
+                           "\"always\""})
     EXPECT_NE(all.find(type), std::string::npos) << type;
 }
 
@@ -95,9 +122,9 @@ TEST(Utf8, SanitizeReplacesMaximalSubparts) {
   using tok::utf8_sanitize;
   EXPECT_EQ(utf8_sanitize("abc"), "abc");
   EXPECT_EQ(utf8_sanitize("\xff"), "\uFFFD");
-  EXPECT_EQ(utf8_sanitize("\xe2\x82"), "\uFFFD");           // truncated sequence: one U+FFFD
+  EXPECT_EQ(utf8_sanitize("\xe2\x82"), "\uFFFD");  // truncated sequence: one U+FFFD
   EXPECT_EQ(utf8_sanitize("\xe2\x82x"), "\uFFFDx");
-  EXPECT_EQ(utf8_sanitize("\xc0\xaf"), "\uFFFD\uFFFD");     // overlong: each byte
+  EXPECT_EQ(utf8_sanitize("\xc0\xaf"), "\uFFFD\uFFFD");            // overlong: each byte
   EXPECT_EQ(utf8_sanitize("\xed\xa0\x80"), "\uFFFD\uFFFD\uFFFD");  // surrogate
   EXPECT_EQ(utf8_sanitize("\xf4\x90\x80\x80"), "\uFFFD\uFFFD\uFFFD\uFFFD");
   EXPECT_EQ(utf8_sanitize("\xf0\x9f\x9a\x80"), "\U0001F680");

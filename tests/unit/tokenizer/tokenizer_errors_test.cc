@@ -1,10 +1,10 @@
 // Load errors: missing files, corrupt JSON and unsupported components give a Status whose
 // code and message say what is wrong and where.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_test_util.h"
@@ -17,7 +17,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("fg_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    path_ =
+        fs::temp_directory_path() / ("fg_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -34,13 +35,12 @@ class TempDir {
 
 // A minimal valid byte-level tokenizer.json with `override` merged at the top level.
 std::string tiny_tokenizer(const nlohmann::json& override = nlohmann::json::object()) {
-  nlohmann::json j = {
-      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
-      {"added_tokens", nlohmann::json::array()},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", nullptr},
-      {"post_processor", nullptr},
-      {"decoder", nullptr}};
+  nlohmann::json j = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
+                      {"added_tokens", nlohmann::json::array()},
+                      {"normalizer", nullptr},
+                      {"pre_tokenizer", nullptr},
+                      {"post_processor", nullptr},
+                      {"decoder", nullptr}};
   j.merge_patch(override);
   return j.dump();
 }
@@ -108,7 +108,8 @@ TEST(TokenizerErrors, InconsistentContents) {
   EXPECT_NE(r.status().message().find("merge 1"), std::string::npos) << r.status().message();
 
   r = Tokenizer::from_json(
-      tiny_tokenizer({{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}}}}),
+      tiny_tokenizer(
+          {{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}}}}),
       "", "", "t.json");
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("(unclosed"), std::string::npos) << r.status().message();
@@ -120,11 +121,10 @@ TEST(TokenizerErrors, InconsistentContents) {
 
 TEST(TokenizerErrors, ConfigFilesAreOptionalAndRead) {
   TempDir dir;
-  dir.write("tokenizer.json",
-            tiny_tokenizer({{"added_tokens",
-                             {{{"id", 3}, {"content", "<s>"}, {"special", true}},
-                              {{"id", 4}, {"content", "</s>"}, {"special", true}},
-                              {{"id", 5}, {"content", "<eot>"}, {"special", true}}}}}));
+  dir.write("tokenizer.json", tiny_tokenizer({{"added_tokens",
+                                               {{{"id", 3}, {"content", "<s>"}, {"special", true}},
+                                                {{"id", 4}, {"content", "</s>"}, {"special", true}},
+                                                {{"id", 5}, {"content", "<eot>"}, {"special", true}}}}}));
   auto r = Tokenizer::load(dir.str());
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ((*r)->bos_id(), -1);

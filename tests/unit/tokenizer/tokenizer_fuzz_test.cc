@@ -1,12 +1,12 @@
 // Randomized robustness: random bytes, invalid UTF-8, random Unicode, special-token fragments
 // and huge inputs never crash or hang the tokenizer; ids stay in range; decode is valid UTF-8;
 // byte-level tokenizers round-trip valid text exactly. Bounded: a few seconds in total.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -24,12 +24,58 @@ std::string random_bytes(std::mt19937& rng, size_t n) {
 
 // Random text drawn from pieces that stress the pipeline.
 std::string random_text(std::mt19937& rng, size_t pieces) {
-  static const std::vector<std::string> kPieces = {
-      "a", "Z", " ", "  ", "\n", "\r\n", "\t", "0", "42", "'s", "'LL", ".", ",", "!", "<", ">", "|", "_", "\u00e9",
-      "e\u0301", "\u00df", "\u0130", "\u03a3", "\u4e2d", "\u3042", "\ud55c", "\u0627", "\u0915\u094d", "\U0001F680",
-      "\U0001F469\u200D\U0001F467", "\uFE0F", "\u00a0", "\u2581", "\u200b", "\uFFFD", "<s>", "</s>", "<unk>",
-      "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|eot_id|>", "<|begin_of_text|>", "<|end|>", "<|assistant|>",
-      "<|endoftext", "<0xE2>", "\xe2\x82", "\xff", "\xc0\xaf", "\xed\xa0\x80", "\x80"};
+  static const std::vector<std::string> kPieces = {"a",
+                                                   "Z",
+                                                   " ",
+                                                   "  ",
+                                                   "\n",
+                                                   "\r\n",
+                                                   "\t",
+                                                   "0",
+                                                   "42",
+                                                   "'s",
+                                                   "'LL",
+                                                   ".",
+                                                   ",",
+                                                   "!",
+                                                   "<",
+                                                   ">",
+                                                   "|",
+                                                   "_",
+                                                   "\u00e9",
+                                                   "e\u0301",
+                                                   "\u00df",
+                                                   "\u0130",
+                                                   "\u03a3",
+                                                   "\u4e2d",
+                                                   "\u3042",
+                                                   "\ud55c",
+                                                   "\u0627",
+                                                   "\u0915\u094d",
+                                                   "\U0001F680",
+                                                   "\U0001F469\u200D\U0001F467",
+                                                   "\uFE0F",
+                                                   "\u00a0",
+                                                   "\u2581",
+                                                   "\u200b",
+                                                   "\uFFFD",
+                                                   "<s>",
+                                                   "</s>",
+                                                   "<unk>",
+                                                   "<|endoftext|>",
+                                                   "<|im_start|>",
+                                                   "<|im_end|>",
+                                                   "<|eot_id|>",
+                                                   "<|begin_of_text|>",
+                                                   "<|end|>",
+                                                   "<|assistant|>",
+                                                   "<|endoftext",
+                                                   "<0xE2>",
+                                                   "\xe2\x82",
+                                                   "\xff",
+                                                   "\xc0\xaf",
+                                                   "\xed\xa0\x80",
+                                                   "\x80"};
   std::string s;
   for (size_t k = 0; k < pieces; ++k) s += kPieces[rng() % kPieces.size()];
   return s;
@@ -79,11 +125,11 @@ TEST_P(TokenizerFuzz, HugeInputsStayFast) {
   ASSERT_NE(tok, nullptr);
   std::mt19937 rng(99);
   const std::vector<std::string> inputs = {
-      std::string(300000, ' '),           // one long run of spaces
-      std::string(300000, 'a'),           // one very long word
-      std::string(100000, '\n') + "x",    // newlines
-      random_bytes(rng, 200000),          // garbage
-      random_text(rng, 40000),            // mixed scripts and special tokens
+      std::string(300000, ' '),         // one long run of spaces
+      std::string(300000, 'a'),         // one very long word
+      std::string(100000, '\n') + "x",  // newlines
+      random_bytes(rng, 200000),        // garbage
+      random_text(rng, 40000),          // mixed scripts and special tokens
   };
   for (const auto& input : inputs) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -3,10 +3,10 @@
 //  - tests/fixtures/tokenizer/<name>.json, written by tools/make_tokenizer_fixtures.py: a corpus
 //    encoded with and without special tokens, decoded keeping and skipping special tokens, and
 //    random id lists decoded.
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -18,7 +18,9 @@ namespace {
 using test::case_input;
 using test::printable;
 
-std::vector<int32_t> to_ids(const nlohmann::json& j) { return j.get<std::vector<int32_t>>(); }
+std::vector<int32_t> to_ids(const nlohmann::json& j) {
+  return j.get<std::vector<int32_t>>();
+}
 
 // ---- llama.cpp vocab tests ------------------------------------------------------------------
 
@@ -60,7 +62,8 @@ TEST_P(VocabTestParity, EncodesEveryInputExactly) {
     std::vector<int32_t> expected;
     std::istringstream ss(lines[k]);
     for (int32_t id; ss >> id;) expected.push_back(id);
-    EXPECT_EQ(tok->encode(inputs[k], false), expected) << p.vocab << " input " << k << ": '" << printable(inputs[k]) << "'";
+    EXPECT_EQ(tok->encode(inputs[k], false), expected)
+        << p.vocab << " input " << k << ": '" << printable(inputs[k]) << "'";
     ++checked;
   }
   EXPECT_GE(checked, 40);

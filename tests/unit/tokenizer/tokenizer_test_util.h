@@ -3,34 +3,40 @@
 // inputs stored in tests/fixtures/tokenizer/*.json.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/tokenizer.h"
 
 namespace fg::test {
 
-inline std::string shared_tokenizers_dir() { return std::string(FG_SHARED_DIR) + "/fixtures/tokenizers"; }
-inline std::string vocab_tests_dir() { return std::string(FG_SHARED_DIR) + "/fixtures/vocab_tests"; }
-inline std::string fixture_dir() { return std::string(FG_SOURCE_DIR) + "/tests/fixtures/tokenizer"; }
+inline std::string shared_tokenizers_dir() {
+  return std::string(FG_SHARED_DIR) + "/fixtures/tokenizers";
+}
+inline std::string vocab_tests_dir() {
+  return std::string(FG_SHARED_DIR) + "/fixtures/vocab_tests";
+}
+inline std::string fixture_dir() {
+  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/tokenizer";
+}
 
 inline bool have_shared_tokenizer(const std::string& name) {
   return std::filesystem::exists(shared_tokenizers_dir() + "/" + name + "/tokenizer.json");
 }
 
 // Skips the current test when the shared fixture folder is missing.
-#define FG_REQUIRE_SHARED_TOKENIZER(name)                                                          \
-  do {                                                                                             \
-    if (!::fg::test::have_shared_tokenizer(name))                                                  \
-      GTEST_SKIP() << "shared tokenizer fixtures not found at " << ::fg::test::shared_tokenizers_dir() \
-                   << "/" << (name) << " (expected ../shared beside the clone)";                   \
+#define FG_REQUIRE_SHARED_TOKENIZER(name)                                                                     \
+  do {                                                                                                        \
+    if (!::fg::test::have_shared_tokenizer(name))                                                             \
+      GTEST_SKIP() << "shared tokenizer fixtures not found at " << ::fg::test::shared_tokenizers_dir() << "/" \
+                   << (name) << " (expected ../shared beside the clone)";                                     \
   } while (0)
 
 // Loads (once per process) a tokenizer from the shared fixtures; fails the test on error.
@@ -51,11 +57,14 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+inline nlohmann::json read_json(const std::string& path) {
+  return nlohmann::json::parse(read_file(path));
+}
 
 inline std::string from_hex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -73,10 +82,14 @@ inline std::string case_input(const nlohmann::json& c) {
 inline std::string printable(const std::string& s, size_t max = 80) {
   std::string out;
   for (unsigned char c : s.substr(0, max)) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7F) out += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
-    else out.push_back(static_cast<char>(c));
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7F)
+      out += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+    else
+      out.push_back(static_cast<char>(c));
   }
   if (s.size() > max) out += "...";
   return out;
