@@ -21,7 +21,8 @@ namespace {
 // GPT-2's pre-tokenization pattern, used by ByteLevel when use_regex is on.
 constexpr const char* kByteLevelPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-// Whitespace pre-tokenizer: words and runs of other non-space characters.
+// Whitespace pre-tokenizer: words (\w as Hugging Face's Rust regex defines it: Alphabetic, marks,
+// Nd, Pc, joiners) and runs of other non-space characters.
 constexpr const char* kWhitespacePattern =
     R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\s]+)";
 
