@@ -1,7 +1,9 @@
 // attention_bench: times flashgen's CUDA attention kernel on Llama-3-8B heads (32 q, 8 kv,
 // head_dim 128, bf16) over a fragmented paged KV pool, next to two ceilings measured in the same
 // run: device-to-device copy bandwidth and a cuBLASLt bf16 GEMM. Prints a table, optionally JSON.
-//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick]
+//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only]
+//   --general-only: plan every tile for the general kernel (no prefill specialisation), to
+//   compare the two builds of the same binary in one device call.
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV
 // set is under 240 MB the calls rotate among copies so that no call reads KV still in L2.
 #include <cublasLt.h>
@@ -17,6 +19,8 @@
 
 namespace fg::bench {
 namespace {
+
+bool g_prefill_kernel = true;  // --general-only clears it
 
 constexpr int kHq = 32, kHkv = 8, kD = 128;
 constexpr DType kDt = DType::kBF16;
@@ -249,6 +253,7 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
   }
   Workload w(q_lens, kv_lens, page_size, seed, copies);
   cuda::AttentionKernel kernel(w.layout.total_q, w.layout.num_seqs());
+  kernel.use_prefill_kernel(g_prefill_kernel);
   kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
   const AttentionParams params = llama_params();
   Tensor q = w.q_t(), out = w.out_t();
@@ -273,6 +278,7 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   const AttentionParams params = llama_params();
   if (one_call) {
     cuda::AttentionKernel kernel(w.layout.total_q, 64);
+    kernel.use_prefill_kernel(g_prefill_kernel);
     kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
     Tensor q = w.q_t(), out = w.out_t();
     row.seconds = time_graph([&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); },
@@ -288,6 +294,8 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
     for (int j = 0; j < pps; ++j) dec_l.block_table[size_t(s) * pps + j] = w.layout.block_table[size_t(s + 1) * pps + j];
   DeviceBatch pre(pre_l), dec(dec_l);
   cuda::AttentionKernel k_pre(2048, 1), k_dec(63, 63);
+  k_pre.use_prefill_kernel(g_prefill_kernel);
+  k_dec.use_prefill_kernel(g_prefill_kernel);
   k_pre.plan(pre.batch, kHq, kHkv, kD, stream);
   k_dec.plan(dec.batch, kHq, kHkv, kD, stream);
   Tensor q = w.q_t(), out = w.out_t();
@@ -315,10 +323,11 @@ int main(int argc, char** argv) {
     if (a == "--check") check = true;
     else if (a == "--check-only") check = check_only = true;
     else if (a == "--quick") quick = true;
+    else if (a == "--general-only") g_prefill_kernel = false;
     else if (a == "--random" && i + 1 < argc) random_cases = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only]\n", argv[0]);
       return 2;
     }
   }

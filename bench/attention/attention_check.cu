@@ -341,6 +341,47 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.hkv = 8;
     add(c);  // window on a split sequence, MHA
   }
+  // Cases that reach the prefill kernel (unsplit 128-row tiles, page size a power of two >= 8):
+  // at least ~1.5 waves of 128-row tiles, every option, page sizes 8 / 32 / 256, GQA 1 / 8.
+  {
+    CheckCase c;
+    c.q_lens = {1700, 3};
+    c.kv_lens = {2500, 3};
+    c.page_size = 256;
+    c.params.sliding_window = 700;
+    c.params.softcap = 30.f;
+    c.strided_q = true;
+    add(c);  // window + softcap + strided q, a chunk after cached keys, plus a 16-row tile
+  }
+  {
+    CheckCase c;
+    c.q_lens = {3200};
+    c.kv_lens = {3300};
+    c.page_size = 8;
+    c.d = 64;
+    c.hq = 16;
+    c.hkv = 2;
+    c.dtype = DType::kF16;
+    add(c);  // GQA 8, head_dim 64, f16, page 8
+  }
+  {
+    CheckCase c;
+    c.q_lens = {3200};
+    c.kv_lens = {3200};
+    c.page_size = 32;
+    c.hq = 16;
+    c.hkv = 16;
+    c.params.causal = false;
+    add(c);  // MHA, non-causal, page 32
+  }
+  {
+    CheckCase c;
+    c.q_lens = {2000, 1, 1};
+    c.kv_lens = {2600, 20000, 9000};
+    c.kv_lens_capture = {2000, 100, 90};
+    c.page_size = 64;
+    add(c);  // graph captured and replayed with prefill tiles and decodes in one call
+  }
   std::mt19937_64 rng(seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
   for (int i = 0; i < num_random; ++i) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/attention_kernel.cuh"
+#include "backend/cuda/attention_prefill_kernel.cuh"
 
 namespace fg::cuda {
 
@@ -24,7 +25,7 @@ namespace {
 constexpr int kMinSplitKeys = 256;        // a split reads at least this many keys
 constexpr int kMaxSplits = 128;           // per tile
 constexpr size_t kPartialFloats = size_t(8) << 20;  // 32 MB of f32 partial outputs
-constexpr int kHeaderInts = 4;            // counts[0..1] + padding, ahead of the items
+constexpr int kHeaderInts = 4;            // counts[0..3] (see KernelParams::counts), ahead of the items
 
 int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
 
@@ -32,6 +33,8 @@ template <typename T, int D>
 void set_smem_attr() {
   FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     attn::SmemLayout<D>::kBytes));
+  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    attn::PrefillSmem<D>::kBytes));
 }
 
 }  // namespace
@@ -53,9 +56,11 @@ struct AttentionPlanState {
   int next_staging = 0;
   // The current plan.
   bool planned = false;
-  int num_items = 0;
+  int num_items = 0;       // items of the general kernel (items[0, num_items))
+  int num_prefill = 0;     // items of the prefill kernel (items[num_items, num_items + num_prefill))
   int num_merges = 0;
-  int num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
+  bool prefill_kernel = true;  // give unsplit 128-row tiles to attention_prefill_kernel
+  int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -68,6 +73,7 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std
   // Tiles are at most num_seqs + total_q * group / 64 (group <= 128), splits add at most about two
   // waves of CTAs (plan() only splits when the tiles leave the GPU under-filled).
   s.item_capacity = max_num_seqs + 2 * max_total_q + 64 * s.num_sms;
+  // Both kernels' items share the list, so the bound above covers their sum.
   s.merge_capacity = max_num_seqs + 8 * s.num_sms;
   FG_ATTN_CUDA(cudaMalloc(&s.d_meta, s.meta_bytes()));
   FG_ATTN_CUDA(cudaMalloc(&s.d_merges, size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
@@ -87,6 +93,8 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std
   set_smem_attr<__half, 64>();
   set_smem_attr<__half, 128>();
 }
+
+void AttentionKernel::use_prefill_kernel(bool on) { state_->prefill_kernel = on; }
 
 AttentionKernel::~AttentionKernel() {
   if (!state_) return;
@@ -197,11 +205,17 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     int64_t cost;
     attn::WorkItem item;
   };
-  std::vector<Keyed> keyed;
+  std::vector<Keyed> keyed, keyed_prefill;
   keyed.reserve(tiles.size());
+  // Unsplit 128-row tiles go to the prefill kernel when the pages hold whole 8-key groups.
+  const bool prefill_pages = s.prefill_kernel && attn::prefill_page_size_ok(batch.page_size);
   for (const Tile& t : tiles) {
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
+    if (n == 1 && prefill_pages && t.kind == attn::kRows128) {
+      keyed_prefill.push_back({t.extent, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
+      continue;
+    }
     // Larger tiles do more math per key (the 16- and 32-row kinds are bound by reading K/V).
     const int64_t row_weight = t.kind == attn::kRows128 ? 4 : t.kind == attn::kRows64 ? 2 : 1;
     if (n == 1) {
@@ -223,14 +237,20 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     }
     next_slot += n * num_kv_heads * rows;
   }
-  FG_CHECK(int(keyed.size()) <= s.item_capacity,
-           "attention plan: " + std::to_string(keyed.size()) + " work items exceed the capacity " +
+  FG_CHECK(int(keyed.size() + keyed_prefill.size()) <= s.item_capacity,
+           "attention plan: " + std::to_string(keyed.size() + keyed_prefill.size()) +
+               " work items exceed the capacity " +
                std::to_string(s.item_capacity) + " sized from max_total_q/max_num_seqs");
-  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) { return a.cost > b.cost; });
+  auto by_cost = [](const Keyed& a, const Keyed& b) { return a.cost > b.cost; };
+  std::stable_sort(keyed.begin(), keyed.end(), by_cost);
+  std::stable_sort(keyed_prefill.begin(), keyed_prefill.end(), by_cost);
   for (const Keyed& k : keyed) items[n_items++] = k.item;
-  header[0] = n_items;
+  const int n_general = n_items;
+  for (const Keyed& k : keyed_prefill) items[n_items++] = k.item;
+  header[0] = n_general;
   header[1] = n_merges;
-  header[2] = header[3] = 0;
+  header[2] = n_items - n_general;
+  header[3] = n_general;
 
   FG_ATTN_CUDA(cudaMemcpyAsync(s.d_meta, s.h_meta[st], kHeaderInts * sizeof(int) + size_t(n_items) * sizeof(attn::WorkItem),
                                cudaMemcpyHostToDevice, stream));
@@ -239,19 +259,28 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
                                  stream));
   FG_ATTN_CUDA(cudaEventRecord(s.uploaded[st], stream));
   s.planned = true;
-  s.num_items = n_items;
+  s.num_items = n_general;
+  s.num_prefill = n_items - n_general;
   s.num_merges = n_merges;
   s.num_q_heads = num_q_heads;
   s.num_kv_heads = num_kv_heads;
   s.head_dim = head_dim;
+  s.page_size = batch.page_size;
 }
 
 namespace {
 
+// Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest.
 template <typename T, int D>
-void launch(const attn::KernelParams& kp, int main_grid, int merge_grid, cudaStream_t stream) {
-  attn::attention_kernel<T, D><<<main_grid, attn::kThreads, attn::SmemLayout<D>::kBytes, stream>>>(kp);
-  FG_ATTN_CUDA(cudaGetLastError());
+void launch(const attn::KernelParams& kp, int prefill_grid, int main_grid, int merge_grid, cudaStream_t stream) {
+  if (prefill_grid > 0) {
+    attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
+    FG_ATTN_CUDA(cudaGetLastError());
+  }
+  if (main_grid > 0) {
+    attn::attention_kernel<T, D><<<main_grid, attn::kThreads, attn::SmemLayout<D>::kBytes, stream>>>(kp);
+    FG_ATTN_CUDA(cudaGetLastError());
+  }
   if (merge_grid > 0) {
     attn::attention_merge_kernel<T, D><<<merge_grid, attn::kThreads, 0, stream>>>(kp);
     FG_ATTN_CUDA(cudaGetLastError());
@@ -284,6 +313,9 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
            "attention: q/out/cache rows must be 16-byte aligned");
   FG_CHECK(int(cache.k.shape[1]) == batch.page_size && batch.page_size >= 1, "attention: page size mismatch");
   FG_CHECK(batch.block_table.dtype == DType::kI32, "attention: block_table must be i32");
+  FG_CHECK(params.scale > 0.f, "attention: scale must be positive");
+  FG_CHECK(s.num_prefill == 0 || batch.page_size == s.page_size,
+           "attention: run() page size differs from the plan's");
 
   attn::KernelParams kp{};
   kp.q = q.data;
@@ -327,20 +359,27 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.partial_o = s.d_partial_o;
   kp.partial_lse = s.d_partial_lse;
 
-  // A graph being captured must hold the merge launch even if this plan has nothing split: a
-  // later plan replayed through the same graph may split.
+  // A graph being captured must hold every launch even if this plan leaves one empty: a later
+  // plan replayed through the same graph may split or have prefill tiles. The prefill kernel
+  // gets at least one CTA per resident slot then, since its grid stays fixed across plans.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FG_ATTN_CUDA(cudaStreamIsCapturing(stream, &capture));
-  const int main_grid = std::max(1, s.num_items * hkv);
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  int prefill_grid = s.num_prefill * hkv;
+  int main_grid = s.num_items * hkv;
   int merge_grid = s.num_merges * hkv;
-  if (capture != cudaStreamCaptureStatusNone) merge_grid = std::max(merge_grid, 1);
+  if (capturing) {
+    prefill_grid = std::max(prefill_grid, 2 * s.num_sms);
+    main_grid = std::max(main_grid, 1);
+    merge_grid = std::max(merge_grid, 1);
+  }
 
   if (q.dtype == DType::kBF16) {
-    if (d == 64) launch<__nv_bfloat16, 64>(kp, main_grid, merge_grid, stream);
-    else launch<__nv_bfloat16, 128>(kp, main_grid, merge_grid, stream);
+    if (d == 64) launch<__nv_bfloat16, 64>(kp, prefill_grid, main_grid, merge_grid, stream);
+    else launch<__nv_bfloat16, 128>(kp, prefill_grid, main_grid, merge_grid, stream);
   } else {
-    if (d == 64) launch<__half, 64>(kp, main_grid, merge_grid, stream);
-    else launch<__half, 128>(kp, main_grid, merge_grid, stream);
+    if (d == 64) launch<__half, 64>(kp, prefill_grid, main_grid, merge_grid, stream);
+    else launch<__half, 128>(kp, prefill_grid, main_grid, merge_grid, stream);
   }
 }
 

@@ -29,7 +29,13 @@ class AttentionKernel {
   // of the batch metadata and upload the plan asynchronously on `stream`.
   void plan(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim, cudaStream_t stream);
 
-  // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16.
+  // Whether plan() gives unsplit 128-row prefill tiles (page size a power of two >= 8) to the
+  // specialised prefill kernel (attention_prefill_kernel.cuh); on by default. Off sends every
+  // tile to the general kernel (benches compare the two). Takes effect at the next plan().
+  void use_prefill_kernel(bool on);
+
+  // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16. Launches the prefill
+  // kernel (when the plan has tiles for it), the general kernel, and the split-KV merge.
   void run(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch, const AttentionParams& params,
            Tensor& out, Tensor* lse, cudaStream_t stream);
 

@@ -63,7 +63,8 @@ struct alignas(16) MergeItem {
 //   k,v: [num_pages, page_size, num_kv_heads, D] act (the strides below), last dim contiguous
 //   out: [total_q, num_q_heads, D] act; lse: optional [total_q, num_q_heads] f32
 //   block_table: [num_seqs, max_pages_per_seq] i32, row stride bt_stride
-//   counts: [2] i32 = {number of work items, number of merge items} (device, written by plan)
+//   counts: [4] i32 = {items of attention_kernel (from items[0]), merge items, items of
+//           attention_prefill_kernel, index of its first item} (device, written by plan)
 //   partial_o: [partial rows, D] f32; partial_lse: [partial rows] f32 (rows addressed by WorkItem::slot)
 struct KernelParams {
   const void* q;

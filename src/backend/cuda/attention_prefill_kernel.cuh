@@ -1,0 +1,345 @@
+// Device code of the prefill specialisation of the attention kernel (see attention.h): a second
+// kernel that plan() gives the 128-row tiles of long prefills when nothing of them is split and
+// the page size is a power of two >= 8. It shares the work-item records, the tile geometry and
+// the mma.sync m16n8k16 fragment layout of attention_kernel.cuh, but drops what prefill does not
+// need from the inner loop, so its registers go to a larger key block instead:
+//  - one tile shape only (compile time): 128 packed rows x 64 keys per iteration, one warp per
+//    32 rows (two m-tiles: each K/V fragment read from shared memory feeds two mma), Q
+//    fragments re-read from shared memory; one barrier and one online-softmax rescale of O per
+//    64 keys (the general kernel's 128-row shape steps 32 keys);
+//  - page ids once per 8 keys instead of per key row: with a power-of-two page size >= 8 the 8
+//    keys of an aligned group share a page. Threads 0..7 fetch the ids of block b + 2 while
+//    block b is computed and leave them in a small shared ring, so the copies of block b + 1
+//    never wait on the block table and the loader holds no page ids in registers;
+//  - K/V blocks double-buffered (16-byte cp.async, copy of block b + 1 overlaps the math on
+//    block b): 96 KB of shared memory at head_dim 128, two CTAs per SM;
+//  - scale folded into the exponent (one FFMA per score), no column-warp merge in the epilogue
+//    (each warp stages its own rows through shared memory for 16-byte stores).
+// Items it runs are never split (plan() guarantees it), so it always writes out/lse directly.
+// This file must never allocate or synchronize the host.
+#pragma once
+
+#include "backend/cuda/attention_kernel.cuh"
+
+namespace fg::cuda::attn {
+
+constexpr int kPfRows = 128;              // packed rows per tile (tile kind kRows128)
+constexpr int kPfBn = 64;                 // keys per iteration (== kBlockN, so blocks align with splits)
+constexpr int kPfGroups = kPfBn / 8;      // page-id entries per key block (one per 8 keys)
+constexpr int kPfMinPageSize = 8;
+
+// The page sizes the prefill kernel reads whole 8-key groups from: powers of two >= 8.
+constexpr bool prefill_page_size_ok(int page_size) {
+  return page_size >= kPfMinPageSize && (page_size & (page_size - 1)) == 0;
+}
+
+// Shared memory: Q tile [128][D], two stages of (K, V) blocks [64][D] each, the page-id ring
+// [2][kPfGroups] i32.
+template <int D>
+struct PrefillSmem {
+  static constexpr int kQBytes = kPfRows * D * 2;
+  static constexpr int kKvBlockBytes = kPfBn * D * 2;
+  static constexpr int kPagesOffset = kQBytes + 2 * 2 * kKvBlockBytes;
+  static constexpr int kBytes = kPagesOffset + 2 * kPfGroups * 4;
+};
+
+template <typename T, int D>
+__device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkItem& it, int kvh, char* smem) {
+  constexpr int kKi = D / 16;                     // k-steps of Q.K^T
+  constexpr int kDi = D / 8;                      // O n-tiles
+  constexpr int kNi = kPfBn / 8;                  // S n-tiles per m-tile
+  constexpr int kChunks = D / 8;                  // 16-byte chunks per row
+  constexpr int kRowsPerPass = kThreads / kChunks;  // 8 (head_dim 128) or 16 (64)
+  constexpr int kPasses = kPfBn / kRowsPerPass;
+  using L = PrefillSmem<D>;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int G = p.group;
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* kv_s = reinterpret_cast<T*>(smem + L::kQBytes);
+  int* pg_s = reinterpret_cast<int*>(smem + L::kPagesOffset);
+
+  // ---- tile geometry, as attend_tile (query t sits at key position offset + t)
+  const int rows_valid = min(kPfRows, it.q_len * G - it.m0);
+  const int offset = it.kv_len - it.q_len;
+  const int split_end = min(it.kv_end, it.kv_len);
+  auto row_hi = [&](int t) {
+    int h = split_end - 1;
+    if (p.causal) h = min(h, offset + t);
+    return h;
+  };
+  auto row_lo = [&](int t) {
+    int l = it.kv_begin;
+    if (p.window > 0) l = max(l, offset + t - p.window + 1);
+    return l;
+  };
+  const int t_first = it.m0 / G;
+  const int t_last = (it.m0 + rows_valid - 1) / G;
+  const int tile_lo = row_lo(t_first);
+  const int tile_hi = row_hi(t_last) + 1;  // exclusive
+  const int min_hi = row_hi(t_first);
+  const int max_lo = row_lo(t_last);
+  const int block_begin = (tile_lo / kPfBn) * kPfBn;
+  const int n_blocks = tile_hi > tile_lo ? (tile_hi - block_begin + kPfBn - 1) / kPfBn : 0;
+
+  const int warp_row0 = warp * 32;
+  auto acc_row = [&](int i) { return warp_row0 + (i >> 1) * 16 + (lane >> 2) + (i & 1) * 8; };
+  auto acc_t = [&](int i) { return min((it.m0 + acc_row(i)) / G, it.q_len - 1); };
+
+  // ---- Q tile -> shared (zero rows past the sequence)
+  {
+    const T* q = static_cast<const T*>(p.q);
+    for (int i = tid; i < kPfRows * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const int pr = it.m0 + r;
+      const bool valid = r < rows_valid;
+      const T* src = q;
+      if (valid) {
+        const int t = pr / G, g = pr - t * G;
+        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + g) * p.q_stride_head + c * 8;
+      }
+      cp_async16(smem_addr(q_s + swz<D>(r, c)), src, valid);
+    }
+  }
+
+  // ---- page ids: entry e of block b is the page of key block_begin + 64 b + 8 e (0 past the
+  // tile, where the copies zero-fill and never read the table).
+  const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
+  auto page_id = [&](int b, int e) {
+    const int j = block_begin + b * kPfBn + 8 * e;
+    return j < tile_hi ? __ldg(bt + (j >> p.page_shift)) : 0;
+  };
+  if (tid < kPfGroups) {
+    if (n_blocks > 0) pg_s[tid] = page_id(0, tid);
+    if (n_blocks > 1) pg_s[kPfGroups + tid] = page_id(1, tid);
+  }
+  __syncthreads();
+
+  const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head;
+  const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head;
+  const int my_row = tid / kChunks;
+  const int my_chunk = tid % kChunks;
+  const int in_page_mask = p.page_size - 1;
+  auto load_block = [&](int b) {  // K/V block b -> stage b & 1, pages from ring slot b & 1
+    const int j0 = block_begin + b * kPfBn;
+    T* ks = kv_s + (b & 1) * 2 * kPfBn * D;
+    T* vs = ks + kPfBn * D;
+    const int* pg = pg_s + (b & 1) * kPfGroups;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int rr = my_row + pass * kRowsPerPass;
+      const int j = j0 + rr;
+      const bool valid = j < tile_hi;
+      const int64_t off = valid ? int64_t(pg[rr >> 3]) * p.kv_stride_page + int64_t(j & in_page_mask) * p.kv_stride_slot +
+                                      my_chunk * 8
+                                : 0;
+      cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
+      cp_async16(smem_addr(vs + swz<D>(rr, my_chunk)), vbase + off, valid);
+    }
+  };
+  if (n_blocks > 0) load_block(0);
+  cp_async_commit();  // one group: Q and block 0
+
+  float o[2][kDi][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int i = 0; i < kDi; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  float m_run[4], l_run[4];  // running max (log2 domain) and sum (this thread's columns) per row
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.f;
+  }
+  // Scores enter the exponent as s * sc - max: raw scores times scale * log2(e), or the softcapped
+  // scores (already in the log2 domain). run() requires scale > 0, so the max commutes with sc.
+  const bool softcap = p.softcap_log2 != 0.f;
+  const float sc = softcap ? 1.f : p.scale_log2;
+
+  // ldmatrix byte offsets. In swz<D>, chunk 2 k + c of a row sits at ((2 k + c) ^ (row & 7)) * 16
+  // bytes, which is (c ^ (row & 7)) * 16 XOR k * 32 (rows are D * 2 >= 128 bytes, so the XOR
+  // never reaches the row part): one base offset per operand and an XOR per k-step, instead
+  // of an address register per k-step.
+  constexpr uint32_t kRowBytes = D * 2;
+  const uint32_t q_addr = smem_addr(q_s);
+  const uint32_t kv_addr = smem_addr(kv_s);
+  const uint32_t q_off = (warp_row0 + (lane & 15)) * kRowBytes + (((lane >> 4) ^ (lane & 7)) << 4);
+  const uint32_t k_off = (((lane >> 4) << 3) + (lane & 7)) * kRowBytes + ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
+  const uint32_t v_off = (lane & 15) * kRowBytes + (((lane >> 4) ^ (lane & 7)) << 4);
+
+  for (int b = 0; b < n_blocks; ++b) {
+    const bool fetch = tid < kPfGroups && b + 2 < n_blocks;
+    const int next_page = fetch ? page_id(b + 2, tid) : 0;
+    cp_async_wait<0>();
+    __syncthreads();  // block b is in shared memory for every thread; block b - 1 is done
+    if (b + 1 < n_blocks) {
+      load_block(b + 1);
+      cp_async_commit();
+    }
+    // Ring slot b & 1 held block b's pages, read by load_block(b) before this barrier.
+    if (fetch) pg_s[(b & 1) * kPfGroups + tid] = next_page;
+
+    const uint32_t ks_addr = kv_addr + (b & 1) * 2 * PrefillSmem<D>::kKvBlockBytes;
+    const uint32_t vs_addr = ks_addr + PrefillSmem<D>::kKvBlockBytes;
+    const int j0 = block_begin + b * kPfBn;
+
+    float s[2][kNi][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kKi; ++kk) {
+      uint32_t qa[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+        ldsm_x4(q_addr + mt * 16 * kRowBytes + (q_off ^ (kk << 5)), qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
+#pragma unroll
+      for (int nj = 0; nj < kNi / 2; ++nj) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4(ks_addr + nj * 16 * kRowBytes + (k_off ^ (kk << 5)), b0, b1, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma16816<T>(s[mt][2 * nj], qa[mt], b0, b1);
+          mma16816<T>(s[mt][2 * nj + 1], qa[mt], b2, b3);
+        }
+      }
+    }
+
+    const bool need_mask = (j0 + kPfBn - 1 > min_hi) || (j0 < max_lo);
+    uint32_t pa[2][kPfBn / 16][4];  // P as the A operand of P V, packed per m-tile as soon as it is known
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const int ia = 2 * mt, ib = 2 * mt + 1;
+      if (softcap) {
+#pragma unroll
+        for (int i = 0; i < kNi; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap_log2 * fast_tanh(s[mt][i][e] * p.softcap_in);
+      }
+      if (need_mask) {
+        const int ta = acc_t(ia), tb = acc_t(ib);
+        const int lo_a = row_lo(ta), hi_a = row_hi(ta), lo_b = row_lo(tb), hi_b = row_hi(tb);
+#pragma unroll
+        for (int i = 0; i < kNi; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = j0 + i * 8 + 2 * (lane & 3) + (e & 1);
+            const bool ok = e < 2 ? (j >= lo_a && j <= hi_a) : (j >= lo_b && j <= hi_b);
+            if (!ok) s[mt][i][e] = -INFINITY;
+          }
+      }
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) {
+        mx0 = fmaxf(mx0, fmaxf(s[mt][i][0], s[mt][i][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[mt][i][2], s[mt][i][3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m_run[ia], mx0 * sc), mn1 = fmaxf(m_run[ib], mx1 * sc);
+      const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
+      const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
+      const float alpha0 = fast_exp2(m_run[ia] - mu0), alpha1 = fast_exp2(m_run[ib] - mu1);
+      m_run[ia] = mn0;
+      m_run[ib] = mn1;
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) {
+        s[mt][i][0] = fast_exp2(fmaf(s[mt][i][0], sc, -mu0));
+        s[mt][i][1] = fast_exp2(fmaf(s[mt][i][1], sc, -mu0));
+        s[mt][i][2] = fast_exp2(fmaf(s[mt][i][2], sc, -mu1));
+        s[mt][i][3] = fast_exp2(fmaf(s[mt][i][3], sc, -mu1));
+        sum0 += s[mt][i][0] + s[mt][i][1];
+        sum1 += s[mt][i][2] + s[mt][i][3];
+      }
+      l_run[ia] = l_run[ia] * alpha0 + sum0;
+      l_run[ib] = l_run[ib] * alpha1 + sum1;
+#pragma unroll
+      for (int i = 0; i < kDi; ++i) {
+        o[mt][i][0] *= alpha0;
+        o[mt][i][1] *= alpha0;
+        o[mt][i][2] *= alpha1;
+        o[mt][i][3] *= alpha1;
+      }
+#pragma unroll
+      for (int kk = 0; kk < kPfBn / 16; ++kk) {
+        pa[mt][kk][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][kk][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][kk][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][kk][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+    }
+
+    // O += P V; each V fragment feeds both m-tiles.
+#pragma unroll
+    for (int kk = 0; kk < kPfBn / 16; ++kk) {
+#pragma unroll
+      for (int dn = 0; dn < D / 16; ++dn) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4_t(vs_addr + kk * 16 * kRowBytes + (v_off ^ (dn << 5)), b0, b1, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma16816<T>(o[mt][2 * dn], pa[mt][kk], b0, b1);
+          mma16816<T>(o[mt][2 * dn + 1], pa[mt][kk], b2, b3);
+        }
+      }
+    }
+  }
+
+  // ---- epilogue: each warp normalizes its 32 rows, stages them as T in its own rows of the Q
+  // tile (only this warp ever read them), then writes 16-byte chunks per row. The barrier
+  // matters when the tile had no key block: Q's copies of other threads may still be landing.
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = acc_row(i);
+    const int h = i & 1;
+    const float inv = l_run[i] > 0.f ? 1.f / l_run[i] : 0.f;
+#pragma unroll
+    for (int dn = 0; dn < kDi; ++dn)
+      *reinterpret_cast<uint32_t*>(q_s + swz<D>(r, dn) + 2 * (lane & 3)) =
+          pack2<T>(o[i >> 1][dn][2 * h] * inv, o[i >> 1][dn][2 * h + 1] * inv);
+    if ((lane & 3) == 0 && p.lse != nullptr && r < rows_valid) {
+      const int pr = it.m0 + r;
+      const int t = pr / G, g = pr - t * G;
+      p.lse[int64_t(it.q_start + t) * p.lse_stride_tok + int64_t(kvh * G + g) * p.lse_stride_head] =
+          l_run[i] > 0.f ? (m_run[i] + __log2f(l_run[i])) * kLn2 : -INFINITY;
+    }
+  }
+  __syncwarp();
+  for (int i = lane; i < 32 * kChunks; i += 32) {
+    const int r = warp_row0 + i / kChunks, c = i % kChunks;
+    if (r >= rows_valid) break;  // rows ascend with i
+    const int pr = it.m0 + r;
+    const int t = pr / G, g = pr - t * G;
+    T* out = static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(kvh * G + g) * p.out_stride_head;
+    *reinterpret_cast<uint4*>(out + c * 8) = *reinterpret_cast<const uint4*>(q_s + swz<D>(r, c));
+  }
+}
+
+// grid.x: work units (prefill item, kv head), strided like attention_kernel so a captured graph
+// stays correct under later plans. Items: counts[2] of them from items[counts[3]].
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(const __grid_constant__ KernelParams p) {
+  extern __shared__ __align__(128) char smem[];
+  const int first = p.counts[3];
+  const int num_units = p.counts[2] * p.num_kv_heads;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+    const WorkItem it = p.items[first + u / p.num_kv_heads];
+    prefill_tile<T, D>(p, it, u % p.num_kv_heads, smem);
+    __syncthreads();
+  }
+}
+
+}  // namespace fg::cuda::attn
