@@ -6,7 +6,9 @@
 // row pr = t * group + g reads q[q_start + t, kv_head * group + g, :]. So decode (q_len 1) with
 // GQA 4 fills 4 rows of a 16-row tile and reads each KV page once per kv head.
 //
-// Four tile kinds share one kernel (so any mix of prefills and decodes is one launch):
+// Four tile kinds share one kernel (so any mix of prefills and decodes is one launch here; the
+// unsplit 128-row tiles of long prefills go to attention_prefill_kernel.cuh when the page size
+// allows it, a second launch in the same run()):
 //  - kRows16: 16 rows, the 4 warps split each 64-key block into 4 x 16 keys and merge their
 //    softmax states at the end (decode, short speculative windows);
 //  - kRows32: 32 rows, 2 row warps x 2 key warps (speculative windows of 5..8 tokens at GQA 4);
