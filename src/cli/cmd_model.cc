@@ -42,7 +42,9 @@ struct LogitsArgs : ModelArgs {
   std::string output;
 };
 
-[[noreturn]] void fail(const std::string& message) { throw std::runtime_error(message); }
+[[noreturn]] void fail(const std::string& message) {
+  throw std::runtime_error(message);
+}
 
 template <class T>
 T value_or_fail(Result<T> r) {
@@ -68,8 +70,10 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
     token.clear();
   };
   for (char ch : text) {
-    if (ch == ',' || ch == ' ' || ch == '\t' || ch == '\n') flush();
-    else token.push_back(ch);
+    if (ch == ',' || ch == ' ' || ch == '\t' || ch == '\n')
+      flush();
+    else
+      token.push_back(ch);
   }
   flush();
   if (ids.empty()) fail("--prompt-ids: no token ids given");
@@ -77,7 +81,9 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
 }
 
 // The prompt's token ids. (A --prompt text option goes through the tokenizer here.)
-std::vector<int32_t> resolve_prompt(const ModelArgs& a) { return parse_prompt_ids(a.prompt_ids); }
+std::vector<int32_t> resolve_prompt(const ModelArgs& a) {
+  return parse_prompt_ids(a.prompt_ids);
+}
 
 struct Loaded {
   std::unique_ptr<Backend> backend;
@@ -153,9 +159,9 @@ void register_model_commands(CLI::App& app) {
   g->get_option("--prompt-ids")->required(false);
   auto run_engine = add_engine_generate_options(g);
   g->callback([gen, run_engine] {
-    GenerateDefaults d{gen->model_dir, gen->backend,     gen->prompt_ids, gen->page_size, gen->max_new_tokens,
-                       gen->temperature, gen->top_k,     gen->top_p,      gen->seed,      gen->ignore_eos,
-                       gen->json};
+    GenerateDefaults d{gen->model_dir,      gen->backend,     gen->prompt_ids, gen->page_size,
+                       gen->max_new_tokens, gen->temperature, gen->top_k,      gen->top_p,
+                       gen->seed,           gen->ignore_eos,  gen->json};
     if (!run_engine(d)) run_generate(*gen);
   });
 

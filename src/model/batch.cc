@@ -13,7 +13,8 @@ Result<BatchSpec> build_batch_spec(std::span<const SequenceChunk> chunks, int pa
   int max_pages = 0;
   for (size_t s = 0; s < chunks.size(); ++s) {
     const SequenceChunk& c = chunks[s];
-    if (c.new_tokens.empty()) return invalid_argument("sequence " + std::to_string(s) + " of the batch has no new tokens");
+    if (c.new_tokens.empty())
+      return invalid_argument("sequence " + std::to_string(s) + " of the batch has no new tokens");
     if (c.num_cached < 0) return invalid_argument("sequence " + std::to_string(s) + " has a negative cached length");
     int64_t kv_len = int64_t(c.num_cached) + int64_t(c.new_tokens.size());
     int64_t pages_needed = (kv_len + page_size - 1) / page_size;

@@ -14,11 +14,11 @@
 namespace fg {
 
 struct BatchSpec {
-  std::vector<int32_t> token_ids;       // [total_q] new tokens of all sequences, sequence-major
-  std::vector<int32_t> positions;       // [total_q] position of each new token in its sequence
-  std::vector<int32_t> cu_seqlens_q;    // [num_seqs + 1] prefix sums of new-token counts
-  std::vector<int32_t> seqlens_kv;      // [num_seqs] kv length including this step's tokens
-  std::vector<int32_t> block_table;     // [num_seqs * max_pages_per_seq] page ids, row-major
+  std::vector<int32_t> token_ids;     // [total_q] new tokens of all sequences, sequence-major
+  std::vector<int32_t> positions;     // [total_q] position of each new token in its sequence
+  std::vector<int32_t> cu_seqlens_q;  // [num_seqs + 1] prefix sums of new-token counts
+  std::vector<int32_t> seqlens_kv;    // [num_seqs] kv length including this step's tokens
+  std::vector<int32_t> block_table;   // [num_seqs * max_pages_per_seq] page ids, row-major
   int max_pages_per_seq = 0;
   std::vector<int32_t> slot_mapping;    // [total_q] page * page_size + offset of each new token
   std::vector<int32_t> logits_indices;  // [num_logits] rows of the batch whose logits are wanted

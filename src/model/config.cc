@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "model/registry.h"
 
@@ -93,8 +92,7 @@ class Fields {
     return invalid_argument(path_ + ": missing required field '" + prefix_ + key + "'");
   }
   Status bad(const char* key, const char* what) const {
-    return invalid_argument(path_ + ": field '" + prefix_ + key + "' must be " + what + ", got " +
-                            obj_.at(key).dump());
+    return invalid_argument(path_ + ": field '" + prefix_ + key + "' must be " + what + ", got " + obj_.at(key).dump());
   }
 
  private:
@@ -113,8 +111,10 @@ Status parse_rope(const Json& root, const std::string& path, ModelConfig& c) {
   Fields top(root, path);
   // transformers 5 writes rope_parameters; older checkpoints rope_scaling (+ top-level rope_theta).
   const char* key = nullptr;
-  if (top.has("rope_parameters")) key = "rope_parameters";
-  else if (top.has("rope_scaling")) key = "rope_scaling";
+  if (top.has("rope_parameters"))
+    key = "rope_parameters";
+  else if (top.has("rope_scaling"))
+    key = "rope_scaling";
   Json empty = Json::object();
   const Json& rp = key ? root.at(key) : empty;
   if (!rp.is_object()) return invalid_argument(path + ": field '" + key + "' must be an object");
@@ -123,8 +123,10 @@ Status parse_rope(const Json& root, const std::string& path, ModelConfig& c) {
   Fields f(rp, path, key ? std::string(key) + "." : "");
 
   std::string type = "default";
-  if (f.has("rope_type")) FG_RETURN_IF_ERROR(f.get_string("rope_type", type, true));
-  else if (f.has("type")) FG_RETURN_IF_ERROR(f.get_string("type", type, true));
+  if (f.has("rope_type"))
+    FG_RETURN_IF_ERROR(f.get_string("rope_type", type, true));
+  else if (f.has("type"))
+    FG_RETURN_IF_ERROR(f.get_string("type", type, true));
 
   RopeConfig& r = c.rope;
   FG_RETURN_IF_ERROR(top.get_double("rope_theta", r.theta, false));
@@ -163,8 +165,7 @@ Status parse_rope(const Json& root, const std::string& path, ModelConfig& c) {
   return Status::ok();
 }
 
-Status parse_sliding_window(const Json& root, const std::string& path, const ArchitectureSpec& arch,
-                            ModelConfig& c) {
+Status parse_sliding_window(const Json& root, const std::string& path, const ArchitectureSpec& arch, ModelConfig& c) {
   Fields f(root, path);
   c.layer_sliding_window.assign(size_t(c.num_layers), 0);
   int64_t window = 0;
@@ -173,8 +174,7 @@ Status parse_sliding_window(const Json& root, const std::string& path, const Arc
     return invalid_argument(path + ": field 'sliding_window' must be a positive integer or null");
   if (window > (1 << 30)) window = 0;  // larger than any context: the same as no window
   switch (arch.sliding) {
-    case SlidingWindowRule::kNone:
-      return Status::ok();
+    case SlidingWindowRule::kNone: return Status::ok();
     case SlidingWindowRule::kAllLayers:
       std::fill(c.layer_sliding_window.begin(), c.layer_sliding_window.end(), int(window));
       return Status::ok();
@@ -188,7 +188,8 @@ Status parse_sliding_window(const Json& root, const std::string& path, const Arc
           return invalid_argument(path + ": field 'layer_types' must list one entry per layer");
         for (int i = 0; i < c.num_layers; ++i) {
           const Json& t = lt[size_t(i)];
-          if (t == "sliding_attention") c.layer_sliding_window[size_t(i)] = int(window);
+          if (t == "sliding_attention")
+            c.layer_sliding_window[size_t(i)] = int(window);
           else if (t != "full_attention")
             return unsupported(path + ": layer type " + t.dump() + " is not supported");
         }
@@ -293,8 +294,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
 
   std::string act = "silu";
   FG_RETURN_IF_ERROR(f.get_string("hidden_act", act, false));
-  if (act != "silu")
-    return unsupported(path + ": hidden_act '" + act + "' is not supported (only silu)");
+  if (act != "silu") return unsupported(path + ": hidden_act '" + act + "' is not supported (only silu)");
 
   bool attention_bias = false, mlp_bias = false;
   FG_RETURN_IF_ERROR(f.get_bool("attention_bias", attention_bias));

@@ -27,25 +27,25 @@ const char* rope_scaling_name(RopeScaling s);
 struct RopeConfig {
   RopeScaling type = RopeScaling::kDefault;
   double theta = 10000.0;
-  double factor = 1.0;                  // linear, dynamic, llama3
-  double low_freq_factor = 1.0;         // llama3
-  double high_freq_factor = 4.0;        // llama3
-  int64_t original_max_position = 0;    // llama3 (defaults to max_position_embeddings)
-  double partial_rotary_factor = 1.0;   // rotary_dim = head_dim * partial_rotary_factor
+  double factor = 1.0;                 // linear, dynamic, llama3
+  double low_freq_factor = 1.0;        // llama3
+  double high_freq_factor = 4.0;       // llama3
+  int64_t original_max_position = 0;   // llama3 (defaults to max_position_embeddings)
+  double partial_rotary_factor = 1.0;  // rotary_dim = head_dim * partial_rotary_factor
 };
 
 // Per-family switches, filled from the architecture registry plus the config's own flags.
 struct DecoderOptions {
-  bool qkv_bias = false;   // q/k/v projections have a bias (Qwen2 always; Llama/Qwen3 attention_bias)
-  bool o_bias = false;     // o_proj has a bias (Llama/Qwen3 attention_bias)
-  bool mlp_bias = false;   // gate/up/down have a bias (Llama mlp_bias)
-  bool qk_norm = false;    // per-head RMSNorm of q and k before RoPE (Qwen3)
+  bool qkv_bias = false;  // q/k/v projections have a bias (Qwen2 always; Llama/Qwen3 attention_bias)
+  bool o_bias = false;    // o_proj has a bias (Llama/Qwen3 attention_bias)
+  bool mlp_bias = false;  // gate/up/down have a bias (Llama mlp_bias)
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (Qwen3)
 };
 
 struct ModelConfig {
-  std::string dir;            // the model directory this came from
-  std::string architecture;   // architectures[0]
-  std::string model_type;     // informational
+  std::string dir;           // the model directory this came from
+  std::string architecture;  // architectures[0]
+  std::string model_type;    // informational
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int num_layers = 0;
@@ -58,7 +58,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   DecoderOptions options;
   RopeConfig rope;
-  int rotary_dim = 0;                    // head_dim * partial_rotary_factor, even
+  int rotary_dim = 0;  // head_dim * partial_rotary_factor, even
   // Sliding window per layer (0 = full attention); size num_layers.
   std::vector<int> layer_sliding_window;
   DType checkpoint_dtype = DType::kF32;  // torch_dtype / dtype as declared (informational)

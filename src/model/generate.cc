@@ -30,7 +30,8 @@ Result<Tensor> run_chunk(Model& model, SequentialCache& sc, std::span<const int3
   chunk.num_cached = begin;
   chunk.pages = sc.pages;
   chunk.logits = wanted;
-  FG_ASSIGN_OR_RETURN(BatchSpec spec, build_batch_spec(std::span<const SequenceChunk>(&chunk, 1), sc.cache.page_size()));
+  FG_ASSIGN_OR_RETURN(BatchSpec spec,
+                      build_batch_spec(std::span<const SequenceChunk>(&chunk, 1), sc.cache.page_size()));
   return model.forward(spec, sc.cache);
 }
 
@@ -54,7 +55,8 @@ Result<std::vector<int32_t>> generate(Model& model, std::span<const int32_t> pro
     while (cached < int(seq.size())) {
       int end = std::min<int>(int(seq.size()), cached + chunk);
       bool last = end == int(seq.size());
-      FG_ASSIGN_OR_RETURN(logits, run_chunk(model, sc, seq, cached, end, last ? LogitsWanted::kLast : LogitsWanted::kNone));
+      FG_ASSIGN_OR_RETURN(logits,
+                          run_chunk(model, sc, seq, cached, end, last ? LogitsWanted::kLast : LogitsWanted::kNone));
       if (!last) backend.synchronize();  // the next forward rewrites the staging buffer
       cached = end;
     }

@@ -13,10 +13,10 @@ namespace fg {
 
 struct GenerateOptions {
   int max_new_tokens = 32;
-  SamplingRow sampling;               // temperature <= 0: greedy; `counter` is set per step
-  std::vector<int64_t> stop_ids;      // generation ends after emitting one of these
+  SamplingRow sampling;           // temperature <= 0: greedy; `counter` is set per step
+  std::vector<int64_t> stop_ids;  // generation ends after emitting one of these
   int page_size = 16;
-  int prefill_chunk = 0;              // > 0: run the prompt in chunks of this many tokens
+  int prefill_chunk = 0;  // > 0: run the prompt in chunks of this many tokens
 };
 
 // The generated ids (the stop id included when one ends generation). Errors: empty prompt, token

@@ -30,6 +30,8 @@ class KvCache {
 };
 
 // Pages needed to hold `tokens` tokens.
-inline int kv_pages_for(int64_t tokens, int page_size) { return int((tokens + page_size - 1) / page_size); }
+inline int kv_pages_for(int64_t tokens, int page_size) {
+  return int((tokens + page_size - 1) / page_size);
+}
 
 }  // namespace fg

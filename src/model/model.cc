@@ -76,8 +76,8 @@ Status Model::validate(const BatchSpec& spec, const KvCache& cache) const {
       cache.layer(0).k.size(2) != config_.num_kv_heads || cache.layer(0).k.size(3) != config_.head_dim)
     return invalid_argument("the KV cache was not made for this model and backend");
   if (T <= 0 || S <= 0) return invalid_argument("batch is empty");
-  if (int(spec.positions.size()) != T || int(spec.slot_mapping.size()) != T ||
-      int(spec.cu_seqlens_q.size()) != S + 1 || P <= 0 || spec.block_table.size() != size_t(S) * size_t(P))
+  if (int(spec.positions.size()) != T || int(spec.slot_mapping.size()) != T || int(spec.cu_seqlens_q.size()) != S + 1 ||
+      P <= 0 || spec.block_table.size() != size_t(S) * size_t(P))
     return invalid_argument("batch metadata arrays have inconsistent sizes");
   if (spec.cu_seqlens_q[0] != 0 || spec.cu_seqlens_q[size_t(S)] != T)
     return invalid_argument("cu_seqlens_q must start at 0 and end at the number of tokens");
@@ -121,9 +121,9 @@ Result<Tensor> Model::forward(const BatchSpec& spec, KvCache& cache) {
 
   // ---- metadata: one host staging buffer, one upload, views shared by every layer
   const size_t off_ids = 0, off_pos = off_ids + size_t(T), off_cu = off_pos + size_t(T),
-               off_skv = off_cu + size_t(S) + 1, off_bt = off_skv + size_t(S), off_slot = off_bt + size_t(S) * size_t(P),
-               off_lidx = off_slot + size_t(T), off_base = off_lidx + size_t(L),
-               n_words = off_base + (dynamic ? size_t(T) : 0);
+               off_skv = off_cu + size_t(S) + 1, off_bt = off_skv + size_t(S),
+               off_slot = off_bt + size_t(S) * size_t(P), off_lidx = off_slot + size_t(T),
+               off_base = off_lidx + size_t(L), n_words = off_base + (dynamic ? size_t(T) : 0);
   reserve(T, L, n_words * 4);
   auto* words = static_cast<int32_t*>(meta_host_.data());
   std::copy(spec.token_ids.begin(), spec.token_ids.end(), words + off_ids);
@@ -139,7 +139,8 @@ Result<Tensor> Model::forward(const BatchSpec& spec, KvCache& cache) {
     max_q = std::max(max_q, q_len);
     max_kv = std::max(max_kv, spec.seqlens_kv[size_t(s)]);
     if (dynamic) {
-      float base = float(rope_dynamic_base(c.rope, c.rotary_dim, c.max_position_embeddings, spec.seqlens_kv[size_t(s)]));
+      float base =
+          float(rope_dynamic_base(c.rope, c.rotary_dim, c.max_position_embeddings, spec.seqlens_kv[size_t(s)]));
       auto* bases = reinterpret_cast<float*>(words + off_base);
       for (int i = spec.cu_seqlens_q[size_t(s)]; i < spec.cu_seqlens_q[size_t(s) + 1]; ++i) bases[i] = base;
     }
@@ -189,8 +190,10 @@ Result<Tensor> Model::forward(const BatchSpec& spec, KvCache& cache) {
   backend_.embedding(ids, weights_.embed, residual);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[size_t(l)];
-    if (l == 0) backend_.rms_norm(residual, w.input_norm, eps, normed);
-    else backend_.add_rms_norm(residual, delta, w.input_norm, eps, normed);
+    if (l == 0)
+      backend_.rms_norm(residual, w.input_norm, eps, normed);
+    else
+      backend_.add_rms_norm(residual, delta, w.input_norm, eps, normed);
 
     backend_.gemm(normed, w.qkv, w.qkv_bias.defined() ? &w.qkv_bias : nullptr, qkv);
     if (c.options.qk_norm) {

@@ -55,21 +55,21 @@ class Model {
   Backend& backend_;
   ModelConfig config_;
   ModelWeights weights_;
-  Buffer inv_freq_;          // [rotary_dim / 2] f32, device
+  Buffer inv_freq_;  // [rotary_dim / 2] f32, device
 
   // Workspace, grown on demand (capacities in rows).
   int cap_tokens_ = 0;
   int cap_logits_ = 0;
-  Buffer residual_;          // [cap_tokens, hidden] act
-  Buffer normed_;            // [cap_tokens, hidden] act
-  Buffer delta_;             // [cap_tokens, hidden] act
-  Buffer wide_;              // [cap_tokens, max(qkv_dim, 2 * inter)] act: qkv, then gate|up
-  Buffer narrow_;            // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
-  Buffer sel_;               // [3, cap_logits, hidden] act: gathered residual, delta, normed
-  Buffer logits_;            // [cap_logits, vocab] f32
+  Buffer residual_;  // [cap_tokens, hidden] act
+  Buffer normed_;    // [cap_tokens, hidden] act
+  Buffer delta_;     // [cap_tokens, hidden] act
+  Buffer wide_;      // [cap_tokens, max(qkv_dim, 2 * inter)] act: qkv, then gate|up
+  Buffer narrow_;    // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
+  Buffer sel_;       // [3, cap_logits, hidden] act: gathered residual, delta, normed
+  Buffer logits_;    // [cap_logits, vocab] f32
   size_t cap_meta_ = 0;
-  Buffer meta_host_;         // staging for one step's metadata (pinned on cuda)
-  Buffer meta_dev_;          // the same bytes on the device
+  Buffer meta_host_;  // staging for one step's metadata (pinned on cuda)
+  Buffer meta_dev_;   // the same bytes on the device
 };
 
 }  // namespace fg

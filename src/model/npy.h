@@ -12,9 +12,9 @@ namespace fg {
 
 struct NpyArray {
   std::vector<int64_t> shape;
-  std::string descr;                 // "<f4", "<i4" or "<i8"
-  std::vector<float> f32;            // filled for "<f4"
-  std::vector<int64_t> ints;         // filled for "<i4" / "<i8"
+  std::string descr;          // "<f4", "<i4" or "<i8"
+  std::vector<float> f32;     // filled for "<f4"
+  std::vector<int64_t> ints;  // filled for "<i4" / "<i8"
 };
 
 // data: [rows, cols] f32 row-major.

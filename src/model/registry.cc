@@ -7,14 +7,9 @@ namespace fg {
 namespace {
 
 constexpr std::array<ArchitectureSpec, 4> kArchitectures = {{
-    {.name = "LlamaForCausalLM",
-     .attention_bias_flag = true,
-     .mlp_bias_flag = true},
-    {.name = "MistralForCausalLM",
-     .sliding = SlidingWindowRule::kAllLayers},
-    {.name = "Qwen2ForCausalLM",
-     .qkv_bias_always = true,
-     .sliding = SlidingWindowRule::kQwen},
+    {.name = "LlamaForCausalLM", .attention_bias_flag = true, .mlp_bias_flag = true},
+    {.name = "MistralForCausalLM", .sliding = SlidingWindowRule::kAllLayers},
+    {.name = "Qwen2ForCausalLM", .qkv_bias_always = true, .sliding = SlidingWindowRule::kQwen},
     {.name = "Qwen3ForCausalLM",
      .default_head_dim = 128,
      .attention_bias_flag = true,

@@ -12,19 +12,19 @@ namespace fg {
 
 // Which layers attend through a sliding window.
 enum class SlidingWindowRule {
-  kNone,        // never (Llama)
-  kAllLayers,   // every layer when `sliding_window` is set (Mistral)
-  kQwen,        // `layer_types` when given, else layers >= max_window_layers when
-                // use_sliding_window is true (Qwen2, Qwen3)
+  kNone,       // never (Llama)
+  kAllLayers,  // every layer when `sliding_window` is set (Mistral)
+  kQwen,       // `layer_types` when given, else layers >= max_window_layers when
+               // use_sliding_window is true (Qwen2, Qwen3)
 };
 
 struct ArchitectureSpec {
-  std::string_view name;          // e.g. "LlamaForCausalLM"
-  int default_head_dim = 0;       // used when config.json has no head_dim; 0 = hidden / heads
-  bool qkv_bias_always = false;   // Qwen2: q/k/v have a bias whatever the config says
+  std::string_view name;             // e.g. "LlamaForCausalLM"
+  int default_head_dim = 0;          // used when config.json has no head_dim; 0 = hidden / heads
+  bool qkv_bias_always = false;      // Qwen2: q/k/v have a bias whatever the config says
   bool attention_bias_flag = false;  // `attention_bias` switches q/k/v/o biases (Llama, Qwen3)
-  bool mlp_bias_flag = false;     // `mlp_bias` switches gate/up/down biases (Llama)
-  bool qk_norm = false;           // per-head q/k RMSNorm before RoPE (Qwen3)
+  bool mlp_bias_flag = false;        // `mlp_bias` switches gate/up/down biases (Llama)
+  bool qk_norm = false;              // per-head q/k RMSNorm before RoPE (Qwen3)
   SlidingWindowRule sliding = SlidingWindowRule::kNone;
 };
 

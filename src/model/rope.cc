@@ -16,8 +16,7 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, int rotary_dim) {
   }
   switch (rope.type) {
     case RopeScaling::kDefault:
-    case RopeScaling::kDynamic:
-      break;
+    case RopeScaling::kDynamic: break;
     case RopeScaling::kLinear:
       for (float& f : inv) f = float(double(f) / rope.factor);
       break;
@@ -43,8 +42,7 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, int rotary_dim) {
   return inv;
 }
 
-double rope_dynamic_base(const RopeConfig& rope, int rotary_dim, int64_t max_position_embeddings,
-                         int64_t seq_len) {
+double rope_dynamic_base(const RopeConfig& rope, int rotary_dim, int64_t max_position_embeddings, int64_t seq_len) {
   if (seq_len <= max_position_embeddings) return rope.theta;
   double ratio = rope.factor * double(seq_len) / double(max_position_embeddings) - (rope.factor - 1.0);
   return rope.theta * std::pow(ratio, double(rotary_dim) / double(rotary_dim - 2));

@@ -23,7 +23,6 @@ namespace fg {
 std::vector<float> rope_inv_freq(const RopeConfig& rope, int rotary_dim);
 
 // The dynamic-NTK base for a sequence whose kv length after this step is `seq_len`.
-double rope_dynamic_base(const RopeConfig& rope, int rotary_dim, int64_t max_position_embeddings,
-                         int64_t seq_len);
+double rope_dynamic_base(const RopeConfig& rope, int rotary_dim, int64_t max_position_embeddings, int64_t seq_len);
 
 }  // namespace fg

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
@@ -30,12 +29,10 @@ struct DTypeInfo {
 
 // Every dtype the safetensors format defines; flashgen reads the floats (and ints for validation).
 constexpr DTypeInfo kDTypes[] = {
-    {"F64", 64, std::nullopt}, {"F32", 32, DType::kF32},  {"F16", 16, DType::kF16},
-    {"BF16", 16, DType::kBF16}, {"I64", 64, DType::kI64}, {"I32", 32, DType::kI32},
-    {"I16", 16, std::nullopt},  {"I8", 8, std::nullopt},  {"U64", 64, std::nullopt},
-    {"U32", 32, std::nullopt},  {"U16", 16, std::nullopt}, {"U8", 8, DType::kU8},
-    {"BOOL", 8, std::nullopt},  {"F8_E4M3", 8, std::nullopt}, {"F8_E5M2", 8, std::nullopt},
-    {"F8_E8M0", 8, std::nullopt},
+    {"F64", 64, std::nullopt}, {"F32", 32, DType::kF32},     {"F16", 16, DType::kF16},     {"BF16", 16, DType::kBF16},
+    {"I64", 64, DType::kI64},  {"I32", 32, DType::kI32},     {"I16", 16, std::nullopt},    {"I8", 8, std::nullopt},
+    {"U64", 64, std::nullopt}, {"U32", 32, std::nullopt},    {"U16", 16, std::nullopt},    {"U8", 8, DType::kU8},
+    {"BOOL", 8, std::nullopt}, {"F8_E4M3", 8, std::nullopt}, {"F8_E5M2", 8, std::nullopt}, {"F8_E8M0", 8, std::nullopt},
 };
 
 const DTypeInfo* find_dtype(const std::string& name) {
@@ -44,7 +41,9 @@ const DTypeInfo* find_dtype(const std::string& name) {
   return nullptr;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 }  // namespace
 
@@ -100,8 +99,9 @@ MappedFile::~MappedFile() {
 
 // ---- header
 
-Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(
-    const std::string& header_json, const uint8_t* data, size_t data_size, const std::string& path) {
+Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(const std::string& header_json,
+                                                                          const uint8_t* data, size_t data_size,
+                                                                          const std::string& path) {
   Json root = Json::parse(header_json, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return invalid_argument(path + ": invalid safetensors header (not valid JSON)");
   if (!root.is_object()) return invalid_argument(path + ": invalid safetensors header (not a JSON object)");
@@ -124,14 +124,16 @@ Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(
     t.dtype = info->dtype;
 
     const Json& shape = e["shape"];
-    if (!shape.is_array() || shape.size() > 8) return invalid_argument(where + ": shape must be a list of at most 8 sizes");
+    if (!shape.is_array() || shape.size() > 8)
+      return invalid_argument(where + ": shape must be a list of at most 8 sizes");
     uint64_t numel = 1;
     for (const Json& d : shape) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 40))
         return invalid_argument(where + ": shape " + shape.dump() + " has an invalid size");
       uint64_t v = d.get<uint64_t>();
       t.shape.push_back(int64_t(v));
-      if (v != 0 && numel > (1ull << 50) / v) return invalid_argument(where + ": shape " + shape.dump() + " is too large");
+      if (v != 0 && numel > (1ull << 50) / v)
+        return invalid_argument(where + ": shape " + shape.dump() + " is too large");
       numel *= v;
     }
 
@@ -158,12 +160,10 @@ Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(
   for (const auto& [name, t] : out)
     spans.push_back({t.data ? uint64_t(static_cast<const uint8_t*>(t.data) - data) : 0, &t});
   if (data) {
-    std::sort(spans.begin(), spans.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (size_t i = 1; i < spans.size(); ++i) {
       const auto& prev = spans[i - 1];
-      if (prev.second->nbytes > 0 && spans[i].second->nbytes > 0 &&
-          spans[i].first < prev.first + prev.second->nbytes)
+      if (prev.second->nbytes > 0 && spans[i].second->nbytes > 0 && spans[i].first < prev.first + prev.second->nbytes)
         return invalid_argument(path + ": tensors '" + prev.second->name + "' and '" + spans[i].second->name +
                                 "' overlap in the data section (header offsets are corrupt)");
     }
@@ -182,8 +182,8 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | mf->data()[i];
   if (header_len > size - 8)
-    return invalid_argument(path + ": header length " + std::to_string(header_len) +
-                            " exceeds the file size (" + std::to_string(size) + " bytes); file truncated or corrupt");
+    return invalid_argument(path + ": header length " + std::to_string(header_len) + " exceeds the file size (" +
+                            std::to_string(size) + " bytes); file truncated or corrupt");
   if (header_len > kMaxHeaderBytes)
     return invalid_argument(path + ": header length " + std::to_string(header_len) + " is larger than 100 MB");
   if (header_len < 2 || mf->data()[8] != '{')
@@ -233,7 +233,8 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::string& dir
       return invalid_argument(index_path + ": weight_map entry for '" + it.key() + "' must be a file name");
     std::string shard = it.value().get<std::string>();
     if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
-      return invalid_argument(index_path + ": shard name '" + shard + "' must be a plain file name in the model directory");
+      return invalid_argument(index_path + ": shard name '" + shard +
+                              "' must be a plain file name in the model directory");
     auto sit = shards.find(shard);
     if (sit == shards.end()) {
       FG_ASSIGN_OR_RETURN(auto f, SafetensorsFile::open(dir + "/" + shard));

@@ -28,12 +28,12 @@ namespace fg {
 
 struct SafetensorsTensor {
   std::string name;
-  std::string dtype_name;       // as written in the header: "F32", "BF16", "I64", ...
-  std::optional<DType> dtype;   // set for F32, F16, BF16, I32, I64, U8; nullopt for others
+  std::string dtype_name;      // as written in the header: "F32", "BF16", "I64", ...
+  std::optional<DType> dtype;  // set for F32, F16, BF16, I32, I64, U8; nullopt for others
   std::vector<int64_t> shape;
-  const void* data = nullptr;   // into the file mapping; nbytes bytes
+  const void* data = nullptr;  // into the file mapping; nbytes bytes
   size_t nbytes = 0;
-  std::string file;             // the file it lives in (for messages)
+  std::string file;  // the file it lives in (for messages)
 
   int64_t numel() const;
   std::string shape_string() const;  // "[64, 128]"
@@ -73,8 +73,9 @@ class SafetensorsFile {
 
 // Parses and validates a header against a data section of `data_size` bytes; used by
 // SafetensorsFile::open and by tests. `data` may be null when only validation is wanted.
-Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(
-    const std::string& header_json, const uint8_t* data, size_t data_size, const std::string& path);
+Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(const std::string& header_json,
+                                                                          const uint8_t* data, size_t data_size,
+                                                                          const std::string& path);
 
 // All tensors of a checkpoint directory (single file or sharded).
 class SafetensorsCheckpoint {

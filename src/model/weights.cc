@@ -8,7 +8,9 @@ namespace {
 
 constexpr size_t kAlign = 256;  // every tensor starts on a 256-byte boundary of the arena
 
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -41,8 +43,10 @@ class Planner {
         return invalid_argument(t->file + ": tensor '" + name + "' has shape " + t->shape_string() + ", expected " +
                                 shape_str(shape) + " for this config.json");
       a.parts.push_back(t);
-      if (a.shape.empty()) a.shape = shape;
-      else a.shape[0] += shape[0];
+      if (a.shape.empty())
+        a.shape = shape;
+      else
+        a.shape[0] += shape[0];
     }
     assemblies_.push_back(std::move(a));
     return Status::ok();
@@ -135,17 +139,17 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsC
     FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}));
     if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
     FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}},
-                                             {n("mlp.up_proj.weight"), {inter, hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(
+        &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}));
     FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}));
     if (c.options.mlp_bias) {
-      FG_RETURN_IF_ERROR(plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));
+      FG_RETURN_IF_ERROR(
+          plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));
       FG_RETURN_IF_ERROR(plan.add(&L.down_bias, {{n("mlp.down_proj.bias"), {hidden}}}));
     }
   }
   FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}));
-  if (!c.tie_word_embeddings)
-    FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}));
+  if (!c.tie_word_embeddings) FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}));
 
   FG_RETURN_IF_ERROR(plan.upload(backend, w.arena));
   if (c.tie_word_embeddings) w.lm_head = w.embed;

@@ -20,26 +20,26 @@
 namespace fg {
 
 struct LayerWeights {
-  Tensor input_norm;     // [hidden] act
-  Tensor qkv;            // [q_dim + 2 * kv_dim, hidden] act
-  Tensor qkv_bias;       // [q_dim + 2 * kv_dim] act, or undefined
-  Tensor q_norm;         // [head_dim] act, or undefined (Qwen3 only)
-  Tensor k_norm;         // [head_dim] act, or undefined
-  Tensor o;              // [hidden, q_dim] act
-  Tensor o_bias;         // [hidden] act, or undefined
-  Tensor post_norm;      // [hidden] act
-  Tensor gate_up;        // [2 * intermediate, hidden] act
-  Tensor gate_up_bias;   // [2 * intermediate] act, or undefined
-  Tensor down;           // [hidden, intermediate] act
-  Tensor down_bias;      // [hidden] act, or undefined
+  Tensor input_norm;    // [hidden] act
+  Tensor qkv;           // [q_dim + 2 * kv_dim, hidden] act
+  Tensor qkv_bias;      // [q_dim + 2 * kv_dim] act, or undefined
+  Tensor q_norm;        // [head_dim] act, or undefined (Qwen3 only)
+  Tensor k_norm;        // [head_dim] act, or undefined
+  Tensor o;             // [hidden, q_dim] act
+  Tensor o_bias;        // [hidden] act, or undefined
+  Tensor post_norm;     // [hidden] act
+  Tensor gate_up;       // [2 * intermediate, hidden] act
+  Tensor gate_up_bias;  // [2 * intermediate] act, or undefined
+  Tensor down;          // [hidden, intermediate] act
+  Tensor down_bias;     // [hidden] act, or undefined
 };
 
 struct ModelWeights {
-  Buffer arena;          // every tensor below lives in here
-  Tensor embed;          // [vocab, hidden] act
+  Buffer arena;  // every tensor below lives in here
+  Tensor embed;  // [vocab, hidden] act
   std::vector<LayerWeights> layers;
-  Tensor final_norm;     // [hidden] act
-  Tensor lm_head;        // [vocab, hidden] act (the same memory as embed when tied)
+  Tensor final_norm;  // [hidden] act
+  Tensor lm_head;     // [vocab, hidden] act (the same memory as embed when tied)
 };
 
 // "model.layers.3.self_attn.q_proj.weight" etc.
@@ -47,7 +47,6 @@ std::string weight_name_layer(int layer, const char* suffix);
 
 // Validates and uploads every weight the config needs. Extra tensors in the checkpoint are
 // ignored. Blocks until the upload is done.
-Result<ModelWeights> load_model_weights(const ModelConfig& config, const SafetensorsCheckpoint& ckpt,
-                                        Backend& backend);
+Result<ModelWeights> load_model_weights(const ModelConfig& config, const SafetensorsCheckpoint& ckpt, Backend& backend);
 
 }  // namespace fg

@@ -24,7 +24,7 @@ const std::string kBinary = std::string(FG_BINARY_DIR) + "/flashgen";
 const std::string kFixtures = std::string(FG_SOURCE_DIR) + "/tests/fixtures/models";
 
 struct RunResult {
-  int exit_code = -1;   // -1 when killed by a signal
+  int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;
   std::string out, err;
 };
@@ -73,8 +73,8 @@ class BadModelInput : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(kBinary)) GTEST_SKIP() << "flashgen binary not built at " << kBinary;
-    tmp_ = fs::temp_directory_path() /
-           ("fg_bad_model_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    tmp_ = fs::temp_directory_path() / ("fg_bad_model_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(tmp_);
     fs::create_directories(tmp_);
     model_ = tmp_ / "model";
@@ -237,14 +237,16 @@ TEST_F(ModelCli, GenerateMatchesReference) {
   Json ref = Json::parse(slurp(fs::path(kFixtures) / "llama" / "reference.json"));
   std::string ids;
   for (const auto& id : ref["prompts"][0]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
-  RunResult r = run("generate --model " + model_.string() + " --prompt-ids " + ids + " --backend cpu --page-size 5", tmp_);
+  RunResult r =
+      run("generate --model " + model_.string() + " --prompt-ids " + ids + " --backend cpu --page-size 5", tmp_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string want;
   for (const auto& id : ref["greedy"][0]) want += (want.empty() ? "" : " ") + std::to_string(id.get<int>());
   EXPECT_EQ(r.out, want + "\n");
 
   RunResult j = run("generate --model " + model_.string() + " --prompt-ids " + ids +
-                        " --backend cpu --json --max-new-tokens 4 --temperature 0.8 --top-k 20 --seed 7", tmp_);
+                        " --backend cpu --json --max-new-tokens 4 --temperature 0.8 --top-k 20 --seed 7",
+                    tmp_);
   ASSERT_EQ(j.exit_code, 0) << j.err;
   Json out = Json::parse(j.out);
   EXPECT_EQ(out["prompt_ids"], ref["prompts"][0]);
@@ -252,13 +254,15 @@ TEST_F(ModelCli, GenerateMatchesReference) {
   EXPECT_LE(out["output_ids"].size(), 4u);
   // Same seed, same tokens.
   RunResult again = run("generate --model " + model_.string() + " --prompt-ids " + ids +
-                            " --backend cpu --json --max-new-tokens 4 --temperature 0.8 --top-k 20 --seed 7", tmp_);
+                            " --backend cpu --json --max-new-tokens 4 --temperature 0.8 --top-k 20 --seed 7",
+                        tmp_);
   EXPECT_EQ(again.out, j.out);
 }
 
 TEST_F(ModelCli, LogitsWritesNpy) {
   fs::path out = tmp_ / "l.npy";
-  RunResult r = run("logits --model " + model_.string() + " --prompt-ids 5,6,7 --backend cpu --output " + out.string(), tmp_);
+  RunResult r =
+      run("logits --model " + model_.string() + " --prompt-ids 5,6,7 --backend cpu --output " + out.string(), tmp_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string bytes = slurp(out);
   ASSERT_GT(bytes.size(), 128u);

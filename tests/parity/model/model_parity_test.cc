@@ -24,7 +24,9 @@
 namespace fg {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
 
 struct Reference {
   std::vector<std::vector<int32_t>> prompts;
@@ -82,7 +84,8 @@ class ModelParity : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     backend_ = test_backend();
-    if (!backend_) GTEST_SKIP() << "FG_TEST_BACKEND=cuda but no CUDA backend: " << make_cuda_backend(0).status().message();
+    if (!backend_)
+      GTEST_SKIP() << "FG_TEST_BACKEND=cuda but no CUDA backend: " << make_cuda_backend(0).status().message();
     exact_ = backend_->act_dtype() == DType::kF32;
     tolerance_ = exact_ ? 1e-4f : 6e-2f;
   }

@@ -17,7 +17,9 @@ namespace {
 
 constexpr int kNewTokens = 12;
 
-std::string fixture(const std::string& name) { return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
 
 std::vector<std::vector<int32_t>> load_prompts(const std::string& dir) {
   auto text = read_text_file(dir + "/reference.json");
@@ -44,7 +46,8 @@ std::vector<SeqResult> run(Model& model, const std::vector<std::vector<int32_t>>
   const int S = int(prompts.size());
   const int64_t vocab = model.config().vocab_size;
   int max_pages = 0;
-  for (const auto& p : prompts) max_pages = std::max(max_pages, int((p.size() + kNewTokens + page_size - 1) / page_size));
+  for (const auto& p : prompts)
+    max_pages = std::max(max_pages, int((p.size() + kNewTokens + page_size - 1) / page_size));
   auto cache = model.make_kv_cache(S * max_pages, page_size);
   EXPECT_TRUE(cache.is_ok());
   std::vector<std::vector<int32_t>> tokens(prompts.begin(), prompts.end()), pages(static_cast<size_t>(S));
@@ -146,8 +149,10 @@ TEST_P(BatchInvariance, TogetherInOneRaggedBatch) {
 
 TEST_P(BatchInvariance, PageSizes) {
   for (int page_size : {1, 3, 16, 256}) {
-    expect_same(run(*model_, prompts_, page_size, 0, false), baseline_, "alone, page size " + std::to_string(page_size));
-    expect_same(run(*model_, prompts_, page_size, 0, true), baseline_, "together, page size " + std::to_string(page_size));
+    expect_same(run(*model_, prompts_, page_size, 0, false), baseline_,
+                "alone, page size " + std::to_string(page_size));
+    expect_same(run(*model_, prompts_, page_size, 0, true), baseline_,
+                "together, page size " + std::to_string(page_size));
   }
 }
 
@@ -165,7 +170,8 @@ TEST_P(BatchInvariance, PrefillChunks) {
   }
   for (int chunk : {1, 7, 64}) {
     expect_same(run(*model_, prompts, 16, chunk, false), baseline, "alone, chunk " + std::to_string(chunk));
-    expect_same(run(*model_, prompts, 3, chunk, true), baseline, "together, page size 3, chunk " + std::to_string(chunk));
+    expect_same(run(*model_, prompts, 3, chunk, true), baseline,
+                "together, page size 3, chunk " + std::to_string(chunk));
   }
 }
 

@@ -1,8 +1,8 @@
 // build_batch_spec: layout of a ragged step (positions, slots through the page list, block table,
 // cu_seqlens, logits rows) and its errors.
-#include <gtest/gtest.h>
-
 #include "model/batch.h"
+
+#include <gtest/gtest.h>
 
 namespace fg {
 namespace {
@@ -30,8 +30,8 @@ TEST(BatchSpec, LaysOutRaggedStep) {
 
 TEST(BatchSpec, LogitsSelection) {
   std::vector<int32_t> t = {1, 2, 3}, pages = {0};
-  SequenceChunk c[3] = {{t, 0, pages, LogitsWanted::kNone}, {t, 0, pages, LogitsWanted::kLast},
-                        {t, 0, pages, LogitsWanted::kAll}};
+  SequenceChunk c[3] = {
+      {t, 0, pages, LogitsWanted::kNone}, {t, 0, pages, LogitsWanted::kLast}, {t, 0, pages, LogitsWanted::kAll}};
   auto b = build_batch_spec(c, 16);
   ASSERT_TRUE(b.is_ok());
   EXPECT_EQ(b->logits_indices, (std::vector<int32_t>{5, 6, 7, 8}));

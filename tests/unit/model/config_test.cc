@@ -1,20 +1,23 @@
 // config.json parsing: both dialects (classic rope_scaling/torch_dtype and transformers-5
 // rope_parameters/dtype), per-family rules (sliding-window layers, biases, q/k norms, head_dim),
 // generation_config eos ids, and one-line errors that name the file.
+#include "model/config.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
-#include "model/config.h"
 #include "model/rope.h"
 
 namespace fg {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
 
 ModelConfig must_load(const std::string& name) {
   auto c = load_model_config(fixture(name));
@@ -100,7 +103,8 @@ TEST(ModelConfig, FamilyRules) {
 
 TEST(ModelConfig, QwenSlidingWindowWithoutLayerTypes) {
   auto on = parse_model_config(
-      config_json("Qwen2ForCausalLM", R"("use_sliding_window": true, "sliding_window": 5, "max_window_layers": 1)"), "c");
+      config_json("Qwen2ForCausalLM", R"("use_sliding_window": true, "sliding_window": 5, "max_window_layers": 1)"),
+      "c");
   ASSERT_TRUE(on.is_ok()) << on.status().message();
   EXPECT_EQ(on->layer_sliding_window, (std::vector<int>{0, 5, 5}));
   auto off = parse_model_config(config_json("Qwen2ForCausalLM", R"("sliding_window": 5, "max_window_layers": 1)"), "c");
@@ -124,9 +128,15 @@ TEST(ModelConfig, BiasFlags) {
 
 TEST(ModelConfig, RopeFormsAgree) {
   auto classic = parse_model_config(
-      config_json("LlamaForCausalLM", R"("rope_theta": 5000.0, "rope_scaling": {"type": "linear", "factor": 4.0}, "torch_dtype": "bfloat16")"), "c");
+      config_json(
+          "LlamaForCausalLM",
+          R"("rope_theta": 5000.0, "rope_scaling": {"type": "linear", "factor": 4.0}, "torch_dtype": "bfloat16")"),
+      "c");
   auto modern = parse_model_config(
-      config_json("LlamaForCausalLM", R"("rope_parameters": {"rope_type": "linear", "rope_theta": 5000.0, "factor": 4.0}, "dtype": "bfloat16")"), "c");
+      config_json(
+          "LlamaForCausalLM",
+          R"("rope_parameters": {"rope_type": "linear", "rope_theta": 5000.0, "factor": 4.0}, "dtype": "bfloat16")"),
+      "c");
   ASSERT_TRUE(classic.is_ok()) << classic.status().message();
   ASSERT_TRUE(modern.is_ok()) << modern.status().message();
   for (const ModelConfig* c : {&classic.value(), &modern.value()}) {
@@ -146,21 +156,27 @@ TEST(ModelConfig, Errors) {
   Status arch = parse_error(config_json("GPT2LMHeadModel"));
   EXPECT_EQ(arch.code(), ErrorCode::kUnsupported);
   EXPECT_NE(arch.message().find("unsupported architecture 'GPT2LMHeadModel'"), std::string::npos) << arch.message();
-  EXPECT_NE(parse_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})").message().find("intermediate_size"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})").message().find("intermediate_size"),
+      std::string::npos);
   EXPECT_NE(parse_error(R"({"hidden_size": 64})").message().find("architectures"), std::string::npos);
   EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("vocab_size": "100")")).message().find("vocab_size"),
             std::string::npos);
   EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("num_key_value_heads": 3)")).message().find("multiple"),
             std::string::npos);
   EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("rope_scaling": {"rope_type": "yarn", "factor": 4})"))
-                .message().find("'yarn'"),
+                .message()
+                .find("'yarn'"),
             std::string::npos);
-  EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("rope_scaling": {"rope_type": "linear"})")).message().find("factor"),
+  EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("rope_scaling": {"rope_type": "linear"})"))
+                .message()
+                .find("factor"),
             std::string::npos);
-  EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("hidden_act": "gelu")")).message().find("gelu"), std::string::npos);
-  EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("num_hidden_layers": -2)")).message().find("num_hidden_layers"),
+  EXPECT_NE(parse_error(config_json("LlamaForCausalLM", R"("hidden_act": "gelu")")).message().find("gelu"),
             std::string::npos);
+  EXPECT_NE(
+      parse_error(config_json("LlamaForCausalLM", R"("num_hidden_layers": -2)")).message().find("num_hidden_layers"),
+      std::string::npos);
 }
 
 TEST(ModelConfig, GenerationConfigAddsEosIds) {

@@ -2,14 +2,14 @@
 // (truncated, header length beyond the file, invalid JSON, unknown dtype, offsets outside the data,
 // byte size disagreeing with dtype and shape, overlapping tensors, bad shards) is refused with one
 // line naming the file.
+#include "model/safetensors.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
-
-#include "model/safetensors.h"
 
 namespace fg {
 namespace {
@@ -19,8 +19,8 @@ namespace fs = std::filesystem;
 class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fg_st_test_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("fg_st_test_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -89,28 +89,31 @@ TEST_F(SafetensorsTest, RefusesTruncatedFiles) {
   expect_error(write_raw("short.safetensors", "\x10\x00\x00"), "truncated");
   expect_error(write("long_header.safetensors", R"({"a": 1})", "", 4096), "exceeds the file size");
   // Header promises 24 bytes of data; only 8 are there.
-  expect_error(write("cut.safetensors", R"({"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}})",
-                     floats({1, 2})),
-               "outside the data section");
+  expect_error(
+      write("cut.safetensors", R"({"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}})", floats({1, 2})),
+      "outside the data section");
 }
 
 TEST_F(SafetensorsTest, RefusesCorruptHeaders) {
   expect_error(write("json.safetensors", R"({"a": {"dtype": "F32", "shape": [1], "data_offs)", floats({1})), "header");
   expect_error(write("notjson.safetensors", "\x01\x02garbage", floats({1})), "header");
   expect_error(write("array.safetensors", "[1, 2]", ""), "header");
-  expect_error(write("dtype.safetensors", R"({"a": {"dtype": "F33", "shape": [1], "data_offsets": [0, 4]}})", floats({1})),
-               "unknown dtype 'F33'");
+  expect_error(
+      write("dtype.safetensors", R"({"a": {"dtype": "F33", "shape": [1], "data_offsets": [0, 4]}})", floats({1})),
+      "unknown dtype 'F33'");
   expect_error(write("fields.safetensors", R"({"a": {"dtype": "F32", "shape": [1]}})", floats({1})), "data_offsets");
-  expect_error(write("shape.safetensors", R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", floats({1})),
-               "shape");
-  expect_error(write("order.safetensors", R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", floats({1, 2})),
-               "outside the data section");
+  expect_error(
+      write("shape.safetensors", R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", floats({1})),
+      "shape");
+  expect_error(
+      write("order.safetensors", R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", floats({1, 2})),
+      "outside the data section");
 }
 
 TEST_F(SafetensorsTest, RefusesLyingOffsets) {
-  expect_error(write("size.safetensors", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})",
-                     floats({1, 2, 3})),
-               "need 12 bytes but data_offsets give 8");
+  expect_error(
+      write("size.safetensors", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", floats({1, 2, 3})),
+      "need 12 bytes but data_offsets give 8");
   expect_error(write("f16size.safetensors", R"({"a": {"dtype": "F16", "shape": [3], "data_offsets": [0, 12]}})",
                      floats({1, 2, 3})),
                "need 6 bytes");
