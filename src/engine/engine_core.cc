@@ -217,6 +217,7 @@ EngineStats EngineCore::stats() const {
   s.prefix_cache_hits = l.hits;
   s.prefix_cache_query_tokens = l.query_tokens;
   s.prefix_cache_hit_tokens = l.hit_tokens;
+  s.prefix_cache_deferred = l.deferred;
   if (prefix_cache_ != nullptr) s.prefix_cache = prefix_cache_->stats();
   return s;
 }

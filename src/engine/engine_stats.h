@@ -40,6 +40,7 @@ struct EngineStats {
   int64_t prefix_cache_hits = 0;          // lookups that took at least one page
   int64_t prefix_cache_query_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_deferred = 0;      // admissions that waited for pages being computed
   PrefixCacheStats prefix_cache;          // entries, published, duplicates, collisions, evicted
   double prefix_cache_hit_ratio() const {
     return prefix_cache_query_tokens > 0 ? double(prefix_cache_hit_tokens) / double(prefix_cache_query_tokens) : 0.0;

@@ -66,6 +66,25 @@ void Scheduler::publish(Sequence& seq) {
   prefix_cache_->publish(seq.tokens, seq.num_computed, seq.pages, seq.cache_salt, seq.prefix);
 }
 
+void Scheduler::add_inflight_keys(const Sequence& seq) {
+  if (seq.prefix.broken) return;  // its pages will not be published
+  key_scratch_.clear();
+  prefix_cache_->chain_keys(seq.tokens, seq.cache_salt, seq.prefix, seq.num_tokens() / pool_.page_size(), key_scratch_);
+  inflight_keys_.insert(key_scratch_.begin(), key_scratch_.end());
+}
+
+bool Scheduler::next_page_in_flight(const Sequence& seq, const PrefixChain& chain) {
+  if (!inflight_built_) {
+    inflight_keys_.clear();
+    for (const Sequence* r : running_) add_inflight_keys(*r);
+    inflight_built_ = true;
+  }
+  if (inflight_keys_.empty()) return false;
+  key_scratch_.clear();
+  prefix_cache_->chain_keys(seq.tokens, seq.cache_salt, chain, chain.num_pages + 1, key_scratch_);
+  return inflight_keys_.count(key_scratch_.back()) > 0;
+}
+
 bool Scheduler::grow(Sequence& seq, int32_t n) {
   const int32_t need = pool_.pages_for_tokens(int64_t(seq.num_computed) + n) - int32_t(seq.pages.size());
   if (need <= 0) return true;
@@ -128,8 +147,10 @@ StepPlan Scheduler::schedule() {
   // now would only take pages the running sequences need next.
   if (plan.preempted.empty()) {
     const int32_t watermark = int32_t(std::floor(config_.admission_watermark * pool_.num_pages()));
-    while (budget > 0 && !waiting_.empty() && int32_t(running_.size()) < config_.max_running) {
-      Sequence* seq = waiting_.front();
+    inflight_built_ = false;
+    size_t i = 0;  // waiting_[0, i) are deferred this step
+    while (budget > 0 && i < waiting_.size() && int32_t(running_.size()) < config_.max_running) {
+      Sequence* seq = waiting_[i];
       FG_CHECK(seq->pages.empty() && seq->num_computed == 0, "a waiting sequence holds no pages");
       hit_pages_.clear();
       PrefixChain chain;
@@ -139,6 +160,11 @@ StepPlan Scheduler::schedule() {
         // At most (num_tokens - 1) / P pages, so the last token is always computed (see header).
         const int32_t max_pages = (seq->num_tokens() - 1) / pool_.page_size();
         hits = prefix_cache_->match(seq->tokens, seq->cache_salt, max_pages, hit_pages_, chain);
+        if (hits < max_pages && next_page_in_flight(*seq, chain)) {
+          ++lookup_stats_.deferred;
+          ++i;
+          continue;
+        }
         for (int32_t p : hit_pages_) revived += pool_.is_cached(p) ? 1 : 0;
       }
       const int32_t cached_tokens = hits * pool_.page_size();
@@ -161,7 +187,8 @@ StepPlan Scheduler::schedule() {
         seq->admitted_once = true;
         seq->num_cached_tokens = std::min(cached_tokens, seq->num_prompt);
       }
-      waiting_.erase(waiting_.begin());
+      waiting_.erase(waiting_.begin() + ptrdiff_t(i));
+      if (inflight_built_) add_inflight_keys(*seq);
       seq->state = SeqState::kRunning;
       insert_sorted(running_, seq);
       ScheduledSeq s{seq, n, seq->num_computed + n == seq->num_tokens()};

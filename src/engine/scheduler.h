@@ -21,12 +21,18 @@
 //     filled (full pages only; the partial last page stays private). A preempted sequence's pages
 //     stay cached if nobody evicts them, so its resume re-hits them. Pages are released leaf first
 //     (last page first), so the LRU evicts a chain's tail before its root.
+//  5. In-flight prefixes: when the next page a waiting sequence would need is being computed right
+//     now by a running sequence (the same system prompt arriving in a burst, or n copies of one
+//     prompt), its admission is deferred (later waiting sequences may go first) until that page is
+//     published, instead of computing the same prefix twice. The deferral lasts only while the
+//     other sequence runs: once it is preempted or past its prompt, nothing is in flight.
 // Never waits on the device and never touches a backend.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -49,6 +55,8 @@ struct PrefixLookupStats {
   int64_t hits = 0;          // admissions that took at least one cached page
   int64_t query_tokens = 0;  // tokens of the sequences looked up (all their tokens at admission)
   int64_t hit_tokens = 0;    // tokens served from cached pages instead of being computed
+  int64_t deferred = 0;      // admissions postponed because a running sequence was computing
+                             // the pages the waiting one needed
 };
 
 struct ScheduledSeq {
@@ -97,6 +105,10 @@ class Scheduler {
   bool grow(Sequence& seq, int32_t n);
   // Releases every page of seq, last page first, and forgets its cache chain.
   void release_pages(Sequence& seq);
+  // Adds the keys of the full pages seq has yet to compute and publish to inflight_keys_.
+  void add_inflight_keys(const Sequence& seq);
+  // True when the first page seq missed in the cache (chain = its match) is in flight.
+  bool next_page_in_flight(const Sequence& seq, const PrefixChain& chain);
   void preempt(Sequence& seq, StepPlan& plan, int32_t& budget);
   static bool served_before(const Sequence* a, const Sequence* b);
   void insert_sorted(std::vector<Sequence*>& v, Sequence* s);
@@ -110,6 +122,9 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   PrefixLookupStats lookup_stats_;
   std::vector<int32_t> hit_pages_;  // scratch for admission lookups
+  std::vector<uint64_t> key_scratch_;
+  std::unordered_set<uint64_t> inflight_keys_;  // built lazily in each schedule() that needs it
+  bool inflight_built_ = false;
 };
 
 }  // namespace fg

@@ -113,6 +113,17 @@ void PrefixCache::publish(std::span<const int32_t> tokens, int32_t num_computed,
   }
 }
 
+void PrefixCache::chain_keys(std::span<const int32_t> tokens, uint64_t salt, const PrefixChain& chain, int32_t end_page,
+                             std::vector<uint64_t>& out) const {
+  const size_t P = size_t(page_size_);
+  FG_CHECK(size_t(std::max(end_page, 0)) * P <= tokens.size(), "chain_keys: end_page beyond the tokens");
+  uint64_t key = chain.num_pages == 0 ? root_key(salt) : chain.key;
+  for (int32_t i = chain.num_pages; i < end_page; ++i) {
+    key = page_key(key, tokens.subspan(size_t(i) * P, P));
+    out.push_back(key);
+  }
+}
+
 void PrefixCache::forget(int32_t page) {
   Entry& e = entries_[size_t(page)];
   FG_CHECK(e.serial != 0, "forgetting a page the prefix cache does not index");

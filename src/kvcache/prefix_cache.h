@@ -87,6 +87,12 @@ class PrefixCache final : public PagePool::EvictionListener {
   void publish(std::span<const int32_t> tokens, int32_t num_computed, std::span<const int32_t> pages, uint64_t salt,
                PrefixChain& chain);
 
+  // Appends the keys publish() would give the full pages [chain.num_pages, end_page) of a sequence
+  // whose chain stands at `chain` (for spotting pages another sequence is computing right now).
+  // tokens: [>= end_page * P] i32.
+  void chain_keys(std::span<const int32_t> tokens, uint64_t salt, const PrefixChain& chain, int32_t end_page,
+                  std::vector<uint64_t>& out) const;
+
   // Forgets every entry: cached pages go back to the free list, held ones simply stop being
   // cacheable (they are freed when released).
   void clear();

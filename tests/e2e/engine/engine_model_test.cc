@@ -27,6 +27,15 @@ std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes, int page_size = 4) {
   return r.is_ok() ? std::move(r).value() : nullptr;
 }
 
+// KV bytes one token takes in the fixture (all layers, K and V), from a probe runner.
+int64_t kv_bytes_per_token() {
+  static const int64_t bytes = [] {
+    auto r = make_runner(1 << 20);
+    return r ? r->kv_cache_bytes() / (int64_t(r->kv_num_pages()) * r->kv_page_size()) : int64_t(1);
+  }();
+  return bytes;
+}
+
 std::vector<Request> mixed(int n, uint32_t seed, int vocab) {
   std::mt19937 rng(seed);
   std::vector<Request> out;
@@ -98,7 +107,7 @@ void expect_matches(const EngineRun& run, const std::vector<std::vector<int32_t>
 class EngineModel : public ::testing::Test {
  protected:
   void SetUp() override {
-    runner_ = make_runner(1 << 20);
+    runner_ = make_runner(4096 * kv_bytes_per_token());  // roomy: no preemption
     ASSERT_NE(runner_, nullptr);
     requests_ = mixed(64, 17, runner_->vocab_size());
     want_ = reference(runner_->model(), requests_);
@@ -118,8 +127,8 @@ TEST_F(EngineModel, SixtyFourConcurrentGreedyRequestsMatchEachAlone) {
 }
 
 TEST_F(EngineModel, PreemptionUnderASmallPoolKeepsTheTokens) {
-  // 2 layers x 2 kv heads x 16 dims x f32 x K,V = 512 bytes per token: 64 pages of 4 tokens.
-  auto small = make_runner(64 * 4 * 512);
+  // 64 pages of 4 tokens.
+  auto small = make_runner(64 * 4 * kv_bytes_per_token());
   ASSERT_NE(small, nullptr);
   ASSERT_EQ(small->kv_num_pages(), 64);
   EngineConfig config;
@@ -163,14 +172,14 @@ TEST_F(EngineModel, SeededSamplingIsReproducibleInAnyCompany) {
   crowd.insert(crowd.begin() + 30, probe);
   EngineConfig config;
   config.scheduler.max_batch_tokens = 96;
-  auto small = make_runner(96 * 4 * 512);
+  auto small = make_runner(96 * 4 * kv_bytes_per_token());
   const EngineRun run = run_engine(*small, config, crowd);
   EXPECT_EQ(run.outputs[30].output_ids, alone);
   EXPECT_GT(run.stats.preemptions, 0);
 }
 
 TEST_F(EngineModel, CancellingHalfMidFlightLeavesThePoolFull) {
-  auto runner = make_runner(1 << 20);
+  auto runner = make_runner(4096 * kv_bytes_per_token());
   ASSERT_NE(runner, nullptr);
   const int32_t pages = runner->kv_num_pages();
   Engine engine(EngineConfig{}, std::move(runner));

@@ -138,11 +138,14 @@ class PrefixCacheModel : public ::testing::TestWithParam<int> {};
 
 TEST_P(PrefixCacheModel, SharedPrefixWorkloadMatchesCacheOffAndGenerate) {
   const int page_size = GetParam();
-  // The fixture's KV takes 512 bytes per token (asserted below): a 128-token pool, for requests of
-  // up to 52 prompt + 12 output tokens arriving together.
-  auto runner = make_runner(128 * 512, page_size);
+  // A 96-token pool, for requests of up to 52 prompt + 12 output tokens arriving together.
+  auto probe = make_runner(1 << 20, page_size);
+  ASSERT_NE(probe, nullptr);
+  const int64_t bytes_per_token = probe->kv_cache_bytes() / (int64_t(probe->kv_num_pages()) * page_size);
+  probe.reset();
+  auto runner = make_runner(96 * bytes_per_token, page_size);
   ASSERT_NE(runner, nullptr);
-  ASSERT_EQ(int64_t(runner->kv_num_pages()) * page_size, 128);
+  ASSERT_EQ(int64_t(runner->kv_num_pages()) * page_size, 96);
   const Workload w = shared_prefix_workload(32, runner->vocab_size(), 40 + uint32_t(page_size));
   const auto want = reference(runner->model(), w.requests);
 

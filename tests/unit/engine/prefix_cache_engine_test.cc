@@ -157,6 +157,40 @@ TEST(PrefixCacheEngine, CopiesOfOnePromptShareItsPages) {
   EXPECT_EQ(core.stats().prefix_cache.duplicates, 14);
 }
 
+TEST(PrefixCacheEngine, ABurstOfOnePromptComputesItOnce) {
+  // Eight copies arrive together; the step budget (24) would let a second copy start its prompt
+  // (20 tokens, 5 pages) next to the first. Instead the copies wait one step for the first one's
+  // pages rather than computing the same prefix again.
+  FakeModelShape shape;  // page size 4
+  FakeRunner runner(shape);
+  EngineConfig config;
+  config.scheduler.max_batch_tokens = 24;
+  EngineCore core(config, runner);
+  const Request r = greedy(seq_tokens(20, 9), 3);
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 8; ++i) handles.push_back(*core.submit(r));
+  while (core.has_work()) ASSERT_TRUE(core.step().is_ok());
+  std::vector<int32_t> want;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const RequestOutput o = handles[i].wait();
+    if (i == 0) want = o.output_ids;
+    EXPECT_EQ(o.output_ids, want) << "copy " << i;
+    EXPECT_EQ(o.cached_tokens, i == 0 ? 0 : 16) << "copy " << i;
+  }
+  const EngineStats s = core.stats();
+  EXPECT_GT(s.prefix_cache_deferred, 0);
+  // The first copy: 20 prompt tokens + 2 decodes; each other copy: its last page (4) + 2 decodes.
+  EXPECT_EQ(runner.tokens_computed(), (20 + 2) + 7 * (4 + 2));
+
+  // Without the cache every copy computes everything.
+  FakeRunner off_runner(shape);
+  EngineConfig off = config;
+  off.enable_prefix_cache = false;
+  const RunResult plain = run_all(shape, off, std::vector<Request>(8, r));
+  for (const auto& o : plain.outputs) EXPECT_EQ(o.output_ids, want);
+  EXPECT_EQ(plain.stats.prefix_cache_deferred, 0);
+}
+
 TEST(PrefixCacheEngine, PreemptedSequenceRehitsItsOwnCachedPages) {
   PagePool pool(4, 2);  // 8 slots
   PrefixCache cache(pool);
