@@ -5,8 +5,8 @@
 // Endpoints and parameters: docs/api.md.
 #include <spdlog/spdlog.h>
 
-#include <csignal>
 #include <algorithm>
+#include <csignal>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -46,7 +46,9 @@ struct ServeArgs {
   std::string log_level = "info";
 };
 
-[[noreturn]] void fail(const std::string& message) { throw std::runtime_error(message); }
+[[noreturn]] void fail(const std::string& message) {
+  throw std::runtime_error(message);
+}
 
 void run_serve(const ServeArgs& a) {
   spdlog::set_level(spdlog::level::from_str(a.log_level));

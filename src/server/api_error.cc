@@ -51,18 +51,15 @@ ApiError invalid_request(std::string message, std::string param, std::string cod
 }
 
 ApiError invalid_type(const std::string& param, const char* expected) {
-  return invalid_request("Invalid type for '" + param + "': expected " + expected + ".", param,
-                         "invalid_type");
+  return invalid_request("Invalid type for '" + param + "': expected " + expected + ".", param, "invalid_type");
 }
 
 ApiError missing_parameter(const std::string& param) {
-  return invalid_request("Missing required parameter: '" + param + "'.", param,
-                         "missing_required_parameter");
+  return invalid_request("Missing required parameter: '" + param + "'.", param, "missing_required_parameter");
 }
 
 ApiError unknown_parameter(const std::string& param) {
-  return invalid_request("Unrecognized request argument supplied: '" + param + "'.", param,
-                         "unknown_parameter");
+  return invalid_request("Unrecognized request argument supplied: '" + param + "'.", param, "unknown_parameter");
 }
 
 ApiError not_found_error(std::string message, std::string code) {
@@ -85,8 +82,7 @@ std::string openai_error_body(const ApiError& error) {
 
 const char* tgi_error_type(int http_status) {
   if (http_status == 429 || http_status == 503) return "overloaded";
-  if (http_status == 422 || http_status == 400 || http_status == 413 || http_status == 404)
-    return "validation";
+  if (http_status == 422 || http_status == 400 || http_status == 413 || http_status == 404) return "validation";
   if (http_status == 424) return "generation";
   return "incomplete_generation";
 }

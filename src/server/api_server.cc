@@ -1,9 +1,9 @@
 // Route table and the non-generating routes (see api_server.h).
 #include "server/api_server.h"
 
-#include <random>
-
 #include <spdlog/spdlog.h>
+
+#include <random>
 
 #include "server/json_fields.h"
 #include "server/request_body.h"
@@ -116,9 +116,9 @@ Reply ApiServer::route(const HttpRequest& req, std::string& route_name) {
     return detokenize(req);
   }
   route_name = "other";
-  return error_reply(not_found_error("No route for " + req.method + " " + p + ". See docs/api.md for the endpoints.",
-                                     "not_found"),
-                     ApiDialect::kOpenAi);
+  return error_reply(
+      not_found_error("No route for " + req.method + " " + p + ". See docs/api.md for the endpoints.", "not_found"),
+      ApiDialect::kOpenAi);
 }
 
 // POST /tokenize {"prompt": "..."} or {"messages": [...]}: the ids the generating routes would use.
@@ -143,14 +143,16 @@ Reply ApiServer::tokenize(const HttpRequest& req) {
     text = *prompt;
   } else {
     const nlohmann::ordered_json omessages = nlohmann::ordered_json::parse(req.body).at("messages");
-    Result<std::string> r = backend_.render_chat(omessages, nullptr, add_gen.value_or(true),
-                                                 nlohmann::ordered_json::object());
-    if (!r.is_ok()) return error_reply(api_error_from_status(r.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+    Result<std::string> r =
+        backend_.render_chat(omessages, nullptr, add_gen.value_or(true), nlohmann::ordered_json::object());
+    if (!r.is_ok())
+      return error_reply(api_error_from_status(r.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
     text = *r;
   }
   Result<std::vector<int32_t>> ids = backend_.tokenize(text, add_special.value_or(prompt.has_value()));
   if (!ids.is_ok()) return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi), ApiDialect::kOpenAi);
-  return json_reply(200, {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", backend_.model_info().max_model_len}});
+  return json_reply(200,
+                    {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", backend_.model_info().max_model_len}});
 }
 
 // POST /detokenize {"tokens": [ids]}: the text.
@@ -171,13 +173,14 @@ Reply ApiServer::detokenize(const HttpRequest& req) {
   const int64_t vocab = backend_.model_info().vocab_size;
   for (const json& e : *tokens) {
     if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= vocab)
-      return error_reply(invalid_request("'tokens' must hold token ids in [0, " + std::to_string(vocab) + ").", "tokens",
-                                         "invalid_value"),
+      return error_reply(invalid_request("'tokens' must hold token ids in [0, " + std::to_string(vocab) + ").",
+                                         "tokens", "invalid_value"),
                          ApiDialect::kOpenAi);
     ids.push_back(int32_t(e.get<int64_t>()));
   }
   Result<std::string> text = backend_.detokenize(ids, skip.value_or(false));
-  if (!text.is_ok()) return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "tokens"), ApiDialect::kOpenAi);
+  if (!text.is_ok())
+    return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "tokens"), ApiDialect::kOpenAi);
   return json_reply(200, {{"prompt", *text}});
 }
 

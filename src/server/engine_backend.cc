@@ -65,8 +65,9 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::create(const EngineBackend
   info.max_model_len = (*runner)->max_model_len();
   info.vocab_size = (*runner)->vocab_size();
   if (b->tokenizer_->vocab_size() > info.vocab_size) {
-    return invalid_argument(tok_dir + "/tokenizer.json: the tokenizer has " + std::to_string(b->tokenizer_->vocab_size()) +
-                            " ids but the model's vocabulary has " + std::to_string(info.vocab_size) +
+    return invalid_argument(tok_dir + "/tokenizer.json: the tokenizer has " +
+                            std::to_string(b->tokenizer_->vocab_size()) + " ids but the model's vocabulary has " +
+                            std::to_string(info.vocab_size) +
                             "; use the tokenizer that belongs to the model (--tokenizer DIR)");
   }
   info.device = (*runner)->backend().name();
@@ -103,8 +104,9 @@ Result<std::string> EngineBackend::detokenize(std::span<const int32_t> ids, bool
   return tokenizer_->decode(ids, skip_special_tokens);
 }
 
-Result<std::string> EngineBackend::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                               bool add_generation_prompt, const nlohmann::ordered_json& extra) {
+Result<std::string> EngineBackend::render_chat(const nlohmann::ordered_json& messages,
+                                               const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                               const nlohmann::ordered_json& extra) {
   if (!template_) {
     return invalid_argument("this model has no chat template (" + template_error_ +
                             "); use /v1/completions, or start the server with --chat-template FILE");
@@ -112,7 +114,9 @@ Result<std::string> EngineBackend::render_chat(const nlohmann::ordered_json& mes
   return template_->render(messages, tools, add_generation_prompt, extra);
 }
 
-std::string EngineBackend::piece(int32_t id) const { return tokenizer_->token_bytes(id); }
+std::string EngineBackend::piece(int32_t id) const {
+  return tokenizer_->token_bytes(id);
+}
 
 Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback on_event) {
   Request r;

@@ -73,8 +73,8 @@ class EngineBackend final : public GenerationBackend {
   std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_map<uint64_t, std::unique_ptr<Live>> live_;  // by engine id; guarded by mu_
-  std::vector<uint64_t> cancels_;                              // guarded by mu_
-  bool stopping_ = false;                                      // guarded by mu_
+  std::vector<uint64_t> cancels_;                             // guarded by mu_
+  bool stopping_ = false;                                     // guarded by mu_
   Histogram batch_sizes_{{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}};
   std::thread pump_;
 };

@@ -18,13 +18,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -32,30 +31,30 @@ namespace fg::server {
 
 // Sampling and stopping settings of one generation, already validated by the protocol layer.
 struct SamplingOptions {
-  float temperature = 1.0f;          // <= 0: greedy
-  float top_p = 1.0f;                // 1 = off
-  int top_k = 0;                     // 0 = off
-  float min_p = 0.0f;                // 0 = off
-  float repetition_penalty = 1.0f;   // 1 = off (multiplicative, over prompt and output)
-  float presence_penalty = 0.0f;     // 0 = off (OpenAI semantics, over output)
-  float frequency_penalty = 0.0f;    // 0 = off
-  std::optional<uint64_t> seed;      // unset: the backend picks one
-  int64_t max_new_tokens = 16;       // >= 0
-  std::vector<std::string> stop;     // stop strings; the text from the match on is not sent
+  float temperature = 1.0f;         // <= 0: greedy
+  float top_p = 1.0f;               // 1 = off
+  int top_k = 0;                    // 0 = off
+  float min_p = 0.0f;               // 0 = off
+  float repetition_penalty = 1.0f;  // 1 = off (multiplicative, over prompt and output)
+  float presence_penalty = 0.0f;    // 0 = off (OpenAI semantics, over output)
+  float frequency_penalty = 0.0f;   // 0 = off
+  std::optional<uint64_t> seed;     // unset: the backend picks one
+  int64_t max_new_tokens = 16;      // >= 0
+  std::vector<std::string> stop;    // stop strings; the text from the match on is not sent
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
-  bool skip_special_tokens = true;   // leave special tokens out of the text deltas
+  bool skip_special_tokens = true;  // leave special tokens out of the text deltas
   // -1: no logprobs; 0: the chosen token's logprob; n > 0: also the n most likely tokens.
   int logprobs = -1;
 };
 
 struct GenerationRequest {
-  std::string request_id;             // for logs; the backend may add a suffix per choice
+  std::string request_id;  // for logs; the backend may add a suffix per choice
   std::vector<int32_t> prompt_ids;
   SamplingOptions sampling;
-  bool prompt_logprobs = false;       // TGI decoder_input_details (backends may not support it)
-  int priority = 0;                   // larger first when the scheduler honours priorities
+  bool prompt_logprobs = false;  // TGI decoder_input_details (backends may not support it)
+  int priority = 0;              // larger first when the scheduler honours priorities
 };
 
 enum class FinishReason {
@@ -70,30 +69,30 @@ const char* finish_reason_name(FinishReason r);
 
 struct TokenLogprob {
   int32_t id = 0;
-  std::string text;       // the token's own text (may be a partial UTF-8 sequence)
+  std::string text;  // the token's own text (may be a partial UTF-8 sequence)
   float logprob = 0.0f;
 };
 
 struct GeneratedToken {
   int32_t id = 0;
-  std::string text;       // the token's own text (may be a partial UTF-8 sequence)
-  float logprob = 0.0f;   // meaningful when logprobs >= 0 was asked
+  std::string text;      // the token's own text (may be a partial UTF-8 sequence)
+  float logprob = 0.0f;  // meaningful when logprobs >= 0 was asked
   bool special = false;
   std::vector<TokenLogprob> top;  // size = SamplingOptions::logprobs when > 0
 };
 
 struct GenerationEvent {
-  std::vector<GeneratedToken> tokens;   // new tokens since the previous event (may be empty)
-  std::string text_delta;               // new, complete UTF-8 text, stop strings already cut
+  std::vector<GeneratedToken> tokens;  // new tokens since the previous event (may be empty)
+  std::string text_delta;              // new, complete UTF-8 text, stop strings already cut
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string stop_string;              // the matched stop string (kStopString)
-  Status error;                         // kError only
+  std::string stop_string;  // the matched stop string (kStopString)
+  Status error;             // kError only
   // Set on the finished event.
   int64_t prompt_tokens = 0;
-  int64_t cached_prompt_tokens = 0;     // prompt tokens served from the prefix cache
+  int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t generated_tokens = 0;
-  uint64_t seed = 0;                    // the seed actually used
+  uint64_t seed = 0;                          // the seed actually used
   std::vector<TokenLogprob> prompt_logprobs;  // when asked and supported; first logprob is NaN
 };
 
@@ -101,13 +100,13 @@ using EventCallback = std::function<void(GenerationEvent&&)>;
 
 // Static facts about the served model.
 struct ModelInfo {
-  std::string id;                 // the served model name (OpenAI `model`)
+  std::string id;  // the served model name (OpenAI `model`)
   std::string model_dir;
-  int64_t max_model_len = 0;      // prompt + output tokens, at most
+  int64_t max_model_len = 0;  // prompt + output tokens, at most
   int64_t vocab_size = 0;
-  std::string dtype;              // "float32", "bfloat16", ...
-  std::string device;             // "cpu", "cuda"
-  int64_t created = 0;            // unix seconds, for /v1/models
+  std::string dtype;    // "float32", "bfloat16", ...
+  std::string device;   // "cpu", "cuda"
+  int64_t created = 0;  // unix seconds, for /v1/models
   int64_t max_batch_tokens = 0;
   int64_t max_running = 0;
   bool has_chat_template = false;
@@ -115,18 +114,18 @@ struct ModelInfo {
 
 // Histogram counts for fixed upper bounds (a Prometheus histogram without the _sum rounding).
 struct HistogramSnapshot {
-  std::vector<double> upper_bounds;   // ascending; the +Inf bucket is implicit
-  std::vector<uint64_t> counts;       // per bucket, not cumulative; size upper_bounds.size() + 1
+  std::vector<double> upper_bounds;  // ascending; the +Inf bucket is implicit
+  std::vector<uint64_t> counts;      // per bucket, not cumulative; size upper_bounds.size() + 1
   double sum = 0.0;
   uint64_t count = 0;
 };
 
 struct BackendStats {
-  int64_t waiting = 0;           // queued, not yet scheduled
-  int64_t running = 0;           // sequences being prefilled or decoded
+  int64_t waiting = 0;  // queued, not yet scheduled
+  int64_t running = 0;  // sequences being prefilled or decoded
   int64_t kv_pages_total = 0;
-  int64_t kv_pages_used = 0;     // held by live sequences (cached-but-free pages are not "used")
-  int64_t kv_pages_cached = 0;   // evictable prefix-cache pages
+  int64_t kv_pages_used = 0;    // held by live sequences (cached-but-free pages are not "used")
+  int64_t kv_pages_cached = 0;  // evictable prefix-cache pages
   int64_t preemptions = 0;
   int64_t steps = 0;
   HistogramSnapshot batch_size;  // sequences per engine step

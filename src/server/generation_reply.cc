@@ -1,11 +1,11 @@
 // GenerationReply: event plumbing and per-request bookkeeping shared by the generating routes.
 #include "server/generation_reply.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-
-#include <spdlog/spdlog.h>
 
 namespace fg::server {
 
@@ -16,8 +16,7 @@ std::string ApiContext::make_id(const char* prefix) {
   return buf;
 }
 
-GenerationReply::GenerationReply(ApiContext& ctx, std::string route, std::string request_id,
-                                 ApiDialect dialect)
+GenerationReply::GenerationReply(ApiContext& ctx, std::string route, std::string request_id, ApiDialect dialect)
     : ctx_(ctx), route_(std::move(route)), request_id_(std::move(request_id)), dialect_(dialect) {
   ++ctx_.in_flight;
   ctx_.metrics.set_in_flight(ctx_.in_flight.load());
@@ -169,16 +168,19 @@ void GenerationReply::finish_request() {
   const int status = final_head_.status;
   ctx_.metrics.count_request(route_, status);
   if (!ctx_.log_requests) return;
-  const double ttft_ms =
-      first_token_ == Clock::time_point{} ? -1.0 : std::chrono::duration<double, std::milli>(first_token_ - arrival_).count();
+  const double ttft_ms = first_token_ == Clock::time_point{}
+                             ? -1.0
+                             : std::chrono::duration<double, std::milli>(first_token_ - arrival_).count();
   std::string reasons;
   for (const Choice& c : choices_) {
     if (!reasons.empty()) reasons += ',';
     reasons += finish_reason_name(c.final.finish_reason);
   }
-  spdlog::info("{} {} status={} prompt_tokens={} cached_tokens={} completion_tokens={} ttft_ms={:.1f} duration_ms={:.1f} finish={}",
-               request_id_, route_, status, total_prompt_tokens(), total_cached_tokens(),
-               total_generated_tokens(), ttft_ms, e2e * 1000.0, reasons);
+  spdlog::info(
+      "{} {} status={} prompt_tokens={} cached_tokens={} completion_tokens={} ttft_ms={:.1f} duration_ms={:.1f} "
+      "finish={}",
+      request_id_, route_, status, total_prompt_tokens(), total_cached_tokens(), total_generated_tokens(), ttft_ms,
+      e2e * 1000.0, reasons);
 }
 
 const char* finish_reason_name(FinishReason r) {

@@ -29,7 +29,7 @@ struct ApiContext {
   int64_t max_concurrent_requests = 256;
   std::atomic<int64_t> in_flight{0};  // GenerationReply objects alive
   std::atomic<uint64_t> next_id{0};
-  std::string id_prefix;              // random per process, so ids differ across restarts
+  std::string id_prefix;  // random per process, so ids differ across restarts
   bool log_requests = true;
 
   ApiContext(GenerationBackend& b, Metrics& m) : backend(b), metrics(m) {}
@@ -62,11 +62,11 @@ class GenerationReply : public ReplySource {
     bool submitted = false;
     bool finished = false;
     int64_t prompt_tokens = 0;
-    bool counts_prompt = true;            // first choice of its prompt
+    bool counts_prompt = true;  // first choice of its prompt
     int64_t generated = 0;
-    std::string text;                     // every text delta so far
-    std::vector<GeneratedToken> tokens;   // only when keep_tokens_
-    GenerationEvent final;                // the finished event (tokens moved out)
+    std::string text;                    // every text delta so far
+    std::vector<GeneratedToken> tokens;  // only when keep_tokens_
+    GenerationEvent final;               // the finished event (tokens moved out)
   };
 
   // Called for each event, in order per choice. `choice.text`/`tokens`/`generated` already

@@ -4,24 +4,22 @@
 // connection waits on one timer (`wake_`) that three things cancel: the reply source having new
 // output, the socket watch seeing the peer leave, and shutdown. Everything that touches a session
 // runs on its strand, so a session has no locks.
-#include <utility>  // Boost 1.74's asio/awaitable.hpp uses std::exchange without including it
+#include "server/http_server.h"  // (via http_types.h) <utility> before Boost 1.74 asio, whose awaitable.hpp needs std::exchange
 
-#include "server/http_server.h"
-
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
-
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
 
 namespace fg::server {
 
@@ -60,8 +58,7 @@ struct PostGuard {
 
 struct HttpServer::Impl {
   Impl(HttpServerConfig c, RequestHandler h)
-      : cfg(std::move(c)), handler(std::move(h)), ioc(std::max(1, cfg.threads)), acceptor(ioc),
-        drain_timer(ioc) {}
+      : cfg(std::move(c)), handler(std::move(h)), ioc(std::max(1, cfg.threads)), acceptor(ioc), drain_timer(ioc) {}
 
   net::awaitable<void> accept_loop();
   void session_ended(uint64_t id);
@@ -81,7 +78,7 @@ struct HttpServer::Impl {
   std::atomic<int64_t> active_replies{0};
   mutable std::mutex mu;
   std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;  // guarded by mu
-  uint64_t next_session = 0;                                       // guarded by mu
+  uint64_t next_session = 0;                                      // guarded by mu
   uint16_t bound_port = 0;
   std::shared_ptr<PostGuard> guard = std::make_shared<PostGuard>();
 };
@@ -126,8 +123,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   net::steady_timer wake_;
   uint64_t id_;
-  bool idle_ = true;        // waiting for (or reading) a request
-  bool watching_ = false;   // a read that detects the peer leaving is pending
+  bool idle_ = true;       // waiting for (or reading) a request
+  bool watching_ = false;  // a read that detects the peer leaving is pending
   bool peer_gone_ = false;
   ReplySource* source_ = nullptr;
 };
@@ -314,27 +311,28 @@ net::awaitable<bool> Session::serve_one(bool first) {
   }
   if (ec == http::error::body_limit) {
     co_await send_error(413,
-                        "Request body is larger than the server's limit of " +
-                            std::to_string(cfg.max_body_bytes) + " bytes (--max-body-bytes).",
+                        "Request body is larger than the server's limit of " + std::to_string(cfg.max_body_bytes) +
+                            " bytes (--max-body-bytes).",
                         path);
     co_await linger_close();
     co_return false;
   }
   if (ec == http::error::header_limit) {
-    co_await send_error(431, "Request headers are larger than " + std::to_string(cfg.max_header_bytes) + " bytes.", path);
+    co_await send_error(431, "Request headers are larger than " + std::to_string(cfg.max_header_bytes) + " bytes.",
+                        path);
     co_await linger_close();
     co_return false;
   }
   if (ec) {
     // Quiet ends: the peer closed, the idle/read timeout fired, or shutdown closed us.
-    const bool quiet = ec == http::error::end_of_stream || ec == net::error::eof ||
-                       ec == beast::error::timeout || ec == net::error::operation_aborted ||
-                       ec == net::error::connection_reset || (buffer_.size() == 0 && !parser.got_some());
+    const bool quiet = ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+                       ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+                       (buffer_.size() == 0 && !parser.got_some());
     if (!quiet && ec.category() == http::make_error_code(http::error::bad_version).category())
       co_await send_error(400, "Malformed HTTP request: " + ec.message() + ".", path);
     else if (ec == beast::error::timeout && parser.got_some())
-      co_await send_error(408, "The request was not received within " +
-                                   std::to_string(int(cfg.read_timeout_s)) + " seconds.", path);
+      co_await send_error(
+          408, "The request was not received within " + std::to_string(int(cfg.read_timeout_s)) + " seconds.", path);
     co_return false;
   }
 
@@ -462,8 +460,8 @@ Status HttpServer::start() {
   if (!ec) im.acceptor.bind(ep, ec);
   if (!ec) im.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Status(ErrorCode::kIo, "cannot listen on " + im.cfg.host + ":" + std::to_string(im.cfg.port) +
-                                      ": " + ec.message());
+    return Status(ErrorCode::kIo,
+                  "cannot listen on " + im.cfg.host + ":" + std::to_string(im.cfg.port) + ": " + ec.message());
   }
   im.bound_port = im.acceptor.local_endpoint().port();
   net::co_spawn(im.ioc, im.accept_loop(), net::detached);
@@ -471,7 +469,9 @@ Status HttpServer::start() {
   return Status::ok();
 }
 
-uint16_t HttpServer::port() const { return impl_->bound_port; }
+uint16_t HttpServer::port() const {
+  return impl_->bound_port;
+}
 
 void HttpServer::install_signal_handlers() {
   Impl& im = *impl_;
@@ -506,13 +506,17 @@ void HttpServer::wait() {
   impl_->threads.clear();
 }
 
-bool HttpServer::draining() const { return impl_->draining.load(); }
+bool HttpServer::draining() const {
+  return impl_->draining.load();
+}
 
 int64_t HttpServer::open_connections() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return int64_t(impl_->sessions.size());
 }
 
-int64_t HttpServer::active_replies() const { return impl_->active_replies.load(); }
+int64_t HttpServer::active_replies() const {
+  return impl_->active_replies.load();
+}
 
 }  // namespace fg::server

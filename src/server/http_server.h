@@ -26,18 +26,17 @@ namespace fg::server {
 
 struct HttpServerConfig {
   std::string host = "127.0.0.1";
-  uint16_t port = 8080;             // 0: an ephemeral port (see HttpServer::port())
+  uint16_t port = 8080;  // 0: an ephemeral port (see HttpServer::port())
   int threads = 2;
   size_t max_body_bytes = 8u << 20;
   size_t max_header_bytes = 16u << 10;
-  double read_timeout_s = 30.0;     // one request, first byte to last
-  double idle_timeout_s = 75.0;     // a keep-alive connection waiting for its next request
-  double write_timeout_s = 60.0;    // one write to a slow client
-  double drain_timeout_s = 30.0;    // shutdown: how long in-flight replies may still run
+  double read_timeout_s = 30.0;   // one request, first byte to last
+  double idle_timeout_s = 75.0;   // a keep-alive connection waiting for its next request
+  double write_timeout_s = 60.0;  // one write to a slow client
+  double drain_timeout_s = 30.0;  // shutdown: how long in-flight replies may still run
   // Builds the error reply for transport-level failures (malformed HTTP, body too large,
   // shutting down) so each API can answer in its own error shape. Required.
-  std::function<HttpResponse(int status, const std::string& message, const std::string& path)>
-      error_reply;
+  std::function<HttpResponse(int status, const std::string& message, const std::string& path)> error_reply;
 };
 
 class HttpServer {

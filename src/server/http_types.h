@@ -11,12 +11,12 @@
 namespace fg::server {
 
 struct HttpRequest {
-  std::string method;        // "GET", "POST", ...
-  std::string target;        // path plus query, e.g. "/v1/models"
-  std::string path;          // target without the query
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path plus query, e.g. "/v1/models"
+  std::string path;    // target without the query
   std::string content_type;
   std::string body;
-  std::string remote;        // peer address, for logs
+  std::string remote;  // peer address, for logs
 };
 
 struct HttpResponse {
@@ -46,10 +46,10 @@ class ReplySource {
 };
 
 struct Reply {
-  HttpResponse head;        // immediate reply, or the head of a streamed one
+  HttpResponse head;                    // immediate reply, or the head of a streamed one
   std::unique_ptr<ReplySource> source;  // null: `head` is the whole reply
-  bool streamed = false;    // true: send `head` now, then the source's output as chunks (SSE);
-                            // false with a source: wait for completion, then send final_head()
+  bool streamed = false;                // true: send `head` now, then the source's output as chunks (SSE);
+                                        // false with a source: wait for completion, then send final_head()
 };
 
 using RequestHandler = std::function<Reply(HttpRequest&&)>;

@@ -5,8 +5,7 @@
 
 namespace fg::server {
 
-JsonFields::JsonFields(const nlohmann::json& obj, std::string prefix)
-    : obj_(obj), prefix_(std::move(prefix)) {}
+JsonFields::JsonFields(const nlohmann::json& obj, std::string prefix) : obj_(obj), prefix_(std::move(prefix)) {}
 
 const nlohmann::json* JsonFields::find(std::string_view key) {
   known_.emplace(key);
@@ -65,7 +64,9 @@ std::optional<std::string> JsonFields::get_string(std::string_view key) {
   return std::nullopt;
 }
 
-const nlohmann::json* JsonFields::get_raw(std::string_view key) { return find(key); }
+const nlohmann::json* JsonFields::get_raw(std::string_view key) {
+  return find(key);
+}
 
 const nlohmann::json* JsonFields::get_object(std::string_view key) {
   const nlohmann::json* v = find(key);

@@ -27,11 +27,10 @@ HistogramSnapshot Histogram::snapshot() const {
 
 namespace {
 
-const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
-                                            0.15,  0.2,    0.3,   0.5,  0.75,  1.0,  2.5,   5.0,
-                                            7.5,   10.0,   20.0,  40.0, 80.0};
-const std::vector<double> kE2eBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                                        20.0, 30.0, 60.0, 120.0, 300.0, 600.0};
+const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2, 0.3,
+                                            0.5,   0.75,   1.0,   2.5,  5.0,   7.5,  10.0,  20.0, 40.0, 80.0};
+const std::vector<double> kE2eBounds = {0.01, 0.025, 0.05, 0.1,  0.25, 0.5,   1.0,   2.5,
+                                        5.0,  10.0,  20.0, 30.0, 60.0, 120.0, 300.0, 600.0};
 
 std::string fmt_double(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
@@ -108,22 +107,18 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [key, count] : requests_) {
-      out += "flashgen_requests_total{route=\"" + key.first + "\",status=\"" +
-             std::to_string(key.second) + "\"} " + std::to_string(count) + "\n";
+      out += "flashgen_requests_total{route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
+             std::to_string(count) + "\n";
     }
-    header(out, "flashgen_request_finish_total", "counter",
-           "Finished generations (one per choice), by finish reason.");
+    header(out, "flashgen_request_finish_total", "counter", "Finished generations (one per choice), by finish reason.");
     for (const auto& [reason, count] : finishes_)
       out += "flashgen_request_finish_total{reason=\"" + reason + "\"} " + std::to_string(count) + "\n";
   }
-  scalar(out, "flashgen_requests_in_flight", "gauge",
-         "HTTP generation requests accepted and not yet answered.", double(in_flight_.load()));
-  scalar(out, "flashgen_num_requests_waiting", "gauge", "Requests queued in the engine.",
-         double(stats.waiting));
-  scalar(out, "flashgen_num_requests_running", "gauge", "Sequences being prefilled or decoded.",
-         double(stats.running));
-  scalar(out, "flashgen_kv_pages_used", "gauge", "KV cache pages held by live sequences.",
-         double(stats.kv_pages_used));
+  scalar(out, "flashgen_requests_in_flight", "gauge", "HTTP generation requests accepted and not yet answered.",
+         double(in_flight_.load()));
+  scalar(out, "flashgen_num_requests_waiting", "gauge", "Requests queued in the engine.", double(stats.waiting));
+  scalar(out, "flashgen_num_requests_running", "gauge", "Sequences being prefilled or decoded.", double(stats.running));
+  scalar(out, "flashgen_kv_pages_used", "gauge", "KV cache pages held by live sequences.", double(stats.kv_pages_used));
   scalar(out, "flashgen_kv_pages_cached", "gauge", "Evictable KV pages kept by the prefix cache.",
          double(stats.kv_pages_cached));
   scalar(out, "flashgen_kv_pages_total", "gauge", "KV cache pages in the pool.", double(stats.kv_pages_total));
@@ -131,8 +126,8 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
          stats.kv_pages_total > 0 ? double(stats.kv_pages_used) / double(stats.kv_pages_total) : 0.0);
   scalar(out, "flashgen_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
          double(prompt_tokens_.load()));
-  scalar(out, "flashgen_prompt_tokens_cached_total", "counter",
-         "Prompt tokens served from the prefix cache.", double(cached_prompt_tokens_.load()));
+  scalar(out, "flashgen_prompt_tokens_cached_total", "counter", "Prompt tokens served from the prefix cache.",
+         double(cached_prompt_tokens_.load()));
   scalar(out, "flashgen_generation_tokens_total", "counter", "Generated tokens of finished requests.",
          double(generated_tokens_.load()));
   const int64_t prompt = prompt_tokens_.load();
@@ -141,16 +136,14 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
          prompt > 0 ? double(cached_prompt_tokens_.load()) / double(prompt) : 0.0);
   scalar(out, "flashgen_preemptions_total", "counter", "Sequences preempted (recomputed later).",
          double(stats.preemptions));
-  scalar(out, "flashgen_engine_steps_total", "counter", "Engine steps (forward passes).",
-         double(stats.steps));
+  scalar(out, "flashgen_engine_steps_total", "counter", "Engine steps (forward passes).", double(stats.steps));
   scalar(out, "flashgen_max_model_len", "gauge", "Most tokens (prompt + output) of one sequence.",
          double(info.max_model_len));
-  histogram(out, "flashgen_time_to_first_token_seconds",
-            "From request arrival to the first generated token.", ttft_.snapshot());
-  histogram(out, "flashgen_inter_token_latency_seconds",
-            "Between consecutive generated tokens of one sequence.", itl_.snapshot());
-  histogram(out, "flashgen_e2e_request_latency_seconds", "From request arrival to its last token.",
-            e2e_.snapshot());
+  histogram(out, "flashgen_time_to_first_token_seconds", "From request arrival to the first generated token.",
+            ttft_.snapshot());
+  histogram(out, "flashgen_inter_token_latency_seconds", "Between consecutive generated tokens of one sequence.",
+            itl_.snapshot());
+  histogram(out, "flashgen_e2e_request_latency_seconds", "From request arrival to its last token.", e2e_.snapshot());
   if (!stats.batch_size.upper_bounds.empty())
     histogram(out, "flashgen_batch_size", "Sequences per engine step.", stats.batch_size);
   return out;

@@ -14,8 +14,8 @@ using nlohmann::json;
 namespace {
 
 ApiError range_error(const std::string& param, const std::string& rule, double got) {
-  std::string g = (got == std::floor(got) && std::fabs(got) < 1e15) ? std::to_string(int64_t(got))
-                                                                     : std::to_string(got);
+  std::string g =
+      (got == std::floor(got) && std::fabs(got) < 1e15) ? std::to_string(int64_t(got)) : std::to_string(got);
   return invalid_request("Invalid '" + param + "': " + rule + ", got " + g + ".", param, "invalid_value");
 }
 
@@ -56,7 +56,8 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& inf
     }
   }
   if (auto n = f.get_int("n")) {
-    if (*n < 1 || *n > limits.max_n) f.fail(range_error("n", "must be between 1 and " + std::to_string(limits.max_n), double(*n)));
+    if (*n < 1 || *n > limits.max_n)
+      f.fail(range_error("n", "must be between 1 and " + std::to_string(limits.max_n), double(*n)));
     p.n = *n;
   }
   SamplingOptions& s = p.sampling;
@@ -82,7 +83,8 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& inf
       if (!stop->get<std::string>().empty()) s.stop.push_back(stop->get<std::string>());
     } else if (stop->is_array()) {
       if (int64_t(stop->size()) > limits.max_stop)
-        f.fail(range_error("stop", "at most " + std::to_string(limits.max_stop) + " stop sequences are allowed", double(stop->size())));
+        f.fail(range_error("stop", "at most " + std::to_string(limits.max_stop) + " stop sequences are allowed",
+                           double(stop->size())));
       for (const json& e : *stop) {
         if (!e.is_string()) {
           f.fail(invalid_type("stop", "a string or an array of strings"));
@@ -108,7 +110,8 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& inf
     s.min_p = float(*v);
   }
   if (auto v = f.get_number("repetition_penalty")) {
-    if (!(*v > 0.0 && *v <= 100.0)) f.fail(range_error("repetition_penalty", "must be greater than 0 and at most 100", *v));
+    if (!(*v > 0.0 && *v <= 100.0))
+      f.fail(range_error("repetition_penalty", "must be greater than 0 and at most 100", *v));
     s.repetition_penalty = float(*v);
   }
   s.ignore_eos = f.get_bool("ignore_eos").value_or(false);
@@ -197,8 +200,13 @@ class OpenAiReply final : public GenerationReply {
   OpenAiReply(ApiContext& ctx, bool chat, std::string id, std::string model, const CommonParams& p,
               std::vector<std::string> echo_prefix)
       : GenerationReply(ctx, chat ? "/v1/chat/completions" : "/v1/completions", id, ApiDialect::kOpenAi),
-        chat_(chat), id_(std::move(id)), model_(std::move(model)), stream_(p.stream),
-        include_usage_(p.include_usage), logprobs_(p.logprobs), n_(size_t(p.n)),
+        chat_(chat),
+        id_(std::move(id)),
+        model_(std::move(model)),
+        stream_(p.stream),
+        include_usage_(p.include_usage),
+        logprobs_(p.logprobs),
+        n_(size_t(p.n)),
         echo_prefix_(std::move(echo_prefix)) {
     keep_tokens_ = logprobs_ >= 0 && !stream_;
   }
@@ -303,8 +311,7 @@ class OpenAiReply final : public GenerationReply {
  private:
   json base_object() const {
     json o = {{"id", id_},
-              {"object", chat_ ? (stream_ ? "chat.completion.chunk" : "chat.completion")
-                               : "text_completion"},
+              {"object", chat_ ? (stream_ ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
               {"created", created_unix_},
               {"model", model_},
               {"system_fingerprint", "flashgen"}};
@@ -313,8 +320,8 @@ class OpenAiReply final : public GenerationReply {
 
   json chunk(size_t index, json delta, json logprobs, const char* finish) const {
     json c = base_object();
-    json choice = {{"index", index}, {"logprobs", std::move(logprobs)},
-                   {"finish_reason", finish ? json(finish) : json(nullptr)}};
+    json choice = {
+        {"index", index}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
     choice[chat_ ? "delta" : "text"] = std::move(delta);
     c["choices"] = json::array({std::move(choice)});
     if (include_usage_) c["usage"] = nullptr;
@@ -346,7 +353,8 @@ class OpenAiReply final : public GenerationReply {
 // Validated token ids of a prompt given as an array of integers.
 std::optional<ApiError> read_token_prompt(const json& arr, int64_t vocab, std::vector<int32_t>& out) {
   for (const json& e : arr) {
-    if (!e.is_number_integer()) return invalid_type("prompt", "a string, an array of strings, or an array of token ids");
+    if (!e.is_number_integer())
+      return invalid_type("prompt", "a string, an array of strings, or an array of token ids");
     const int64_t id = e.get<int64_t>();
     if (id < 0 || id >= vocab)
       return invalid_request("Token id " + std::to_string(id) + " in 'prompt' is outside the vocabulary [0, " +
@@ -364,7 +372,8 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
   std::vector<GenerationRequest> requests;
   const std::string id = ctx.make_id(chat ? "chatcmpl" : "cmpl");
   for (auto& ids : prompts) {
-    LengthCheck lc = check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len, p.max_tokens_param);
+    LengthCheck lc =
+        check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len, p.max_tokens_param);
     if (lc.error) return error_reply(*lc.error, ApiDialect::kOpenAi);
     for (int64_t i = 0; i < p.n; ++i) {
       GenerationRequest r;
@@ -379,8 +388,9 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
   }
   if (ctx.in_flight.load() >= ctx.max_concurrent_requests) {
     ctx.metrics.count_request(chat ? "/v1/chat/completions" : "/v1/completions", 429);
-    return error_reply(ApiError{429, "The server is at its limit of " + std::to_string(ctx.max_concurrent_requests) +
-                                         " concurrent requests (--max-concurrent-requests); retry later.",
+    return error_reply(ApiError{429,
+                                "The server is at its limit of " + std::to_string(ctx.max_concurrent_requests) +
+                                    " concurrent requests (--max-concurrent-requests); retry later.",
                                 "rate_limit_error", "", "queue_full"},
                        ApiDialect::kOpenAi);
   }
@@ -397,7 +407,9 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
   return out;
 }
 
-Reply fail(const JsonFields& f) { return error_reply(*f.error(), ApiDialect::kOpenAi); }
+Reply fail(const JsonFields& f) {
+  return error_reply(*f.error(), ApiDialect::kOpenAi);
+}
 
 }  // namespace
 
@@ -415,11 +427,13 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
     p.logprobs = int(*lp);
   }
   const bool echo = f.get_bool("echo").value_or(false);
-  if (echo && p.logprobs >= 0) f.fail(unsupported_param("echo", "echo together with logprobs (prompt logprobs) is not implemented."));
+  if (echo && p.logprobs >= 0)
+    f.fail(unsupported_param("echo", "echo together with logprobs (prompt logprobs) is not implemented."));
   if (auto suffix = f.get_string("suffix"))
     if (!suffix->empty()) f.fail(unsupported_param("suffix", "insertion (suffix) is not implemented."));
   if (auto best_of = f.get_int("best_of"))
-    if (*best_of != p.n) f.fail(unsupported_param("best_of", "best_of must equal n (server-side ranking is not implemented)."));
+    if (*best_of != p.n)
+      f.fail(unsupported_param("best_of", "best_of must equal n (server-side ranking is not implemented)."));
   const bool add_special = f.get_bool("add_special_tokens").value_or(true);
   const json* prompt = f.get_raw("prompt");
   if (f.ok() && !prompt) f.fail(missing_parameter("prompt"));
@@ -447,27 +461,33 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
       for (const json& e : *prompt) {
         if (!e.is_array() || e.empty()) return error_reply(bad_prompt(), ApiDialect::kOpenAi);
         prompts.emplace_back();
-        if (auto err = read_token_prompt(e, info.vocab_size, prompts.back())) return error_reply(*err, ApiDialect::kOpenAi);
+        if (auto err = read_token_prompt(e, info.vocab_size, prompts.back()))
+          return error_reply(*err, ApiDialect::kOpenAi);
       }
     } else {
       token_prompts = true;
       prompts.emplace_back();
-      if (auto err = read_token_prompt(*prompt, info.vocab_size, prompts.back())) return error_reply(*err, ApiDialect::kOpenAi);
+      if (auto err = read_token_prompt(*prompt, info.vocab_size, prompts.back()))
+        return error_reply(*err, ApiDialect::kOpenAi);
     }
   } else {
-    return error_reply(prompt->is_array() ? invalid_request("'prompt' must not be empty.", "prompt", "invalid_value")
-                                          : bad_prompt(),
-                       ApiDialect::kOpenAi);
+    return error_reply(
+        prompt->is_array() ? invalid_request("'prompt' must not be empty.", "prompt", "invalid_value") : bad_prompt(),
+        ApiDialect::kOpenAi);
   }
   if (int64_t(texts.size() + prompts.size()) * p.n > limits.max_n * 8) {
-    return error_reply(invalid_request("Too many prompts x choices in one request (at most " +
-                                           std::to_string(limits.max_n * 8) + ").", "prompt", "invalid_value"),
-                       ApiDialect::kOpenAi);
+    return error_reply(
+        invalid_request("Too many prompts x choices in one request (at most " + std::to_string(limits.max_n * 8) + ").",
+                        "prompt", "invalid_value"),
+        ApiDialect::kOpenAi);
   }
   for (const std::string& t : texts) {
     Result<std::vector<int32_t>> ids = ctx.backend.tokenize(t, add_special);
-    if (!ids.is_ok()) return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "prompt"), ApiDialect::kOpenAi);
-    if (ids->empty()) return error_reply(invalid_request("'prompt' encodes to zero tokens.", "prompt", "invalid_value"), ApiDialect::kOpenAi);
+    if (!ids.is_ok())
+      return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "prompt"), ApiDialect::kOpenAi);
+    if (ids->empty())
+      return error_reply(invalid_request("'prompt' encodes to zero tokens.", "prompt", "invalid_value"),
+                         ApiDialect::kOpenAi);
     prompts.push_back(std::move(*ids));
   }
   std::vector<std::string> echo_prefix;
@@ -475,7 +495,8 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
     if (token_prompts) {
       for (const auto& ids : prompts) {
         Result<std::string> t = ctx.backend.detokenize(ids, false);
-        if (!t.is_ok()) return error_reply(api_error_from_status(t.status(), ApiDialect::kOpenAi, "prompt"), ApiDialect::kOpenAi);
+        if (!t.is_ok())
+          return error_reply(api_error_from_status(t.status(), ApiDialect::kOpenAi, "prompt"), ApiDialect::kOpenAi);
         echo_prefix.push_back(*t);
       }
     } else {
@@ -509,7 +530,8 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
     if (type == rf->end() || !type->is_string())
       f.fail(invalid_type("response_format.type", "a string"));
     else if (type->get<std::string>() != "text")
-      f.fail(unsupported_param("response_format", "only {\"type\": \"text\"} is implemented (no constrained decoding yet)."));
+      f.fail(unsupported_param("response_format",
+                               "only {\"type\": \"text\"} is implemented (no constrained decoding yet)."));
   }
   const json* tools = f.get_array("tools");
   if (const json* tc = f.get_raw("tool_choice")) {
@@ -527,7 +549,8 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   const json* template_kwargs = f.get_object("chat_template_kwargs");
   const json* messages = f.get_array("messages");
   if (f.ok() && !messages) f.fail(missing_parameter("messages"));
-  if (f.ok() && messages->empty()) f.fail(invalid_request("'messages' must not be empty.", "messages", "invalid_value"));
+  if (f.ok() && messages->empty())
+    f.fail(invalid_request("'messages' must not be empty.", "messages", "invalid_value"));
   if (f.ok()) {
     std::string unknown = f.unknown_field();
     if (!unknown.empty()) f.fail(unknown_parameter(unknown));
@@ -563,26 +586,33 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
       std::string joined;
       for (const ojson& part : *content) {
         if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-          return error_reply(invalid_type(where + ".content", "a string or an array of content parts"), ApiDialect::kOpenAi);
-        if (part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
-          return error_reply(unsupported_param(where + ".content", "only text content parts are supported by this text-only server."),
+          return error_reply(invalid_type(where + ".content", "a string or an array of content parts"),
                              ApiDialect::kOpenAi);
+        if (part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
+          return error_reply(
+              unsupported_param(where + ".content", "only text content parts are supported by this text-only server."),
+              ApiDialect::kOpenAi);
         if (!joined.empty()) joined += "\n";
         joined += part["text"].get<std::string>();
       }
       nm["content"] = joined;
     } else if (!content->is_string()) {
-      return error_reply(invalid_type(where + ".content", "a string or an array of content parts"), ApiDialect::kOpenAi);
+      return error_reply(invalid_type(where + ".content", "a string or an array of content parts"),
+                         ApiDialect::kOpenAi);
     }
     msgs.push_back(std::move(nm));
   }
   const ojson otools = tools ? obody.at("tools") : ojson(nullptr);
   const ojson okwargs = template_kwargs ? obody.at("chat_template_kwargs") : ojson::object();
   Result<std::string> text = ctx.backend.render_chat(msgs, otools, add_generation_prompt, okwargs);
-  if (!text.is_ok()) return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+  if (!text.is_ok())
+    return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
   Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*text, /*add_special_tokens=*/false);
-  if (!ids.is_ok()) return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
-  if (ids->empty()) return error_reply(invalid_request("The rendered chat encodes to zero tokens.", "messages", "invalid_value"), ApiDialect::kOpenAi);
+  if (!ids.is_ok())
+    return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+  if (ids->empty())
+    return error_reply(invalid_request("The rendered chat encodes to zero tokens.", "messages", "invalid_value"),
+                       ApiDialect::kOpenAi);
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(std::move(*ids));
   return submit_reply(ctx, true, p, std::move(prompts), {}, INT64_MAX);
@@ -590,16 +620,13 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
 
 Reply openai_models(ApiContext& ctx, std::string_view model_id) {
   const ModelInfo& info = ctx.backend.model_info();
-  json card = {{"id", info.id},
-               {"object", "model"},
-               {"created", info.created},
-               {"owned_by", "flashgen"},
-               {"root", info.model_dir},
-               {"max_model_len", info.max_model_len}};
+  json card = {{"id", info.id},          {"object", "model"},      {"created", info.created},
+               {"owned_by", "flashgen"}, {"root", info.model_dir}, {"max_model_len", info.max_model_len}};
   if (!model_id.empty()) {
     if (model_id != info.id)
-      return error_reply(not_found_error("The model '" + std::string(model_id) + "' does not exist.", "model_not_found"),
-                         ApiDialect::kOpenAi);
+      return error_reply(
+          not_found_error("The model '" + std::string(model_id) + "' does not exist.", "model_not_found"),
+          ApiDialect::kOpenAi);
     return json_reply(200, card);
   }
   return json_reply(200, {{"object", "list"}, {"data", json::array({card})}});

@@ -8,17 +8,15 @@ namespace fg::server {
 std::optional<ApiError> parse_json_object(const HttpRequest& req, nlohmann::json& out) {
   size_t bad = 0;
   if (!is_valid_utf8(req.body, &bad)) {
-    return invalid_request("Request body is not valid UTF-8 (bad byte sequence at offset " +
-                               std::to_string(bad) + ").",
+    return invalid_request("Request body is not valid UTF-8 (bad byte sequence at offset " + std::to_string(bad) + ").",
                            "", "invalid_utf8");
   }
   if (req.body.empty()) return invalid_request("Request body is empty; expected a JSON object.", "", "invalid_json");
   try {
     out = nlohmann::json::parse(req.body);
   } catch (const nlohmann::json::parse_error& e) {
-    return invalid_request("Request body is not valid JSON (byte " + std::to_string(e.byte) +
-                               "): " + e.what(),
-                           "", "invalid_json");
+    return invalid_request("Request body is not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what(), "",
+                           "invalid_json");
   }
   if (!out.is_object()) return invalid_request("Request body must be a JSON object.", "", "invalid_json");
   return std::nullopt;
@@ -53,22 +51,21 @@ LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested
                          int64_t max_model_len, const std::string& max_tokens_param) {
   LengthCheck out;
   if (max_model_len > 0 && prompt_tokens >= max_model_len) {
-    out.error = invalid_request("The prompt has " + std::to_string(prompt_tokens) +
-                                    " tokens, but this model's maximum context length is " +
-                                    std::to_string(max_model_len) +
-                                    " tokens (prompt and output together). Shorten the prompt.",
-                                "", "context_length_exceeded");
+    out.error = invalid_request(
+        "The prompt has " + std::to_string(prompt_tokens) + " tokens, but this model's maximum context length is " +
+            std::to_string(max_model_len) + " tokens (prompt and output together). Shorten the prompt.",
+        "", "context_length_exceeded");
     return out;
   }
   const int64_t room = max_model_len > 0 ? max_model_len - prompt_tokens : INT64_MAX;
   if (requested) {
     if (*requested > room) {
-      out.error = invalid_request(
-          "This model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
-              std::to_string(prompt_tokens + *requested) + " were requested (" +
-              std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(*requested) + " in '" +
-              max_tokens_param + "'). Lower '" + max_tokens_param + "' to at most " + std::to_string(room) + ".",
-          max_tokens_param, "context_length_exceeded");
+      out.error = invalid_request("This model's maximum context length is " + std::to_string(max_model_len) +
+                                      " tokens, but " + std::to_string(prompt_tokens + *requested) +
+                                      " were requested (" + std::to_string(prompt_tokens) + " in the prompt, " +
+                                      std::to_string(*requested) + " in '" + max_tokens_param + "'). Lower '" +
+                                      max_tokens_param + "' to at most " + std::to_string(room) + ".",
+                                  max_tokens_param, "context_length_exceeded");
       return out;
     }
     out.max_new_tokens = *requested;

@@ -52,9 +52,15 @@ class TgiReply final : public GenerationReply {
  public:
   TgiReply(ApiContext& ctx, TgiRoute route, std::string id, const TgiParams& p, std::string inputs,
            std::vector<int32_t> prompt_ids)
-      : GenerationReply(ctx, route == TgiRoute::kGenerate ? "/generate" : route == TgiRoute::kGenerateStream ? "/generate_stream" : "/",
+      : GenerationReply(ctx,
+                        route == TgiRoute::kGenerate         ? "/generate"
+                        : route == TgiRoute::kGenerateStream ? "/generate_stream"
+                                                             : "/",
                         std::move(id), ApiDialect::kTgi),
-        route_(route), p_(p), inputs_(std::move(inputs)), prompt_ids_(std::move(prompt_ids)) {
+        route_(route),
+        p_(p),
+        inputs_(std::move(inputs)),
+        prompt_ids_(std::move(prompt_ids)) {
     keep_tokens_ = true;
   }
   void set_streamed(bool s) { stream_ = s; }
@@ -153,7 +159,8 @@ class TgiReply final : public GenerationReply {
     if (!fin.prompt_logprobs.empty()) {
       for (size_t i = 0; i < fin.prompt_logprobs.size(); ++i) {
         const TokenLogprob& t = fin.prompt_logprobs[i];
-        a.push_back({{"id", t.id}, {"text", t.text},
+        a.push_back({{"id", t.id},
+                     {"text", t.text},
                      {"logprob", i == 0 || std::isnan(t.logprob) ? json(nullptr) : json(t.logprob)}});
       }
       return a;
@@ -186,7 +193,8 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
   auto temperature = f.get_number("temperature");
   auto top_p = f.get_number("top_p");
   auto top_k = f.get_int("top_k");
-  if (temperature) fail_if(!(*temperature > 0.0 && *temperature <= 100.0), "`temperature` must be strictly positive", "temperature");
+  if (temperature)
+    fail_if(!(*temperature > 0.0 && *temperature <= 100.0), "`temperature` must be strictly positive", "temperature");
   if (top_p) fail_if(!(*top_p > 0.0 && *top_p <= 1.0), "`top_p` must be > 0.0 and <= 1.0", "top_p");
   if (top_k) fail_if(*top_k <= 0, "`top_k` must be strictly positive", "top_k");
   if (auto v = f.get_number("repetition_penalty")) {
@@ -208,8 +216,8 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
   }
   if (const json* stop = f.get_array("stop")) {
     fail_if(int(stop->size()) > limits.max_stop_sequences,
-            "`stop` supports up to " + std::to_string(limits.max_stop_sequences) + " stop sequences. Given: " +
-                std::to_string(stop->size()),
+            "`stop` supports up to " + std::to_string(limits.max_stop_sequences) +
+                " stop sequences. Given: " + std::to_string(stop->size()),
             "stop");
     for (const json& e : *stop) {
       if (!e.is_string()) {
@@ -229,9 +237,11 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
     p.truncate = *t;
   }
   if (f.get_number("typical_p")) f.fail(validation("`typical_p` is not supported by flashgen", "typical_p"));
-  if (f.get_bool("watermark").value_or(false)) f.fail(validation("`watermark` is not supported by flashgen", "watermark"));
+  if (f.get_bool("watermark").value_or(false))
+    f.fail(validation("`watermark` is not supported by flashgen", "watermark"));
   if (f.get_raw("grammar")) f.fail(validation("`grammar` is not supported by flashgen yet", "grammar"));
-  if (f.get_raw("adapter_id")) f.fail(validation("`adapter_id` (LoRA adapters) is not supported by flashgen", "adapter_id"));
+  if (f.get_raw("adapter_id"))
+    f.fail(validation("`adapter_id` (LoRA adapters) is not supported by flashgen", "adapter_id"));
   // TGI samples when asked to, or when any warper is set away from its neutral value.
   p.sampling = do_sample || (temperature && *temperature != 1.0) || (top_k && *top_k > 0) || (top_p && *top_p < 1.0);
   s.temperature = p.sampling ? float(temperature.value_or(1.0)) : 0.0f;
@@ -266,13 +276,17 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
     read_params(pf, limits, info, p);
   }
   Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*inputs, /*add_special_tokens=*/true);
-  if (!ids.is_ok()) return error_reply(api_error_from_status(ids.status(), ApiDialect::kTgi, "inputs"), ApiDialect::kTgi);
+  if (!ids.is_ok())
+    return error_reply(api_error_from_status(ids.status(), ApiDialect::kTgi, "inputs"), ApiDialect::kTgi);
   if (p.truncate > 0 && int64_t(ids->size()) > p.truncate) ids->erase(ids->begin(), ids->end() - p.truncate);
   LengthCheck lc = check_length(int64_t(ids->size()), p.max_new_tokens, limits.default_max_new_tokens,
                                 info.max_model_len, "max_new_tokens");
   if (lc.error) return error_reply(validation(lc.error->message, "max_new_tokens"), ApiDialect::kTgi);
   if (ctx.in_flight.load() >= ctx.max_concurrent_requests) {
-    ctx.metrics.count_request(route == TgiRoute::kGenerate ? "/generate" : route == TgiRoute::kGenerateStream ? "/generate_stream" : "/", 429);
+    ctx.metrics.count_request(route == TgiRoute::kGenerate         ? "/generate"
+                              : route == TgiRoute::kGenerateStream ? "/generate_stream"
+                                                                   : "/",
+                              429);
     return error_reply(ApiError{429, "Model is overloaded", "", "", "queue_full"}, ApiDialect::kTgi);
   }
   GenerationRequest r;

@@ -21,12 +21,12 @@ bool is_valid_utf8(std::string_view s, size_t* bad_offset) {
       len = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
       len = 3;
-      if (c == 0xE0) lo = 0xA0;       // no overlongs
-      if (c == 0xED) hi = 0x9F;       // no surrogates
+      if (c == 0xE0) lo = 0xA0;  // no overlongs
+      if (c == 0xED) hi = 0x9F;  // no surrogates
     } else if (c >= 0xF0 && c <= 0xF4) {
       len = 4;
-      if (c == 0xF0) lo = 0x90;       // no overlongs
-      if (c == 0xF4) hi = 0x8F;       // <= U+10FFFF
+      if (c == 0xF0) lo = 0x90;  // no overlongs
+      if (c == 0xF4) hi = 0x8F;  // <= U+10FFFF
     } else {
       if (bad_offset) *bad_offset = i;
       return false;
@@ -54,9 +54,12 @@ size_t complete_utf8_prefix(std::string_view s) {
   if (back == n) return n;
   const auto lead = static_cast<uint8_t>(s[n - 1 - back]);
   size_t need = 1;
-  if (lead >= 0xF0) need = 4;
-  else if (lead >= 0xE0) need = 3;
-  else if (lead >= 0xC0) need = 2;
+  if (lead >= 0xF0)
+    need = 4;
+  else if (lead >= 0xE0)
+    need = 3;
+  else if (lead >= 0xC0)
+    need = 2;
   return back + 1 >= need ? n : n - 1 - back;
 }
 

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "server/api_server.h"
@@ -111,12 +110,14 @@ TEST_F(ApiTest, WrongTypesNameTheParameter) {
   expect_openai_error(r, 400, "max_tokens");
   EXPECT_EQ(r.second["error"]["code"], "invalid_type");
   expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model","messages":"hi"})")), 400, "messages");
-  expect_openai_error(call(post("/v1/chat/completions",
-                                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"temperature":"hot"})")),
-                      400, "temperature");
+  expect_openai_error(
+      call(post("/v1/chat/completions",
+                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"temperature":"hot"})")),
+      400, "temperature");
   expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","stop":[1]})")), 400, "stop");
   expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":{"a":1}})")), 400, "prompt");
-  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","stream":"yes"})")), 400, "stream");
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","stream":"yes"})")), 400,
+                      "stream");
 }
 
 TEST_F(ApiTest, UnknownFieldsAreRejectedMissingOnesNamed) {
@@ -124,9 +125,11 @@ TEST_F(ApiTest, UnknownFieldsAreRejectedMissingOnesNamed) {
   expect_openai_error(r, 400, "frobnicate");
   expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model"})")), 400, "messages");
   expect_openai_error(call(post("/v1/completions", R"({"prompt":"hi"})")), 400, "model");
-  expect_openai_error(call(post("/v1/chat/completions",
-                                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})")),
-                      400, "stream_options");
+  expect_openai_error(
+      call(post(
+          "/v1/chat/completions",
+          R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})")),
+      400, "stream_options");
 }
 
 TEST_F(ApiTest, UnknownModelIs404) {
@@ -136,7 +139,8 @@ TEST_F(ApiTest, UnknownModelIs404) {
 }
 
 TEST_F(ApiTest, MaxTokensRangeAndContextLength) {
-  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":-1})")), 400, "max_tokens");
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":-1})")), 400,
+                      "max_tokens");
   auto huge = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":1000000000000})"));
   expect_openai_error(huge, 400, "max_tokens");
   EXPECT_EQ(huge.second["error"]["code"], "context_length_exceeded");
@@ -145,14 +149,16 @@ TEST_F(ApiTest, MaxTokensRangeAndContextLength) {
   auto longp = call(post("/v1/completions", body.dump()));
   EXPECT_EQ(longp.first, 400);
   EXPECT_EQ(longp.second["error"]["code"], "context_length_exceeded");
-  expect_openai_error(call(post("/v1/chat/completions",
-                                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})")),
-                      400, "max_completion_tokens");
+  expect_openai_error(
+      call(post("/v1/chat/completions",
+                R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})")),
+      400, "max_completion_tokens");
   EXPECT_EQ(backend_.submitted(), 0);  // nothing reached the backend
 }
 
 TEST_F(ApiTest, CompletionWithUsageAndLogprobs) {
-  auto r = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":5,"temperature":0,"logprobs":2})"));
+  auto r = call(post("/v1/completions",
+                     R"({"model":"fake-model","prompt":"hello","max_tokens":5,"temperature":0,"logprobs":2})"));
   ASSERT_EQ(r.first, 200) << r.second.dump();
   const json& b = r.second;
   EXPECT_EQ(b["object"], "text_completion");
@@ -173,7 +179,8 @@ TEST_F(ApiTest, CompletionWithUsageAndLogprobs) {
 }
 
 TEST_F(ApiTest, StopStringIsCutAndReported) {
-  auto r = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":10,"temperature":0,"stop":["ij"]})"));
+  auto r = call(post("/v1/completions",
+                     R"({"model":"fake-model","prompt":"hello","max_tokens":10,"temperature":0,"stop":["ij"]})"));
   ASSERT_EQ(r.first, 200);
   EXPECT_EQ(r.second["choices"][0]["text"], "gh");
   EXPECT_EQ(r.second["choices"][0]["finish_reason"], "stop");
@@ -229,19 +236,22 @@ TEST_F(ApiTest, ChatStreamHasRoleContentFinishUsageAndDone) {
 }
 
 TEST_F(ApiTest, ChatMessagesValidatedAndTemplateErrorsAre400) {
-  expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[{"role":"wizard","content":"x"}]})")),
-                      400, "messages[0].role");
+  expect_openai_error(
+      call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[{"role":"wizard","content":"x"}]})")), 400,
+      "messages[0].role");
   expect_openai_error(call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[]})")), 400, "messages");
   auto r = call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[{"role":"raise","content":"x"}]})"));
   EXPECT_EQ(r.first, 400);
-  auto ok = call(post("/v1/chat/completions",
-                      R"({"model":"fake-model","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"max_tokens":2})"));
+  auto ok = call(post(
+      "/v1/chat/completions",
+      R"({"model":"fake-model","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"max_tokens":2})"));
   EXPECT_EQ(ok.first, 200) << ok.second.dump();
   EXPECT_EQ(ok.second["choices"][0]["message"]["role"], "assistant");
 }
 
 TEST_F(ApiTest, TgiGenerateDetailsAndValidation) {
-  auto r = call(post("/generate", R"({"inputs":"hello","parameters":{"max_new_tokens":3,"details":true,"decoder_input_details":true,
+  auto r = call(post("/generate",
+                     R"({"inputs":"hello","parameters":{"max_new_tokens":3,"details":true,"decoder_input_details":true,
                                        "top_n_tokens":2,"adapter_id":null,"best_of":null}})"));
   ASSERT_EQ(r.first, 200) << r.second.dump();
   EXPECT_EQ(r.second["generated_text"], "ghi");
@@ -265,7 +275,8 @@ TEST_F(ApiTest, TgiGenerateDetailsAndValidation) {
 }
 
 TEST_F(ApiTest, TgiStreamOneEventPerTokenWithFinalText) {
-  Reply r = api_.handle(post("/generate_stream", R"({"inputs":"hello","parameters":{"max_new_tokens":4,"details":true}})"));
+  Reply r =
+      api_.handle(post("/generate_stream", R"({"inputs":"hello","parameters":{"max_new_tokens":4,"details":true}})"));
   ASSERT_TRUE(r.streamed);
   std::string body = run_source(r);
   std::vector<json> events;
@@ -290,7 +301,8 @@ TEST_F(ApiTest, QueueFullIs429AndCancelFreesPages) {
   c.max_concurrent_requests = 1;
   ApiServer small(backend_, c);
   backend_.set_tick_us(20000);
-  Reply first = small.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":200,"stream":true})"));
+  Reply first =
+      small.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":200,"stream":true})"));
   ASSERT_TRUE(first.source);
   Reply second = small.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":5})"));
   ASSERT_FALSE(second.source);
@@ -346,13 +358,13 @@ TEST_F(ApiTest, ModelsInfoHealthTokenizeDetokenizeMetrics) {
   call(post("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":3})"));
   Reply m = api_.handle(get("/metrics"));
   const std::string& text = m.head.body;
-  for (const char* name : {"flashgen_requests_total{route=\"/v1/completions\",status=\"200\"} 1",
-                           "flashgen_requests_total{route=\"/v1/models\",status=\"404\"} 1",
-                           "flashgen_num_requests_waiting", "flashgen_num_requests_running", "flashgen_kv_pages_used",
-                           "flashgen_kv_pages_total 1024", "flashgen_prompt_tokens_total", "flashgen_generation_tokens_total",
-                           "flashgen_time_to_first_token_seconds_bucket", "flashgen_inter_token_latency_seconds_count",
-                           "flashgen_e2e_request_latency_seconds_sum", "flashgen_batch_size_bucket",
-                           "flashgen_prefix_cache_hit_ratio"}) {
+  for (const char* name :
+       {"flashgen_requests_total{route=\"/v1/completions\",status=\"200\"} 1",
+        "flashgen_requests_total{route=\"/v1/models\",status=\"404\"} 1", "flashgen_num_requests_waiting",
+        "flashgen_num_requests_running", "flashgen_kv_pages_used", "flashgen_kv_pages_total 1024",
+        "flashgen_prompt_tokens_total", "flashgen_generation_tokens_total",
+        "flashgen_time_to_first_token_seconds_bucket", "flashgen_inter_token_latency_seconds_count",
+        "flashgen_e2e_request_latency_seconds_sum", "flashgen_batch_size_bucket", "flashgen_prefix_cache_hit_ratio"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
   }
   EXPECT_NE(text.find("flashgen_generation_tokens_total 3"), std::string::npos);
@@ -364,9 +376,9 @@ TEST(Utf8Test, ValidatesAndFindsBoundaries) {
   size_t off = 0;
   EXPECT_FALSE(is_valid_utf8("ab\xc0\xaf", &off));  // overlong
   EXPECT_EQ(off, 2u);
-  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));  // surrogate
+  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // > U+10FFFF
-  EXPECT_FALSE(is_valid_utf8("\xe2\x82"));  // truncated
+  EXPECT_FALSE(is_valid_utf8("\xe2\x82"));          // truncated
   EXPECT_EQ(complete_utf8_prefix("ab\xe2\x82"), 2u);
   EXPECT_EQ(complete_utf8_prefix("ab\xe2\x82\xac"), 5u);
 }

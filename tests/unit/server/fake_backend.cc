@@ -48,8 +48,9 @@ Result<std::string> FakeBackend::detokenize(std::span<const int32_t> ids, bool s
   return s;
 }
 
-Result<std::string> FakeBackend::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                             bool add_generation_prompt, const nlohmann::ordered_json& extra) {
+Result<std::string> FakeBackend::render_chat(const nlohmann::ordered_json& messages,
+                                             const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                             const nlohmann::ordered_json& extra) {
   std::string s;
   if (!tools.is_null()) s += "<|tools|>" + tools.dump() + "\n";
   for (const auto& m : messages) {
@@ -64,8 +65,8 @@ Result<uint64_t> FakeBackend::submit(GenerationRequest request, EventCallback on
   std::lock_guard<std::mutex> lock(mu_);
   if (int64_t(active_.size()) >= opt_.max_active)
     return Status(ErrorCode::kResourceExhausted, "the fake backend's queue is full");
-  const int64_t need = (int64_t(request.prompt_ids.size()) + request.sampling.max_new_tokens + opt_.page_size - 1) /
-                       opt_.page_size;
+  const int64_t need =
+      (int64_t(request.prompt_ids.size()) + request.sampling.max_new_tokens + opt_.page_size - 1) / opt_.page_size;
   if (need > opt_.pages_total)
     return Status(ErrorCode::kContextTooLong, "request needs " + std::to_string(need) + " KV pages, the pool has " +
                                                   std::to_string(opt_.pages_total));
@@ -158,7 +159,8 @@ void FakeBackend::loop() {
           } else if (s.temperature <= 0) {
             t.id = 'a' + int32_t((a.req.prompt_ids.size() + size_t(a.generated)) % 26);
           } else {
-            uint64_t x = s.seed.value_or(a.handle * 7919) * 6364136223846793005ull + uint64_t(a.generated) * 1442695040888963407ull;
+            uint64_t x = s.seed.value_or(a.handle * 7919) * 6364136223846793005ull +
+                         uint64_t(a.generated) * 1442695040888963407ull;
             x ^= x >> 29;
             t.id = 'a' + int32_t(x % 26);
           }

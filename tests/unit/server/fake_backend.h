@@ -21,12 +21,12 @@ namespace fg::server::testing {
 class FakeBackend final : public GenerationBackend {
  public:
   struct Options {
-    int tick_us = 200;            // time per "step"
+    int tick_us = 200;  // time per "step"
     int64_t max_model_len = 512;
-    int64_t max_active = 64;      // more concurrent requests: kResourceExhausted
+    int64_t max_active = 64;  // more concurrent requests: kResourceExhausted
     int64_t pages_total = 1024;
     int64_t page_size = 16;
-    int eos_after = -1;           // >= 0: greedy requests emit EOS after this many tokens
+    int eos_after = -1;  // >= 0: greedy requests emit EOS after this many tokens
   };
   static constexpr int32_t kBos = 256;
   static constexpr int32_t kEos = 257;
@@ -55,8 +55,8 @@ class FakeBackend final : public GenerationBackend {
     GenerationRequest req;
     EventCallback cb;
     int64_t generated = 0;
-    std::string text;     // all text so far (for stop matching)
-    size_t sent = 0;      // bytes of `text` already sent
+    std::string text;  // all text so far (for stop matching)
+    size_t sent = 0;   // bytes of `text` already sent
     bool cancel = false;
   };
   void loop();

@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "server/api_server.h"
 #include "server/http_server.h"
@@ -18,9 +17,9 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeBackend;
-using testing::TestConnection;
 using testing::get_request;
 using testing::post_request;
+using testing::TestConnection;
 
 class HttpTest : public ::testing::Test {
  protected:
@@ -31,7 +30,9 @@ class HttpTest : public ::testing::Test {
     api_ = std::make_unique<ApiServer>(*backend_, ac);
     http.host = "127.0.0.1";
     http.port = 0;
-    http.error_reply = [this](int s, const std::string& m, const std::string& p) { return api_->transport_error(s, m, p); };
+    http.error_reply = [this](int s, const std::string& m, const std::string& p) {
+      return api_->transport_error(s, m, p);
+    };
     server_ = std::make_unique<HttpServer>(http, [this](HttpRequest&& r) { return api_->handle(std::move(r)); });
     ASSERT_TRUE(server_->start().is_ok());
     port_ = server_->port();
@@ -88,8 +89,8 @@ TEST_F(HttpTest, PipelinedRequestsAreAnsweredInOrder) {
 TEST_F(HttpTest, StreamingIsChunkedSseEndingWithDone) {
   start();
   TestConnection c(port_);
-  ASSERT_TRUE(c.send_all(post_request("/v1/completions",
-                                      R"({"model":"fake-model","prompt":"hello","max_tokens":5,"stream":true})")));
+  ASSERT_TRUE(c.send_all(
+      post_request("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":5,"stream":true})")));
   auto r = c.read_response();
   ASSERT_TRUE(r.complete);
   EXPECT_EQ(r.status, 200);
@@ -143,8 +144,8 @@ TEST_F(HttpTest, ClientDisconnectMidStreamCancelsAndFreesPages) {
   backend_->set_tick_us(20000);  // 50 tokens/s so the stream is still running when we leave
   {
     TestConnection c(port_);
-    ASSERT_TRUE(c.send_all(post_request("/v1/completions",
-                                        R"({"model":"fake-model","prompt":"hello","max_tokens":400,"stream":true})")));
+    ASSERT_TRUE(c.send_all(
+        post_request("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":400,"stream":true})")));
     auto r = c.read_response("\"text\"");  // the first token arrived
     ASSERT_EQ(r.status, 200);
     EXPECT_GT(backend_->stats().kv_pages_used, 0);
@@ -160,7 +161,8 @@ TEST_F(HttpTest, ClientDisconnectDuringNonStreamedRequestCancelsToo) {
   backend_->set_tick_us(20000);
   {
     TestConnection c(port_);
-    ASSERT_TRUE(c.send_all(post_request("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":400})")));
+    ASSERT_TRUE(
+        c.send_all(post_request("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":400})")));
     EXPECT_TRUE(eventually([&] { return backend_->active() == 1; }));
   }
   EXPECT_TRUE(eventually([&] { return backend_->active() == 0; }));
@@ -172,8 +174,8 @@ TEST_F(HttpTest, ShutdownDrainsInFlightStreamsThenStops) {
   backend_->set_tick_us(5000);
   TestConnection streaming(port_);
   TestConnection idle(port_);
-  ASSERT_TRUE(streaming.send_all(post_request("/v1/completions",
-                                              R"({"model":"fake-model","prompt":"hello","max_tokens":60,"stream":true})")));
+  ASSERT_TRUE(streaming.send_all(
+      post_request("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":60,"stream":true})")));
   ASSERT_TRUE(eventually([&] { return backend_->active() == 1; }));
   server_->begin_shutdown();
   // New connections are refused; the idle keep-alive connection is closed.
@@ -195,8 +197,8 @@ TEST_F(HttpTest, DrainTimeoutCancelsWhatIsLeft) {
   start(h);
   backend_->set_tick_us(20000);
   TestConnection c(port_);
-  ASSERT_TRUE(c.send_all(post_request("/v1/completions",
-                                      R"({"model":"fake-model","prompt":"hello","max_tokens":400,"stream":true})")));
+  ASSERT_TRUE(c.send_all(
+      post_request("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":400,"stream":true})")));
   ASSERT_TRUE(eventually([&] { return backend_->active() == 1; }));
   const auto t0 = std::chrono::steady_clock::now();
   server_->begin_shutdown();
@@ -218,15 +220,17 @@ TEST_F(HttpTest, ManyConcurrentStreamsOnFewThreads) {
   for (int i = 0; i < kConns; ++i) {
     conns.push_back(std::make_unique<TestConnection>(port_));
     ASSERT_TRUE(conns.back()->ok());
-    ASSERT_TRUE(conns.back()->send_all(post_request(
-        "/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":20,"stream":true})")));
+    ASSERT_TRUE(conns.back()->send_all(
+        post_request("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":20,"stream":true})")));
   }
   int done = 0;
   for (auto& c : conns) {
     auto r = c->read_response();
-    if (r.complete && r.body.find("data: [DONE]") != std::string::npos) ++done;
-    else ADD_FAILURE() << "status " << r.status << " complete " << r.complete << " active " << backend_->active()
-                       << " in_flight " << api_->in_flight() << " body " << r.body.substr(0, 100);
+    if (r.complete && r.body.find("data: [DONE]") != std::string::npos)
+      ++done;
+    else
+      ADD_FAILURE() << "status " << r.status << " complete " << r.complete << " active " << backend_->active()
+                    << " in_flight " << api_->in_flight() << " body " << r.body.substr(0, 100);
   }
   EXPECT_EQ(done, kConns);
   EXPECT_EQ(backend_->active(), 0);
