@@ -35,7 +35,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 struct Args {
   std::string config_dir = std::string(FG_SOURCE_DIR) + "/bench/configs/llama-3.1-8b";
@@ -95,9 +97,10 @@ struct ModeResult {
   int64_t computed_prompt_tokens = 0;  // prompt tokens minus those served from the cache
   double cached_tokens_per_request = 0;
   double hit_ratio = 0;
+  int64_t deferred = 0;  // admissions that waited for pages another request was computing
   int64_t steps = 0;
   int64_t decode_steps = 0;
-  double decode_step_ms = 0;  // mean over decode-only steps
+  double decode_step_ms = 0;   // mean over decode-only steps
   double prefill_step_ms = 0;  // mean over the other steps
   int64_t preemptions = 0;
   int64_t peak_pages = 0;
@@ -114,6 +117,7 @@ struct ModeResult {
             {"computed_prompt_tokens", computed_prompt_tokens},
             {"cached_tokens_per_request", cached_tokens_per_request},
             {"hit_ratio", hit_ratio},
+            {"deferred", deferred},
             {"steps", steps},
             {"decode_steps", decode_steps},
             {"decode_step_ms", decode_step_ms},
@@ -217,6 +221,7 @@ ModeResult run_mode(fg::ModelRunner& runner, const Args& a, const Workload& w, c
   const fg::EngineStats s = core.stats();
   const int64_t query = s.prefix_cache_query_tokens - before.prefix_cache_query_tokens;
   m.hit_ratio = query > 0 ? double(s.prefix_cache_hit_tokens - before.prefix_cache_hit_tokens) / double(query) : 0.0;
+  m.deferred = s.prefix_cache_deferred - before.prefix_cache_deferred;
   m.steps = decode_steps + other_steps;
   m.decode_steps = decode_steps;
   m.decode_step_ms = decode_steps > 0 ? 1e3 * decode_s / double(decode_steps) : 0.0;
@@ -247,8 +252,8 @@ std::unique_ptr<fg::ModelRunner> make_runner(const Args& a, int page_size) {
 void print_header(const char* first) {
   std::printf("  %-10s %9s %9s %9s %9s %10s %12s %7s %9s %9s %9s %6s\n", first, "TTFT mean", "p50", "p99", "total",
               "out tok/s", "computed", "ratio", "cached/r", "decode", "prefill", "preem");
-  std::printf("  %-10s %9s %9s %9s %9s %10s %12s %7s %9s %9s %9s %6s\n", "", "(s)", "(s)", "(s)", "(s)", "", "prompt tok",
-              "", "tokens", "ms/step", "ms/step", "");
+  std::printf("  %-10s %9s %9s %9s %9s %10s %12s %7s %9s %9s %9s %6s\n", "", "(s)", "(s)", "(s)", "(s)", "",
+              "prompt tok", "", "tokens", "ms/step", "ms/step", "");
 }
 
 void print_row(const std::string& label, const ModeResult& m, int64_t reference_computed) {
@@ -310,8 +315,8 @@ int main(int argc, char** argv) {
   if (a.sweep_requests <= 0) a.sweep_requests = a.num_requests;
 
   nlohmann::json out;
-  out["workload"] = {{"num_requests", a.num_requests}, {"system_len", a.system_len},
-                     {"question_len", a.question_len}, {"answer_len", a.answer_len},
+  out["workload"] = {{"num_requests", a.num_requests},         {"system_len", a.system_len},
+                     {"question_len", a.question_len},         {"answer_len", a.answer_len},
                      {"max_batch_tokens", a.max_batch_tokens}, {"max_running", a.max_running}};
   out["model"] = a.model_dir.empty() ? a.config_dir : a.model_dir;
   out["dummy_weights"] = a.model_dir.empty();
@@ -327,9 +332,10 @@ int main(int argc, char** argv) {
                 runner->backend().name().c_str(), since(t_load), runner->kv_num_pages(), a.page_size,
                 fg::format_byte_size(runner->kv_cache_bytes()).c_str());
     const Workload w = make_workload(a, a.num_requests, int(cfg.vocab_size));
-    std::printf("\n(a) %d requests: %d shared system tokens + %d distinct question tokens, %d output tokens each, "
-                "submitted at once; page size %d\n",
-                a.num_requests, a.system_len, a.question_len, a.answer_len, a.page_size);
+    std::printf(
+        "\n(a) %d requests: %d shared system tokens + %d distinct question tokens, %d output tokens each, "
+        "submitted at once; page size %d\n",
+        a.num_requests, a.system_len, a.question_len, a.answer_len, a.page_size);
     // Warm the device (kernels, allocator) so the first mode is not charged for it.
     {
       Args tiny = a;
@@ -342,20 +348,22 @@ int main(int argc, char** argv) {
     const ModeResult warm = run_mode(*runner, a, w, "on (warm)", true, true);
     print_header("cache");
     for (const ModeResult* m : {&off, &cold, &warm}) print_row(m->mode, *m, off.computed_prompt_tokens);
-    std::printf("  TTFT ratio on/off: cold %.3f, warm %.3f; computed-prompt-token ratio: cold %.3f, warm %.3f; "
-                "total-time ratio: cold %.3f, warm %.3f\n",
-                cold.ttft_mean_s / off.ttft_mean_s, warm.ttft_mean_s / off.ttft_mean_s,
-                double(cold.computed_prompt_tokens) / double(off.computed_prompt_tokens),
-                double(warm.computed_prompt_tokens) / double(off.computed_prompt_tokens), cold.total_s / off.total_s,
-                warm.total_s / off.total_s);
-    out["compare"] = {{"page_size", a.page_size},
-                      {"off", off.to_json()},
-                      {"on_cold", cold.to_json()},
-                      {"on_warm", warm.to_json()},
-                      {"ttft_ratio_cold", cold.ttft_mean_s / off.ttft_mean_s},
-                      {"ttft_ratio_warm", warm.ttft_mean_s / off.ttft_mean_s},
-                      {"computed_ratio_cold", double(cold.computed_prompt_tokens) / double(off.computed_prompt_tokens)},
-                      {"computed_ratio_warm", double(warm.computed_prompt_tokens) / double(off.computed_prompt_tokens)}};
+    std::printf(
+        "  TTFT ratio on/off: cold %.3f, warm %.3f; computed-prompt-token ratio: cold %.3f, warm %.3f; "
+        "total-time ratio: cold %.3f, warm %.3f\n",
+        cold.ttft_mean_s / off.ttft_mean_s, warm.ttft_mean_s / off.ttft_mean_s,
+        double(cold.computed_prompt_tokens) / double(off.computed_prompt_tokens),
+        double(warm.computed_prompt_tokens) / double(off.computed_prompt_tokens), cold.total_s / off.total_s,
+        warm.total_s / off.total_s);
+    out["compare"] = {
+        {"page_size", a.page_size},
+        {"off", off.to_json()},
+        {"on_cold", cold.to_json()},
+        {"on_warm", warm.to_json()},
+        {"ttft_ratio_cold", cold.ttft_mean_s / off.ttft_mean_s},
+        {"ttft_ratio_warm", warm.ttft_mean_s / off.ttft_mean_s},
+        {"computed_ratio_cold", double(cold.computed_prompt_tokens) / double(off.computed_prompt_tokens)},
+        {"computed_ratio_warm", double(warm.computed_prompt_tokens) / double(off.computed_prompt_tokens)}};
   }
 
   if (!a.skip_sweep) {
@@ -377,8 +385,9 @@ int main(int argc, char** argv) {
       print_row(std::to_string(p), m, reference_computed);
       sweep.push_back(m.to_json());
     }
-    std::printf("  ratio: computed prompt tokens relative to the first page size; cached/r: prompt tokens served\n"
-                "  from the cache per request (whole pages only, and never the prompt's last token)\n");
+    std::printf(
+        "  ratio: computed prompt tokens relative to the first page size; cached/r: prompt tokens served\n"
+        "  from the cache per request (whole pages only, and never the prompt's last token)\n");
     out["sweep"] = sweep;
   }
 

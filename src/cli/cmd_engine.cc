@@ -38,7 +38,9 @@ struct EngineArgs {
   bool no_prefix_cache = false;
 };
 
-[[noreturn]] void fail(const std::string& message) { throw std::runtime_error(message); }
+[[noreturn]] void fail(const std::string& message) {
+  throw std::runtime_error(message);
+}
 
 std::vector<int32_t> parse_ids_text(const std::string& text) {
   std::vector<int32_t> ids;
@@ -95,8 +97,9 @@ Request parse_request_line(const std::string& line, const std::string& where, co
       if (k == "prompt_ids") {
         r.prompt_ids = v.get<std::vector<int32_t>>();
       } else if (k == "prompt") {
-        fail(where + ": text prompts need the tokenizer, which `generate --prompts` does not load yet; "
-                     "give \"prompt_ids\"");
+        fail(where +
+             ": text prompts need the tokenizer, which `generate --prompts` does not load yet; "
+             "give \"prompt_ids\"");
       } else if (k == "max_new_tokens" || k == "max_tokens") {
         r.params.max_new_tokens = v.get<int>();
       } else if (k == "temperature") {
@@ -118,7 +121,8 @@ Request parse_request_line(const std::string& line, const std::string& where, co
       } else if (k == "stop_token_ids") {
         r.params.stop_token_ids = v.get<std::vector<int32_t>>();
       } else if (k == "stop") {
-        r.params.stop = v.is_string() ? std::vector<std::string>{v.get<std::string>()} : v.get<std::vector<std::string>>();
+        r.params.stop =
+            v.is_string() ? std::vector<std::string>{v.get<std::string>()} : v.get<std::vector<std::string>>();
       } else if (k == "ignore_eos") {
         r.params.ignore_eos = v.get<bool>();
       } else if (k == "logprobs") {
@@ -249,17 +253,16 @@ void run(const EngineArgs& a, const GenerateDefaults& d) {
                1e3 * s.times.build / double(std::max<int64_t>(1, s.steps)),
                1e3 * s.times.forward / double(std::max<int64_t>(1, s.steps)),
                1e3 * s.times.sample / double(std::max<int64_t>(1, s.steps)),
-               1e3 * s.times.postprocess / double(std::max<int64_t>(1, s.steps)),
-               static_cast<long long>(s.preemptions), static_cast<long long>(s.pages.peak_held),
-               static_cast<long long>(s.pages.num_pages));
+               1e3 * s.times.postprocess / double(std::max<int64_t>(1, s.steps)), static_cast<long long>(s.preemptions),
+               static_cast<long long>(s.pages.peak_held), static_cast<long long>(s.pages.num_pages));
   if (s.prefix_cache_enabled) {
     std::fprintf(stderr,
                  "flashgen: prefix cache: %lld lookups, %lld hits, %lld of %lld tokens served from the cache "
-                 "(%.1f%%), %lld pages cached, %lld evicted\n",
+                 "(%.1f%%), %lld admissions deferred for pages in flight, %lld pages cached, %lld evicted\n",
                  static_cast<long long>(s.prefix_cache_lookups), static_cast<long long>(s.prefix_cache_hits),
                  static_cast<long long>(s.prefix_cache_hit_tokens), static_cast<long long>(s.prefix_cache_query_tokens),
-                 100.0 * s.prefix_cache_hit_ratio(), static_cast<long long>(s.pages.cached),
-                 static_cast<long long>(s.prefix_cache.evicted));
+                 100.0 * s.prefix_cache_hit_ratio(), static_cast<long long>(s.prefix_cache_deferred),
+                 static_cast<long long>(s.pages.cached), static_cast<long long>(s.prefix_cache.evicted));
   } else {
     std::fprintf(stderr, "flashgen: prefix cache off\n");
   }
@@ -275,7 +278,8 @@ std::function<bool(const GenerateDefaults&)> add_engine_generate_options(CLI::Ap
                        "all run concurrently through the engine");
   generate->add_flag("--dummy-weights", a->dummy_weights,
                      "random bf16 weights from config.json alone (performance work; output is meaningless)");
-  generate->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache size, e.g. 8GiB (default: a memory fraction)");
+  generate->add_option("--kv-cache-memory", a->kv_cache_memory,
+                       "KV cache size, e.g. 8GiB (default: a memory fraction)");
   generate->add_option("--gpu-memory-fraction", a->gpu_memory_fraction,
                        "share of device memory for weights + KV cache when --kv-cache-memory is not set (0.9)");
   generate->add_option("--max-batch-tokens", a->max_batch_tokens, "new tokens per engine step (2048)");

@@ -37,10 +37,10 @@ namespace fg {
 
 struct EngineConfig {
   SchedulerConfig scheduler;
-  uint64_t seed = 0;  // seeds requests that bring none (mixed with the request id)
+  uint64_t seed = 0;                        // seeds requests that bring none (mixed with the request id)
   StopMatcherFactory stop_matcher_factory;  // empty: requests with stop strings are refused
-  bool enable_prefix_cache = true;  // share KV pages of common prefixes (--no-prefix-cache: false)
-  PrefixCacheOptions prefix_cache;  // its knobs (tests narrow the hash to force collisions)
+  bool enable_prefix_cache = true;          // share KV pages of common prefixes (--no-prefix-cache: false)
+  PrefixCacheOptions prefix_cache;          // its knobs (tests narrow the hash to force collisions)
 };
 
 class EngineCore {

@@ -9,7 +9,9 @@ namespace fg {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 }  // namespace
 
 EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
@@ -23,8 +25,7 @@ EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
       scheduler_(config.scheduler, pool_, prefix_cache_.get()),
       builder_(runner.backend(), config.scheduler.max_batch_tokens,
                std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens),
-               std::max(1, std::min(pool_.pages_for_tokens(max_model_len_), pool_.num_pages())),
-               pool_.page_size()),
+               std::max(1, std::min(pool_.pages_for_tokens(max_model_len_), pool_.num_pages())), pool_.page_size()),
       sampler_(runner.backend(), vocab_, std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens)) {}
 
 Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t id) const {
@@ -40,37 +41,39 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   }
   const int64_t pool_tokens = int64_t(pool_.num_pages()) * pool_.page_size();
   const std::string pool_text = "the KV pool holds " + std::to_string(pool_tokens) + " tokens (" +
-                                std::to_string(pool_.num_pages()) + " pages of " +
-                                std::to_string(pool_.page_size()) + "); raise --kv-cache-memory";
+                                std::to_string(pool_.num_pages()) + " pages of " + std::to_string(pool_.page_size()) +
+                                "); raise --kv-cache-memory";
   int64_t max_tokens;
   if (p.max_new_tokens > 0) {
     max_tokens = prompt_len + p.max_new_tokens;
     if (max_tokens > max_model_len_) {
-      return Status(ErrorCode::kContextTooLong,
-                    "prompt (" + std::to_string(prompt_len) + " tokens) + max_new_tokens (" +
-                        std::to_string(p.max_new_tokens) + ") exceeds the model's context of " +
-                        std::to_string(max_model_len_) + " tokens");
+      return Status(ErrorCode::kContextTooLong, "prompt (" + std::to_string(prompt_len) +
+                                                    " tokens) + max_new_tokens (" + std::to_string(p.max_new_tokens) +
+                                                    ") exceeds the model's context of " +
+                                                    std::to_string(max_model_len_) + " tokens");
     }
     // The last sampled token is never run through the model, so it needs no KV slot.
     if (max_tokens - 1 > pool_tokens) {
-      return Status(ErrorCode::kContextTooLong,
-                    "prompt (" + std::to_string(prompt_len) + " tokens) + max_new_tokens (" +
-                        std::to_string(p.max_new_tokens) + ") can never fit: " + pool_text);
+      return Status(ErrorCode::kContextTooLong, "prompt (" + std::to_string(prompt_len) +
+                                                    " tokens) + max_new_tokens (" + std::to_string(p.max_new_tokens) +
+                                                    ") can never fit: " + pool_text);
     }
   } else {
     max_tokens = std::min<int64_t>(max_model_len_, pool_tokens + 1);
     if (prompt_len >= max_tokens) {
-      return Status(ErrorCode::kContextTooLong,
-                    "prompt of " + std::to_string(prompt_len) + " tokens leaves no room to generate: the model's "
-                    "context is " + std::to_string(max_model_len_) + " tokens and " + pool_text);
+      return Status(ErrorCode::kContextTooLong, "prompt of " + std::to_string(prompt_len) +
+                                                    " tokens leaves no room to generate: the model's "
+                                                    "context is " +
+                                                    std::to_string(max_model_len_) + " tokens and " + pool_text);
     }
   }
 
   auto seq = std::make_unique<Sequence>();
   if (!p.stop.empty()) {
     if (!config_.stop_matcher_factory) {
-      return unsupported("stop strings need the model's tokenizer, which this engine was started without; "
-                         "use stop_token_ids instead");
+      return unsupported(
+          "stop strings need the model's tokenizer, which this engine was started without; "
+          "use stop_token_ids instead");
     }
     FG_ASSIGN_OR_RETURN(seq->stop_matcher, config_.stop_matcher_factory(p.stop));
   }

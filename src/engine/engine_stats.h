@@ -11,9 +11,9 @@ namespace fg {
 // Cumulative seconds spent in each phase of the step loop.
 struct StepTimes {
   double schedule = 0.0;
-  double build = 0.0;     // batch builder
-  double forward = 0.0;   // model forward, including the metadata upload
-  double sample = 0.0;    // penalties, sampling, ids back to the host
+  double build = 0.0;        // batch builder
+  double forward = 0.0;      // model forward, including the metadata upload
+  double sample = 0.0;       // penalties, sampling, ids back to the host
   double postprocess = 0.0;  // appending tokens, stop checks, events
   double total() const { return schedule + build + forward + sample + postprocess; }
 };
@@ -23,25 +23,25 @@ struct EngineStats {
   int64_t waiting = 0;
   PagePoolStats pages;
   int64_t submitted = 0;
-  int64_t finished = 0;        // every finish reason, cancellations and errors included
+  int64_t finished = 0;  // every finish reason, cancellations and errors included
   int64_t cancelled = 0;
   int64_t failed = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t decode_only_steps = 0;
-  int64_t prefill_tokens = 0;   // tokens run without sampling or as a prompt's last token,
-                                // recomputation after preemption included
+  int64_t prefill_tokens = 0;  // tokens run without sampling or as a prompt's last token,
+                               // recomputation after preemption included
   int64_t generated_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // sum of the finished requests' cached_tokens
   // Prefix cache. Lookups happen at every admission (resumes after preemption too); the hit ratio
   // is hit tokens over looked-up tokens. pages.cached counts the evictable cached pages.
   bool prefix_cache_enabled = false;
   int64_t prefix_cache_lookups = 0;
-  int64_t prefix_cache_hits = 0;          // lookups that took at least one page
+  int64_t prefix_cache_hits = 0;  // lookups that took at least one page
   int64_t prefix_cache_query_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
-  int64_t prefix_cache_deferred = 0;      // admissions that waited for pages being computed
-  PrefixCacheStats prefix_cache;          // entries, published, duplicates, collisions, evicted
+  int64_t prefix_cache_deferred = 0;  // admissions that waited for pages being computed
+  PrefixCacheStats prefix_cache;      // entries, published, duplicates, collisions, evicted
   double prefix_cache_hit_ratio() const {
     return prefix_cache_query_tokens > 0 ? double(prefix_cache_hit_tokens) / double(prefix_cache_query_tokens) : 0.0;
   }
@@ -50,9 +50,7 @@ struct EngineStats {
   double busy_seconds() const { return times.total(); }
   double mean_step_seconds() const { return steps > 0 ? busy_seconds() / double(steps) : 0.0; }
   // Output tokens per second of time spent stepping.
-  double tokens_per_second() const {
-    return busy_seconds() > 0.0 ? double(generated_tokens) / busy_seconds() : 0.0;
-  }
+  double tokens_per_second() const { return busy_seconds() > 0.0 ? double(generated_tokens) / busy_seconds() : 0.0; }
 };
 
 }  // namespace fg

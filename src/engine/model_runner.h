@@ -23,14 +23,14 @@ namespace fg {
 
 struct ModelRunnerOptions {
   std::string model_dir;
-  std::string backend = "auto";       // cpu, cuda or auto
-  bool dummy_weights = false;         // random weights from config.json alone
+  std::string backend = "auto";  // cpu, cuda or auto
+  bool dummy_weights = false;    // random weights from config.json alone
   uint64_t dummy_seed = 0;
   int32_t page_size = 16;
-  int64_t kv_cache_bytes = 0;         // > 0: exactly this much KV memory (--kv-cache-memory)
-  double gpu_memory_fraction = 0.9;   // otherwise this share of device memory (--gpu-memory-fraction)
+  int64_t kv_cache_bytes = 0;                           // > 0: exactly this much KV memory (--kv-cache-memory)
+  double gpu_memory_fraction = 0.9;                     // otherwise this share of device memory (--gpu-memory-fraction)
   int64_t activation_reserve_bytes = int64_t(1) << 30;  // kept out of the KV budget on a GPU
-  int32_t max_model_len = 0;          // 0: the config's max_position_embeddings
+  int32_t max_model_len = 0;                            // 0: the config's max_position_embeddings
 };
 
 class ModelRunner final : public StepRunner {

@@ -44,12 +44,12 @@ struct TokenLogprob {
 
 // One step's output for one request.
 struct RequestEvent {
-  std::optional<int32_t> token;          // the new token, if this event carries one
-  bool has_logprobs = false;             // the request asked for logprobs
-  float logprob = 0.0f;                  // of `token`, when has_logprobs
+  std::optional<int32_t> token;            // the new token, if this event carries one
+  bool has_logprobs = false;               // the request asked for logprobs
+  float logprob = 0.0f;                    // of `token`, when has_logprobs
   std::vector<TokenLogprob> top_logprobs;  // the top n, best first, when requested
-  std::optional<FinishReason> finish;    // set on the last event of the stream
-  Status status;                         // set when finish == kError
+  std::optional<FinishReason> finish;      // set on the last event of the stream
+  Status status;                           // set when finish == kError
   // Prompt tokens served from the prefix cache when the request was first admitted (OpenAI's
   // usage.prompt_tokens_details.cached_tokens). Set on every event; 0 before admission (e.g. a
   // request cancelled while waiting) or with the cache off.
@@ -70,14 +70,14 @@ class EventStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestEvent> queue_;
-  bool ended_ = false;   // the finishing event was pushed
+  bool ended_ = false;  // the finishing event was pushed
 };
 
 // Everything a request produced, gathered from its stream.
 struct RequestOutput {
   uint64_t id = 0;
   std::vector<int32_t> output_ids;
-  std::vector<float> logprobs;                       // one per output token when requested
+  std::vector<float> logprobs;  // one per output token when requested
   std::vector<std::vector<TokenLogprob>> top_logprobs;
   FinishReason finish_reason = FinishReason::kError;
   Status status;

@@ -61,14 +61,14 @@ struct PrefixLookupStats {
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int32_t num_new = 0;   // tokens [seq->num_computed, seq->num_computed + num_new) run this step
-  bool sample = false;   // the step reaches the sequence's last token: its logits are sampled
+  int32_t num_new = 0;  // tokens [seq->num_computed, seq->num_computed + num_new) run this step
+  bool sample = false;  // the step reaches the sequence's last token: its logits are sampled
 };
 
 struct StepPlan {
   std::vector<ScheduledSeq> seqs;  // decodes first, then prefill chunks
   int32_t num_tokens = 0;
-  int32_t num_decode = 0;          // sequences with exactly one new token that sample
+  int32_t num_decode = 0;            // sequences with exactly one new token that sample
   std::vector<Sequence*> preempted;  // preempted while planning this step (now waiting)
   bool empty() const { return seqs.empty(); }
 };

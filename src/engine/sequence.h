@@ -22,18 +22,18 @@ struct Sequence {
   int priority = 0;
   uint64_t arrival = 0;  // submission order; smaller is older
   SamplingParams params;
-  uint64_t seed = 0;      // params.seed or one the engine derived; with the output position it
-                          // fixes every random draw, so preemption and batch mates change nothing
+  uint64_t seed = 0;            // params.seed or one the engine derived; with the output position it
+                                // fixes every random draw, so preemption and batch mates change nothing
   std::vector<int32_t> tokens;  // prompt then output
   int32_t num_prompt = 0;
-  int32_t max_tokens = 0;       // prompt + the most output tokens this request may produce
-  int32_t num_computed = 0;     // leading tokens whose K/V are in the cache
-  std::vector<int32_t> pages;   // block table: page i holds token slots [i*P, (i+1)*P)
+  int32_t max_tokens = 0;      // prompt + the most output tokens this request may produce
+  int32_t num_computed = 0;    // leading tokens whose K/V are in the cache
+  std::vector<int32_t> pages;  // block table: page i holds token slots [i*P, (i+1)*P)
   SeqState state = SeqState::kWaiting;
   int32_t num_preemptions = 0;
-  uint64_t cache_salt = 0;      // prefix-cache namespace (Request::cache_salt)
-  PrefixChain prefix;           // how far the prefix cache knows this sequence's pages
-  bool admitted_once = false;   // set at the first admission
+  uint64_t cache_salt = 0;        // prefix-cache namespace (Request::cache_salt)
+  PrefixChain prefix;             // how far the prefix cache knows this sequence's pages
+  bool admitted_once = false;     // set at the first admission
   int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache at the first
                                   // admission (what the request reports as cached_tokens)
   std::shared_ptr<EventStream> events;

@@ -24,9 +24,13 @@ PrefixCache::PrefixCache(PagePool& pool, const PrefixCacheOptions& options)
   pool_.set_eviction_listener(this);
 }
 
-PrefixCache::~PrefixCache() { pool_.set_eviction_listener(nullptr); }
+PrefixCache::~PrefixCache() {
+  pool_.set_eviction_listener(nullptr);
+}
 
-uint64_t PrefixCache::root_key(uint64_t salt) const { return XXH3_64bits_withSeed(&salt, sizeof(salt), kRootSeed) & key_mask_; }
+uint64_t PrefixCache::root_key(uint64_t salt) const {
+  return XXH3_64bits_withSeed(&salt, sizeof(salt), kRootSeed) & key_mask_;
+}
 
 uint64_t PrefixCache::page_key(uint64_t parent_key, std::span<const int32_t> page_tokens) const {
   return XXH3_64bits_withSeed(page_tokens.data(), page_tokens.size_bytes(), parent_key) & key_mask_;

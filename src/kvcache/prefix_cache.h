@@ -122,8 +122,8 @@ class PrefixCache final : public PagePool::EvictionListener {
   PagePool& pool_;
   int32_t page_size_;
   uint64_t key_mask_;
-  std::vector<Entry> entries_;        // [num_pages], by page id
-  std::vector<int32_t> tokens_;       // [num_pages * page_size] token ids of indexed pages
+  std::vector<Entry> entries_;                   // [num_pages], by page id
+  std::vector<int32_t> tokens_;                  // [num_pages * page_size] token ids of indexed pages
   std::unordered_map<uint64_t, int32_t> index_;  // key -> page
   uint64_t next_serial_ = 1;
   PrefixCacheStats stats_;

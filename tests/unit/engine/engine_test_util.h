@@ -33,7 +33,8 @@ struct RunResult {
 };
 
 // Submits everything at once and steps until done.
-inline RunResult run_all(const FakeModelShape& shape, const EngineConfig& config, const std::vector<Request>& requests) {
+inline RunResult run_all(const FakeModelShape& shape, const EngineConfig& config,
+                         const std::vector<Request>& requests) {
   FakeRunner runner(shape);
   EngineCore core(config, runner);
   std::vector<RequestHandle> handles;

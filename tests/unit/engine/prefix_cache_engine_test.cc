@@ -302,9 +302,8 @@ DrivenRun drive(const FakeModelShape& shape, const EngineConfig& config, const W
       runner.poison_page(page);
       ++run.poisoned_pages;
     });
-    runner.set_write_guard([&core, cache](int32_t page) {
-      return core.pool().refcount(page) == 1 && !cache->contains_page(page);
-    });
+    runner.set_write_guard(
+        [&core, cache](int32_t page) { return core.pool().refcount(page) == 1 && !cache->contains_page(page); });
   }
   std::vector<std::optional<RequestHandle>> handles(w.requests.size());
   size_t submitted = 0;
