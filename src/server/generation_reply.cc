@@ -58,9 +58,7 @@ std::optional<ApiError> GenerationReply::submit_all(std::vector<GenerationReques
       // through the callbacks; mark them finished so the destructor does not cancel twice.
       for (size_t k = 0; k < i; ++k) choices_[k].finished = true;
       completed_ = true;
-      ApiError err = api_error_from_status(handle.status(), dialect_);
-      ctx_.metrics.count_request(route_, err.http_status);
-      return err;
+      return api_error_from_status(handle.status(), dialect_);  // counted by ApiServer::handle
     }
     choices_[i].handle = *handle;
     choices_[i].submitted = true;

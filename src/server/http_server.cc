@@ -87,7 +87,11 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   // The server's Impl outlives every session: sessions are coroutine frames owned by its io_context.
   Session(HttpServer::Impl* server, tcp::socket socket, uint64_t id)
-      : server_(server), stream_(std::move(socket)), wake_(stream_.get_executor()), id_(id) {}
+      : server_(server),
+        stream_(std::move(socket)),
+        wake_(stream_.get_executor()),
+        read_timer_(stream_.get_executor()),
+        id_(id) {}
 
   net::any_io_executor executor() { return stream_.get_executor(); }
   uint64_t id() const { return id_; }
@@ -110,6 +114,7 @@ class Session : public std::enable_shared_from_this<Session> {
   net::awaitable<void> linger_close();
   net::awaitable<void> produce(Reply& reply, unsigned version, bool keep_alive);
   std::function<void()> make_waker();
+  void arm_read_timer(double seconds_from_now);
   void start_watch();
   net::awaitable<void> stop_watch();
   net::awaitable<void> wait_wake() {
@@ -122,6 +127,10 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   net::steady_timer wake_;
+  // Read deadline. Beast's own stream timeout closes the socket, which would leave no way to
+  // answer 408; this timer only cancels the pending read.
+  net::steady_timer read_timer_;
+  bool read_timed_out_ = false;
   uint64_t id_;
   bool idle_ = true;       // waiting for (or reading) a request
   bool watching_ = false;  // a read that detects the peer leaving is pending
@@ -177,6 +186,20 @@ net::awaitable<void> Session::linger_close() {
     if (ec) break;
     total += n;
   }
+}
+
+void Session::arm_read_timer(double seconds_from_now) {
+  read_timed_out_ = false;
+  read_timer_.expires_after(seconds(seconds_from_now));
+  std::weak_ptr<Session> weak = shared_from_this();
+  read_timer_.async_wait([weak](error_code ec) {
+    if (ec) return;  // re-armed or cancelled
+    if (auto s = weak.lock()) {
+      s->read_timed_out_ = true;
+      error_code ignored;
+      s->stream_.socket().cancel(ignored);
+    }
+  });
 }
 
 std::function<void()> Session::make_waker() {
@@ -288,13 +311,14 @@ net::awaitable<bool> Session::serve_one(bool first) {
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   parser.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
   error_code ec;
-  stream_.expires_after(seconds(first ? cfg.read_timeout_s : cfg.idle_timeout_s));
+  stream_.expires_never();
+  arm_read_timer(first ? cfg.read_timeout_s : cfg.idle_timeout_s);
   co_await http::async_read_header(stream_, buffer_, parser, net::redirect_error(net::use_awaitable, ec));
   if (!ec && parser.content_length() && *parser.content_length() > cfg.max_body_bytes) ec = http::error::body_limit;
   if (!ec && !parser.is_done()) {
     parser.body_limit(cfg.max_body_bytes);
     idle_ = false;
-    stream_.expires_after(seconds(cfg.read_timeout_s));
+    arm_read_timer(cfg.read_timeout_s);
     auto& hdr = parser.get();
     if (beast::iequals(hdr[http::field::expect], "100-continue")) {
       http::response<http::empty_body> cont{http::status::continue_, hdr.version()};
@@ -303,6 +327,8 @@ net::awaitable<bool> Session::serve_one(bool first) {
     if (!ec) co_await http::async_read(stream_, buffer_, parser, net::redirect_error(net::use_awaitable, ec));
   }
   idle_ = false;
+  read_timer_.cancel();
+  if (ec == net::error::operation_aborted && read_timed_out_) ec = beast::error::timeout;
   std::string path;
   if (parser.is_header_done()) {
     auto t = parser.get().target();

@@ -387,7 +387,6 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
     }
   }
   if (ctx.in_flight.load() >= ctx.max_concurrent_requests) {
-    ctx.metrics.count_request(chat ? "/v1/chat/completions" : "/v1/completions", 429);
     return error_reply(ApiError{429,
                                 "The server is at its limit of " + std::to_string(ctx.max_concurrent_requests) +
                                     " concurrent requests (--max-concurrent-requests); retry later.",

@@ -283,10 +283,6 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
                                 info.max_model_len, "max_new_tokens");
   if (lc.error) return error_reply(validation(lc.error->message, "max_new_tokens"), ApiDialect::kTgi);
   if (ctx.in_flight.load() >= ctx.max_concurrent_requests) {
-    ctx.metrics.count_request(route == TgiRoute::kGenerate         ? "/generate"
-                              : route == TgiRoute::kGenerateStream ? "/generate_stream"
-                                                                   : "/",
-                              429);
     return error_reply(ApiError{429, "Model is overloaded", "", "", "queue_full"}, ApiDialect::kTgi);
   }
   GenerationRequest r;

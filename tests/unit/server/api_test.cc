@@ -308,6 +308,7 @@ TEST_F(ApiTest, QueueFullIs429AndCancelFreesPages) {
   ASSERT_FALSE(second.source);
   EXPECT_EQ(second.head.status, 429);
   EXPECT_EQ(json::parse(second.head.body)["error"]["code"], "queue_full");
+  EXPECT_EQ(small.metrics().requests_with_status(429), 1);  // counted once
   Reply tgi = small.handle(post("/generate", R"({"inputs":"hi"})"));
   EXPECT_EQ(tgi.head.status, 429);
   EXPECT_EQ(json::parse(tgi.head.body)["error_type"], "overloaded");

@@ -139,6 +139,18 @@ TEST_F(HttpTest, MalformedHttpIs400AndCloses) {
   EXPECT_TRUE(c.closed_by_peer());
 }
 
+TEST_F(HttpTest, SlowRequestTimesOutWith408) {
+  HttpServerConfig h;
+  h.read_timeout_s = 0.3;
+  start(h);
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\""));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 408);
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(backend_->submitted(), 0);
+}
+
 TEST_F(HttpTest, ClientDisconnectMidStreamCancelsAndFreesPages) {
   start();
   backend_->set_tick_us(20000);  // 50 tokens/s so the stream is still running when we leave
