@@ -38,9 +38,9 @@ class Server:
         self._port_seen = threading.Event()
         self.port = None
         threading.Thread(target=self._read, daemon=True).start()
-        if not self._port_seen.wait(60):
+        if not self._port_seen.wait(60) or self.port is None:
             self.kill()
-            raise RuntimeError("flashgen serve did not start:\n" + "\n".join(self.lines))
+            raise RuntimeError("flashgen serve did not start (" + " ".join(args) + "):\n" + "\n".join(self.lines))
         self.url = f"http://127.0.0.1:{self.port}"
 
     def _read(self):
