@@ -44,6 +44,8 @@ struct Args {
   int decode_tokens = 128;
   bool skip_decode = false;
   bool skip_throughput = false;
+  bool no_cuda_graphs = false;
+  int max_graph_batch = 0;  // 0: --max-running
   std::string json_path;
 };
 
@@ -90,6 +92,8 @@ int main(int argc, char** argv) {
   app.add_option("--decode-tokens", a.decode_tokens, "decode: tokens generated at batch 1");
   app.add_flag("--skip-decode", a.skip_decode, "skip (a)");
   app.add_flag("--skip-throughput", a.skip_throughput, "skip (b)");
+  app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "run decode steps eagerly instead of replaying CUDA graphs");
+  app.add_option("--max-graph-batch", a.max_graph_batch, "largest decode batch replayed as a graph (default: --max-running, at most 256)");
   app.add_option("--json", a.json_path, "also write the results as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -99,6 +103,8 @@ int main(int argc, char** argv) {
   o.backend = a.backend;
   o.page_size = a.page_size;
   o.gpu_memory_fraction = a.gpu_memory_fraction;
+  o.cuda_graphs = !a.no_cuda_graphs;
+  o.max_graph_batch = a.max_graph_batch > 0 ? a.max_graph_batch : std::min(a.max_running, 256);
   o.max_model_len = std::max(a.prompt_len + a.output_len, a.decode_prompt_len + a.decode_tokens) + 1;
   if (!a.kv_cache_memory.empty()) {
     auto bytes = fg::parse_byte_size(a.kv_cache_memory);

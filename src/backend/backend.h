@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,6 +76,24 @@ struct SamplingRow {
   float min_p = 0.0f;     // 0 = off
   uint64_t seed = 0;      // with `counter`, the only source of randomness: same (seed, counter,
   uint64_t counter = 0;   // logits) -> same token on every backend and in every batch
+};
+
+// A recorded sequence of ops that a backend can run again (a CUDA graph), with the same pointers
+// and shapes: what changes between replays is the CONTENT of the memory those ops read.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+};
+
+// The largest attention batch a recorded graph will be replayed for (decode: one new token per
+// sequence). Backends whose attention launch widths are fixed at record time size them from it.
+struct GraphAttentionShape {
+  int num_seqs = 0;    // sequences per replay, at most
+  int max_kv_len = 0;  // kv length of any of them, at most
+  int page_size = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
 };
 
 // A backend: memory, transfers, and the ops. One instance per device; not thread-safe (the engine
@@ -158,6 +177,25 @@ class Backend {
 
   // logits: [m, vocab] f32 (read-only); rows: m settings (host); out: [m] i32, device.
   virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) = 0;
+
+  // ---- graphs (optional: supports_graphs() false = the two calls below abort)
+  virtual bool supports_graphs() const { return false; }
+  // Records the ops `record` enqueues, WITHOUT running them. While recording, `record` may only
+  // enqueue ops: no transfers, synchronize, alloc or plan_attention. Attention ops in the graph use
+  // whichever plan_attention ran last before each replay, so the caller plans every replay's batch
+  // after this returns; `attention` bounds those batches.
+  virtual std::unique_ptr<Graph> capture_graph(const std::function<void()>& record,
+                                               const GraphAttentionShape& attention) {
+    (void)record;
+    (void)attention;
+    FG_CHECK(false, name() + " backend has no graphs (check supports_graphs())");
+    return nullptr;
+  }
+  // Enqueues the recorded ops on the backend's stream (async, like any op).
+  virtual void replay_graph(Graph& graph) {
+    (void)graph;
+    FG_CHECK(false, name() + " backend has no graphs (check supports_graphs())");
+  }
 };
 
 // The CPU reference backend (always available).

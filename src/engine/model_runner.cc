@@ -24,6 +24,17 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
     return invalid_argument(o.model_dir + "/config.json: max_position_embeddings is missing; pass --max-model-len");
   }
 
+  // Decode graphs first: their fixed buffers come out of the memory the KV cache is sized from.
+  if (o.cuda_graphs && r->backend_->supports_graphs()) {
+    if (o.max_graph_batch <= 0) return invalid_argument("max_graph_batch must be positive");
+    if (o.page_size <= 0) return invalid_argument("page size must be positive");
+    DecodeGraphOptions g;
+    g.max_batch_size = o.max_graph_batch;
+    g.max_pages_per_seq = kv_pages_for(r->max_model_len_, o.page_size);
+    g.capture = true;
+    FG_RETURN_IF_ERROR(r->model_->enable_decode_graphs(g));
+  }
+
   KvCacheShape shape;
   shape.num_layers = c.num_layers;
   shape.num_kv_heads = c.num_kv_heads;
@@ -65,15 +76,17 @@ std::vector<int32_t> ModelRunner::eos_token_ids() const {
 }
 
 Result<Tensor> ModelRunner::forward(const StepBatch& b) {
-  spec_.token_ids.assign(b.token_ids.begin(), b.token_ids.end());
-  spec_.positions.assign(b.positions.begin(), b.positions.end());
-  spec_.cu_seqlens_q.assign(b.cu_seqlens_q.begin(), b.cu_seqlens_q.end());
-  spec_.seqlens_kv.assign(b.seqlens_kv.begin(), b.seqlens_kv.end());
-  spec_.block_table.assign(b.block_table.begin(), b.block_table.end());
-  spec_.max_pages_per_seq = b.max_pages_per_seq;
-  spec_.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
-  spec_.logits_indices.assign(b.logits_indices.begin(), b.logits_indices.end());
-  return model_->forward(spec_, *cache_);
+  // The builder's pinned spans go to the model as they are: its staging copy is the only one.
+  BatchView view;
+  view.token_ids = b.token_ids;
+  view.positions = b.positions;
+  view.cu_seqlens_q = b.cu_seqlens_q;
+  view.seqlens_kv = b.seqlens_kv;
+  view.block_table = b.block_table;
+  view.max_pages_per_seq = b.max_pages_per_seq;
+  view.slot_mapping = b.slot_mapping;
+  view.logits_indices = b.logits_indices;
+  return model_->forward(view, *cache_);
 }
 
 }  // namespace fg

@@ -1,12 +1,13 @@
 // ModelRunner: the StepRunner over the model layer. Owns the backend, the model and its paged KV
-// cache (sized from --kv-cache-memory or --gpu-memory-fraction), and turns each StepBatch into the
-// model's BatchSpec (reusing its vectors: no allocation per step once warm). The model uploads the
-// step's metadata with one copy and returns the sampled rows' logits on the device.
+// cache (sized from --kv-cache-memory or --gpu-memory-fraction), and hands each StepBatch to the
+// model as a BatchView of the builder's pinned spans (no host copy here). The model copies them
+// once into its staging block, uploads it with one copy and returns the sampled rows' logits on
+// the device.
 //
-// CUDA graphs: decode-only steps are where graph replay pays. The model's forward currently
-// enqueues variable-size metadata and workspace growth inside the forward, which a captured graph
-// cannot replay, so this runner runs every step eagerly; `decode_only` is carried in StepBatch for
-// the graph path to key on once the model exposes fixed-capacity buffers.
+// CUDA graphs (ModelRunnerOptions::cuda_graphs, on by default): on a backend that records graphs,
+// decode-only steps of up to max_graph_batch sequences are padded to a batch bucket and replay a
+// graph recorded on first use of that bucket (Model::enable_decode_graphs). Other steps, and every
+// step on the CPU, run eagerly. The two give the same tokens (tests/parity/engine).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,8 @@ struct ModelRunnerOptions {
   double gpu_memory_fraction = 0.9;                     // otherwise this share of device memory (--gpu-memory-fraction)
   int64_t activation_reserve_bytes = int64_t(1) << 30;  // kept out of the KV budget on a GPU
   int32_t max_model_len = 0;                            // 0: the config's max_position_embeddings
+  bool cuda_graphs = true;         // decode steps replay CUDA graphs (--no-cuda-graphs: false)
+  int32_t max_graph_batch = 256;   // largest decode batch sent through graphs (buckets up to it)
 };
 
 class ModelRunner final : public StepRunner {
@@ -60,7 +63,6 @@ class ModelRunner final : public StepRunner {
   std::optional<KvCache> cache_;
   int32_t max_model_len_ = 0;
   int64_t kv_bytes_ = 0;
-  BatchSpec spec_;
 };
 
 }  // namespace fg

@@ -13,6 +13,25 @@
 
 namespace fg {
 
+// A non-owning view of one step's metadata, in BatchSpec's layout: what Model::forward reads.
+// The engine fills it straight from its pinned step block, so a step's metadata is copied on the
+// host exactly once (into the model's staging buffer, which is also where padding for the decode
+// graphs happens).
+struct BatchView {
+  std::span<const int32_t> token_ids;       // [total_q]
+  std::span<const int32_t> positions;       // [total_q]
+  std::span<const int32_t> cu_seqlens_q;    // [num_seqs + 1]
+  std::span<const int32_t> seqlens_kv;      // [num_seqs]
+  std::span<const int32_t> block_table;     // [num_seqs * max_pages_per_seq] row-major
+  int max_pages_per_seq = 0;
+  std::span<const int32_t> slot_mapping;    // [total_q]
+  std::span<const int32_t> logits_indices;  // [num_logits]
+
+  int num_seqs() const { return int(seqlens_kv.size()); }
+  int total_q() const { return int(token_ids.size()); }
+  int num_logits() const { return int(logits_indices.size()); }
+};
+
 struct BatchSpec {
   std::vector<int32_t> token_ids;     // [total_q] new tokens of all sequences, sequence-major
   std::vector<int32_t> positions;     // [total_q] position of each new token in its sequence
@@ -26,6 +45,10 @@ struct BatchSpec {
   int num_seqs() const { return int(seqlens_kv.size()); }
   int total_q() const { return int(token_ids.size()); }
   int num_logits() const { return int(logits_indices.size()); }
+  BatchView view() const {
+    return BatchView{token_ids, positions, cu_seqlens_q, seqlens_kv, block_table, max_pages_per_seq, slot_mapping,
+                     logits_indices};
+  }
 };
 
 enum class LogitsWanted { kNone, kLast, kAll };

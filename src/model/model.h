@@ -9,10 +9,21 @@
 // Per layer: h = rms_norm(x); qkv = h @ Wqkv^T (+b); [q/k per-head rms_norm]; rope(q, k);
 // kv_write; attention; x += o_proj; h = rms_norm(x); x += down(silu(gate) * up).
 // The model never knows which backend runs it and never allocates KV pages.
+//
+// Decode graphs (enable_decode_graphs): a decode-only step (one new token per sequence) of b
+// sequences is padded up to a bucket (decode_graph_bucket) and its metadata written into
+// fixed-capacity buffers allocated once, so the layer loop sees the same pointers and shapes at
+// every step of that bucket and can be recorded once as a backend graph (a CUDA graph) and
+// replayed. Padded rows are harmless: token 0 at position 0, KV slot -1 (kv_write skips it), a
+// one-key sequence on page 0 for attention, and their logits rows are never returned. The
+// attention partition is planned on the host before every replay (the kernels read it from
+// memory). Eager and graph steps give the same logits up to GEMM rounding of a different row count.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "backend/backend.h"
 #include "model/batch.h"
@@ -21,6 +32,26 @@
 #include "model/weights.h"
 
 namespace fg {
+
+struct DecodeGraphOptions {
+  int max_batch_size = 256;   // decode steps of up to this many sequences take the fixed buffers
+  int max_pages_per_seq = 0;  // ... when no sequence needs more KV pages than this (> 0)
+  bool capture = true;        // record one graph per (batch bucket, page bucket) and replay it
+                              // (needs Backend::supports_graphs); false runs the same padded ops
+                              // eagerly, which is how the CPU tests check the padding
+};
+
+struct DecodeGraphStats {
+  int64_t padded_steps = 0;  // decode steps run through the fixed buffers
+  int64_t replays = 0;       // ... of which replayed a recorded graph
+  int64_t captures = 0;      // graphs recorded (again after the workspace grew or the cache changed)
+  int num_graphs = 0;        // graphs held now
+};
+
+// The batch size a decode step of `num_seqs` sequences is padded to: 1, 2, 4, 8, 16, 24, 32, 48,
+// 64, then multiples of 32, and never above max_batch_size (itself the last bucket).
+// Precondition: 1 <= num_seqs <= max_batch_size.
+int decode_graph_bucket(int num_seqs, int max_batch_size);
 
 class Model {
  public:
@@ -40,7 +71,17 @@ class Model {
   // pages inside the cache); errors are InvalidArgument and leave the cache untouched.
   // Precondition: the results of the previous forward have been consumed (copy_to_host +
   // synchronize), because the host staging buffer is rewritten.
-  Result<Tensor> forward(const BatchSpec& spec, KvCache& cache);
+  Result<Tensor> forward(const BatchView& batch, KvCache& cache);
+  Result<Tensor> forward(const BatchSpec& spec, KvCache& cache) { return forward(spec.view(), cache); }
+
+  // Sends later decode-only steps that fit `options` through the fixed buffers (and graphs when
+  // options.capture). Allocates those buffers and the workspace for max_batch_size rows now, so
+  // call it before sizing the KV cache from free memory. Errors: bad sizes, capture on a backend
+  // without graphs. Calling it again replaces the previous setting (and drops recorded graphs).
+  Status enable_decode_graphs(const DecodeGraphOptions& options);
+  void disable_decode_graphs();
+  bool decode_graphs_enabled() const { return graphs_ != nullptr; }
+  DecodeGraphStats decode_graph_stats() const;
 
   // A KV cache for this model with `num_pages` pages of `page_size` tokens.
   Result<KvCache> make_kv_cache(int num_pages, int page_size) const {
@@ -48,9 +89,45 @@ class Model {
   }
 
  private:
+  // Device views of one step's metadata, shared by every layer.
+  struct StepTensors {
+    int total_q = 0;
+    int num_logits = 0;
+    Tensor ids;     // [total_q] i32
+    Tensor slots;   // [total_q] i32
+    Tensor lidx;    // [num_logits] i32
+    AttentionBatch attention;
+    RopeArgs rope;
+  };
+  // Offsets (in i32 words) of each metadata array in a staging block.
+  struct MetaLayout {
+    int total_q = 0, num_seqs = 0, num_logits = 0, pages_per_seq = 0;
+    size_t ids = 0, pos = 0, cu = 0, skv = 0, bt = 0, slot = 0, lidx = 0, base = 0, words = 0;
+  };
+  // The fixed buffers and recorded graphs of the decode path.
+  struct DecodeGraphState {
+    DecodeGraphOptions options;
+    Buffer meta_host;  // staging of the largest padded step (pinned on cuda)
+    Buffer meta_dev;   // the same bytes on the device; never reallocated while graphs exist
+    std::map<std::pair<int, int>, std::unique_ptr<Graph>> graphs;  // (batch, pages) bucket -> graph
+    const void* cache_k = nullptr;  // the KV cache the graphs were recorded against
+    int cache_page_size = 0;
+    DecodeGraphStats stats;
+  };
+
   Model(Backend& backend, ModelConfig config) : backend_(backend), config_(std::move(config)) {}
-  Status validate(const BatchSpec& spec, const KvCache& cache) const;
-  void reserve(int total_q, int num_logits, size_t meta_bytes);
+  Status validate(const BatchView& spec, const KvCache& cache) const;
+  // Grows the workspace; true when any buffer was reallocated (recorded graphs are then stale).
+  bool reserve(int total_q, int num_logits, size_t meta_bytes);
+  MetaLayout meta_layout(int total_q, int num_seqs, int num_logits, int pages_per_seq) const;
+  StepTensors step_tensors(const MetaLayout& m, const Buffer& dev, const int32_t* host, int max_q_len,
+                           int max_kv_len, int page_size) const;
+  void fill_rope_bases(const MetaLayout& m, int32_t* words) const;
+  void plan(const StepTensors& t);
+  // The decoder stack over one step's metadata: embedding .. logits (logits_ rows [0, num_logits)).
+  void run_layers(const StepTensors& t, KvCache& cache);
+  Result<Tensor> forward_decode_fixed(const BatchView& batch, KvCache& cache, int pages_needed);
+  void drop_graphs();
 
   Backend& backend_;
   ModelConfig config_;
@@ -70,6 +147,7 @@ class Model {
   size_t cap_meta_ = 0;
   Buffer meta_host_;  // staging for one step's metadata (pinned on cuda)
   Buffer meta_dev_;   // the same bytes on the device
+  std::unique_ptr<DecodeGraphState> graphs_;  // null: every step runs eagerly
 };
 
 }  // namespace fg

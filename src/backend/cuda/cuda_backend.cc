@@ -3,7 +3,9 @@
 // Shape or dtype mismatches are caller bugs and abort through FG_CHECK with the views described.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
@@ -87,6 +89,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
+  num_sms_ = prop.multiProcessorCount;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
   arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
@@ -132,6 +135,13 @@ Buffer CudaBackend::alloc_host(size_t bytes) {
   void* p = nullptr;
   CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
   return Buffer(p, bytes, Device::kCpu, [](void* q) { (void)cudaFreeHost(q); });
+}
+
+Backend::MemoryInfo CudaBackend::memory_info() {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return MemoryInfo{int64_t(total_bytes), int64_t(free_bytes)};
 }
 
 // ---- elementwise
@@ -420,6 +430,71 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   p.settings = static_cast<const SampleRowParams*>(sample_device_.data());
   p.out = out.ptr<int32_t>();
   launch_sample(p, stream_);
+}
+
+// ---- graphs
+
+namespace {
+
+class CudaGraph final : public Graph {
+ public:
+  explicit CudaGraph(cudaGraphExec_t exec) : exec_(exec) {}
+  ~CudaGraph() override {
+    if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& record,
+                                                  const GraphAttentionShape& shape) {
+#if defined(FG_CUDA_HAVE_ATTENTION)
+  // The attention kernels loop over the plan's work items (counts read from device memory), but
+  // their grid sizes are fixed when recorded: run() takes them from the latest plan. Record after
+  // planning a synthetic batch whose partition is about as wide as any replayed plan can be:
+  // as many full-length sequences as still get split-KV (the planner splits only while tiles x kv
+  // heads stay under 8/9 of the resident CTA slots), so the main grid covers about one wave of CTAs
+  // and the merge grid one CTA per split tile. Only launch widths depend on this, never results.
+  if (shape.num_seqs > 0 && shape.num_kv_heads > 0) {
+    const int64_t resident = 2 * int64_t(num_sms_);  // AttentionPlanState::ctas_per_sm
+    const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(shape.num_kv_heads));
+    const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(shape.num_seqs, split_limit)));
+    std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), std::max(1, shape.max_kv_len));
+    for (int i = 0; i <= seqs; ++i) cu[size_t(i)] = i;
+    AttentionBatch widest;
+    widest.num_seqs = seqs;
+    widest.total_q = seqs;
+    widest.max_q_len = 1;
+    widest.max_kv_len = std::max(1, shape.max_kv_len);
+    widest.page_size = shape.page_size;
+    widest.host_cu_seqlens_q = cu;
+    widest.host_seqlens_kv = kv;
+    attention_->plan(widest, shape.num_q_heads, shape.num_kv_heads, shape.head_dim, stream_);
+  }
+#else
+  (void)shape;
+#endif
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  record();
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t err = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  CUDA_CHECK(err);
+  return std::make_unique<CudaGraph>(exec);
+}
+
+void CudaBackend::replay_graph(Graph& graph) {
+  auto* g = dynamic_cast<CudaGraph*>(&graph);
+  FG_CHECK(g != nullptr, "replay_graph: the graph was not recorded by the CUDA backend");
+  CUDA_CHECK(cudaGraphLaunch(g->exec(), stream_));
 }
 
 }  // namespace fg::cuda

@@ -43,6 +43,8 @@ class CudaBackend final : public Backend {
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   Buffer alloc_host(size_t bytes) override;
+  // cudaMemGetInfo of this device: what --gpu-memory-fraction sizes the KV cache from.
+  MemoryInfo memory_info() override;
 
   void convert(const Tensor& src, Tensor& dst) override;
   void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) override;
@@ -59,6 +61,12 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
 
+  // CUDA graphs: stream capture (thread-local mode) on the backend's stream, instantiated once.
+  bool supports_graphs() const override { return true; }
+  std::unique_ptr<Graph> capture_graph(const std::function<void()>& record,
+                                       const GraphAttentionShape& attention) override;
+  void replay_graph(Graph& graph) override;
+
   cudaStream_t stream() const { return stream_; }
   const DeviceArena& arena() const { return *arena_; }
 
@@ -66,6 +74,7 @@ class CudaBackend final : public Backend {
   void ensure_sample_capacity(int rows);
 
   int device_ = 0;
+  int num_sms_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceArena> arena_;
