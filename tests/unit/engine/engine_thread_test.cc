@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -9,12 +11,49 @@
 namespace fg::test {
 namespace {
 
+// A fake runner that holds the engine thread inside its forward number `hold_at` + 1 until the
+// test releases it, so the test can act while requests are certainly mid-flight (the fake model
+// is fast enough to finish everything before a loaded test thread gets to run otherwise).
+class GatedRunner : public FakeRunner {
+ public:
+  GatedRunner(const FakeModelShape& shape, int64_t hold_at) : FakeRunner(shape), hold_at_(hold_at) {}
+  Result<Tensor> forward(const StepBatch& b) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++calls_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return calls_ <= hold_at_ || released_; });
+    }
+    return FakeRunner::forward(b);
+  }
+  void wait_until_held() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return calls_ > hold_at_; });
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  const int64_t hold_at_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t calls_ = 0;
+  bool released_ = false;
+};
+
 TEST(Engine, CancellingHalfMidFlightLeavesThePoolFull) {
   FakeModelShape shape;
   shape.num_pages = 64;
   EngineConfig config;
   config.scheduler.max_batch_tokens = 32;
-  Engine engine(config, std::make_unique<FakeRunner>(shape));
+  auto owned = std::make_unique<GatedRunner>(shape, /*hold_at=*/4);
+  GatedRunner* runner = owned.get();
+  Engine engine(config, std::move(owned));
   auto requests = mixed_requests(64, shape.vocab, 30, 40, 21);
   std::vector<RequestHandle> handles;
   for (auto& r : requests) {
@@ -24,24 +63,19 @@ TEST(Engine, CancellingHalfMidFlightLeavesThePoolFull) {
     ASSERT_TRUE(h.is_ok()) << h.status().to_string();
     handles.push_back(*h);
   }
-  // Wait until every even request produced a token (they are mid-flight), then cancel the odd ones
-  // and let even ones run on.
-  std::vector<RequestOutput> partial(64);
-  for (size_t i = 0; i < handles.size(); i += 2) {
-    auto e = handles[i].events->next();
-    ASSERT_TRUE(e.has_value());
-    ASSERT_TRUE(e->token.has_value());
-    partial[i].output_ids.push_back(*e->token);
-  }
+  // After 4 steps nothing can have produced 40 tokens, and the first requests have started: the
+  // engine is held inside step 5 while the odd requests are cancelled.
+  runner->wait_until_held();
   EXPECT_GT(engine.stats().pages.held + engine.stats().waiting, 0);
   for (size_t i = 1; i < handles.size(); i += 2) engine.cancel(handles[i].id);
+  runner->release();
   for (size_t i = 0; i < handles.size(); ++i) {
     RequestOutput out = handles[i].wait();
     if (i % 2 == 1) {
-      EXPECT_TRUE(out.finish_reason == FinishReason::kCancelled || out.finish_reason == FinishReason::kLength);
+      EXPECT_EQ(out.finish_reason, FinishReason::kCancelled) << "request " << i;
     } else {
       EXPECT_EQ(out.finish_reason, FinishReason::kLength);
-      EXPECT_EQ(out.output_ids.size() + 1, 40u);
+      EXPECT_EQ(out.output_ids.size(), 40u);
     }
   }
   // Stats are published after each step; the last one follows the last finish.
