@@ -298,7 +298,7 @@ void EngineBackend::pump() {
       sleep = microseconds(50);
     } else {
       std::this_thread::sleep_for(sleep);
-      sleep = std::min<microseconds>(sleep * 2, microseconds(1000));
+      sleep = std::min<microseconds>(sleep * 2, microseconds(250));
     }
   }
 }
