@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-decode", a.skip_decode, "skip (a)");
   app.add_flag("--skip-throughput", a.skip_throughput, "skip (b)");
   app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "run decode steps eagerly instead of replaying CUDA graphs");
-  app.add_option("--max-graph-batch", a.max_graph_batch, "largest decode batch replayed as a graph (default: --max-running, at most 256)");
+  app.add_option("--max-graph-batch", a.max_graph_batch,
+                 "largest decode batch replayed as a graph (default: --max-running, at most 256)");
   app.add_option("--json", a.json_path, "also write the results as JSON");
   CLI11_PARSE(app, argc, argv);
 

@@ -32,8 +32,8 @@ struct ModelRunnerOptions {
   double gpu_memory_fraction = 0.9;                     // otherwise this share of device memory (--gpu-memory-fraction)
   int64_t activation_reserve_bytes = int64_t(1) << 30;  // kept out of the KV budget on a GPU
   int32_t max_model_len = 0;                            // 0: the config's max_position_embeddings
-  bool cuda_graphs = true;         // decode steps replay CUDA graphs (--no-cuda-graphs: false)
-  int32_t max_graph_batch = 256;   // largest decode batch sent through graphs (buckets up to it)
+  bool cuda_graphs = true;                              // decode steps replay CUDA graphs (--no-cuda-graphs: false)
+  int32_t max_graph_batch = 256;                        // largest decode batch sent through graphs (buckets up to it)
 };
 
 class ModelRunner final : public StepRunner {

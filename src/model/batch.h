@@ -18,11 +18,11 @@ namespace fg {
 // host exactly once (into the model's staging buffer, which is also where padding for the decode
 // graphs happens).
 struct BatchView {
-  std::span<const int32_t> token_ids;       // [total_q]
-  std::span<const int32_t> positions;       // [total_q]
-  std::span<const int32_t> cu_seqlens_q;    // [num_seqs + 1]
-  std::span<const int32_t> seqlens_kv;      // [num_seqs]
-  std::span<const int32_t> block_table;     // [num_seqs * max_pages_per_seq] row-major
+  std::span<const int32_t> token_ids;     // [total_q]
+  std::span<const int32_t> positions;     // [total_q]
+  std::span<const int32_t> cu_seqlens_q;  // [num_seqs + 1]
+  std::span<const int32_t> seqlens_kv;    // [num_seqs]
+  std::span<const int32_t> block_table;   // [num_seqs * max_pages_per_seq] row-major
   int max_pages_per_seq = 0;
   std::span<const int32_t> slot_mapping;    // [total_q]
   std::span<const int32_t> logits_indices;  // [num_logits]
@@ -46,8 +46,8 @@ struct BatchSpec {
   int total_q() const { return int(token_ids.size()); }
   int num_logits() const { return int(logits_indices.size()); }
   BatchView view() const {
-    return BatchView{token_ids, positions, cu_seqlens_q, seqlens_kv, block_table, max_pages_per_seq, slot_mapping,
-                     logits_indices};
+    return BatchView{token_ids,   positions,         cu_seqlens_q, seqlens_kv,
+                     block_table, max_pages_per_seq, slot_mapping, logits_indices};
   }
 };
 

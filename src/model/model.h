@@ -44,7 +44,8 @@ struct DecodeGraphOptions {
 struct DecodeGraphStats {
   int64_t padded_steps = 0;  // decode steps run through the fixed buffers
   int64_t replays = 0;       // ... of which replayed a recorded graph
-  int64_t captures = 0;      // graphs recorded (again after the workspace grew or the cache changed)
+  int64_t captures = 0;      // ... of which ran eagerly, then recorded their bucket's graph (again
+                             // after the workspace grew or the KV cache changed)
   int num_graphs = 0;        // graphs held now
 };
 
@@ -93,9 +94,9 @@ class Model {
   struct StepTensors {
     int total_q = 0;
     int num_logits = 0;
-    Tensor ids;     // [total_q] i32
-    Tensor slots;   // [total_q] i32
-    Tensor lidx;    // [num_logits] i32
+    Tensor ids;    // [total_q] i32
+    Tensor slots;  // [total_q] i32
+    Tensor lidx;   // [num_logits] i32
     AttentionBatch attention;
     RopeArgs rope;
   };
@@ -110,7 +111,7 @@ class Model {
     Buffer meta_host;  // staging of the largest padded step (pinned on cuda)
     Buffer meta_dev;   // the same bytes on the device; never reallocated while graphs exist
     std::map<std::pair<int, int>, std::unique_ptr<Graph>> graphs;  // (batch, pages) bucket -> graph
-    const void* cache_k = nullptr;  // the KV cache the graphs were recorded against
+    const void* cache_k = nullptr;                                 // the KV cache the graphs were recorded against
     int cache_page_size = 0;
     DecodeGraphStats stats;
   };
@@ -120,8 +121,8 @@ class Model {
   // Grows the workspace; true when any buffer was reallocated (recorded graphs are then stale).
   bool reserve(int total_q, int num_logits, size_t meta_bytes);
   MetaLayout meta_layout(int total_q, int num_seqs, int num_logits, int pages_per_seq) const;
-  StepTensors step_tensors(const MetaLayout& m, const Buffer& dev, const int32_t* host, int max_q_len,
-                           int max_kv_len, int page_size) const;
+  StepTensors step_tensors(const MetaLayout& m, const Buffer& dev, const int32_t* host, int max_q_len, int max_kv_len,
+                           int page_size) const;
   void fill_rope_bases(const MetaLayout& m, int32_t* words) const;
   void plan(const StepTensors& t);
   // The decoder stack over one step's metadata: embedding .. logits (logits_ rows [0, num_logits)).
@@ -145,8 +146,8 @@ class Model {
   Buffer sel_;       // [3, cap_logits, hidden] act: gathered residual, delta, normed
   Buffer logits_;    // [cap_logits, vocab] f32
   size_t cap_meta_ = 0;
-  Buffer meta_host_;  // staging for one step's metadata (pinned on cuda)
-  Buffer meta_dev_;   // the same bytes on the device
+  Buffer meta_host_;                          // staging for one step's metadata (pinned on cuda)
+  Buffer meta_dev_;                           // the same bytes on the device
   std::unique_ptr<DecodeGraphState> graphs_;  // null: every step runs eagerly
 };
 

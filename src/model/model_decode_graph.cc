@@ -22,9 +22,9 @@ int next_pow2(int n) {
 }  // namespace
 
 int decode_graph_bucket(int num_seqs, int max_batch_size) {
-  FG_CHECK(num_seqs >= 1 && num_seqs <= max_batch_size,
-           "decode_graph_bucket: " + std::to_string(num_seqs) + " sequences for a maximum of " +
-               std::to_string(max_batch_size));
+  FG_CHECK(num_seqs >= 1 && num_seqs <= max_batch_size, "decode_graph_bucket: " + std::to_string(num_seqs) +
+                                                            " sequences for a maximum of " +
+                                                            std::to_string(max_batch_size));
   int bucket = 0;
   if (num_seqs <= 8) {
     bucket = next_pow2(num_seqs);
@@ -60,8 +60,8 @@ Status Model::enable_decode_graphs(const DecodeGraphOptions& options) {
   state->meta_host = backend_.alloc_host(widest.words * 4);
   state->meta_dev = backend_.alloc(widest.words * 4);
   if (!state->meta_host.data() || !state->meta_dev.data())
-    return Status(ErrorCode::kResourceExhausted, "decode graphs: cannot allocate " +
-                                                     std::to_string(widest.words * 4) + " bytes of step metadata");
+    return Status(ErrorCode::kResourceExhausted,
+                  "decode graphs: cannot allocate " + std::to_string(widest.words * 4) + " bytes of step metadata");
   // The workspace the graphs record: sized now for the largest bucket, so that only a larger
   // eager step (a prefill) can move it, which drops the graphs (re-recorded on next use).
   reserve(options.max_batch_size, options.max_batch_size, 0);
@@ -108,7 +108,7 @@ Result<Tensor> Model::forward_decode_fixed(const BatchView& spec, KvCache& cache
   for (int s = 0; s <= b; ++s) words[m.cu + size_t(s)] = s;  // one new token per sequence
   std::copy(spec.seqlens_kv.begin(), spec.seqlens_kv.end(), words + m.skv);
   std::fill(words + m.skv + S, words + m.skv + b, 1);  // padded: one key, on page 0
-  const int copy_pages = std::min(P_in, pages);      // pages past pages_needed are never read
+  const int copy_pages = std::min(P_in, pages);        // pages past pages_needed are never read
   for (int s = 0; s < b; ++s) {
     int32_t* row = words + m.bt + size_t(s) * size_t(pages);
     int n = 0;
@@ -135,6 +135,11 @@ Result<Tensor> Model::forward_decode_fixed(const BatchView& spec, KvCache& cache
     }
     std::unique_ptr<Graph>& graph = g.graphs[{b, pages}];
     if (!graph) {
+      // The first step of a bucket runs eagerly, which also makes every lazy host-side choice
+      // (GEMM algorithms, kernel attributes) outside the recording; then the graph is recorded
+      // for the next steps (recording enqueues nothing, so the step's results stand).
+      plan(t);
+      run_layers(t, cache);
       GraphAttentionShape shape;
       shape.num_seqs = b;
       shape.max_kv_len = int(std::min<int64_t>(int64_t(pages) * page_size, INT32_MAX));
@@ -144,10 +149,11 @@ Result<Tensor> Model::forward_decode_fixed(const BatchView& spec, KvCache& cache
       shape.head_dim = config_.head_dim;
       graph = backend_.capture_graph([&] { run_layers(t, cache); }, shape);
       ++g.stats.captures;
+    } else {
+      plan(t);  // the replay reads this step's partition from the backend's plan buffers
+      backend_.replay_graph(*graph);
+      ++g.stats.replays;
     }
-    plan(t);  // after any recording: the replay reads this step's partition
-    backend_.replay_graph(*graph);
-    ++g.stats.replays;
   } else {
     plan(t);
     run_layers(t, cache);
