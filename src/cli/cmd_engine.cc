@@ -1,7 +1,7 @@
 // The engine-backed part of `flashgen generate`:
 //   generate --model DIR --prompts FILE [--json] [--dummy-weights] [--kv-cache-memory SIZE |
 //            --gpu-memory-fraction F] [--max-batch-tokens N] [--max-running N] [--max-model-len N]
-//            [--no-prefix-cache]
+//            [--no-prefix-cache] [--no-cuda-graphs]   (the engine flags: cli/engine_flags.h)
 // FILE holds one JSON request per line, e.g.
 //   {"prompt_ids": [1, 2, 3], "max_new_tokens": 24, "temperature": 0, "seed": 7}
 // (fields: prompt_ids, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "cli/engine_flags.h"
 #include "kvcache/kv_sizing.h"
 
 namespace fg::cli {
@@ -29,13 +30,7 @@ namespace {
 
 struct EngineArgs {
   std::string prompts_file;
-  bool dummy_weights = false;
-  std::string kv_cache_memory;
-  double gpu_memory_fraction = 0.9;
-  int max_batch_tokens = 2048;
-  int max_running = 256;
-  int max_model_len = 0;
-  bool no_prefix_cache = false;
+  EngineFlags engine;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -196,19 +191,14 @@ void run(const EngineArgs& a, const GenerateDefaults& d) {
     requests.push_back(std::move(r));
   }
   ModelRunnerOptions o;
+  EngineConfig config;
   o.model_dir = d.model_dir;
   o.backend = d.backend;
-  o.dummy_weights = a.dummy_weights;
   o.dummy_seed = d.seed;
   o.page_size = d.page_size;
   if (d.page_size <= 0) fail("--page-size must be positive");
-  if (!a.kv_cache_memory.empty()) {
-    auto bytes = parse_byte_size(a.kv_cache_memory);
-    if (!bytes.is_ok()) fail("--kv-cache-memory: " + bytes.status().message());
-    o.kv_cache_bytes = *bytes;
-  }
-  o.gpu_memory_fraction = a.gpu_memory_fraction;
-  o.max_model_len = a.max_model_len;
+  apply_engine_flags(a.engine, o, config);
+  config.seed = d.seed;
   auto runner = ModelRunner::create(o);
   if (!runner.is_ok()) fail(runner.status().message());
   const int32_t pages = (*runner)->kv_num_pages();
@@ -216,12 +206,6 @@ void run(const EngineArgs& a, const GenerateDefaults& d) {
   std::fprintf(stderr, "flashgen: KV cache %d pages of %d tokens (%s) on %s\n", pages, d.page_size,
                format_byte_size(kv_bytes).c_str(), (*runner)->backend().name().c_str());
 
-  EngineConfig config;
-  if (a.max_batch_tokens <= 0 || a.max_running <= 0) fail("--max-batch-tokens and --max-running must be positive");
-  config.scheduler.max_batch_tokens = a.max_batch_tokens;
-  config.scheduler.max_running = a.max_running;
-  config.seed = d.seed;
-  config.enable_prefix_cache = !a.no_prefix_cache;
   Engine engine(config, std::move(runner).value());
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -276,20 +260,10 @@ std::function<bool(const GenerateDefaults&)> add_engine_generate_options(CLI::Ap
   generate->add_option("--prompts", a->prompts_file,
                        "JSON-lines file of requests ({\"prompt_ids\": [...], \"max_new_tokens\": 24, ...}); "
                        "all run concurrently through the engine");
-  generate->add_flag("--dummy-weights", a->dummy_weights,
-                     "random bf16 weights from config.json alone (performance work; output is meaningless)");
-  generate->add_option("--kv-cache-memory", a->kv_cache_memory,
-                       "KV cache size, e.g. 8GiB (default: a memory fraction)");
-  generate->add_option("--gpu-memory-fraction", a->gpu_memory_fraction,
-                       "share of device memory for weights + KV cache when --kv-cache-memory is not set (0.9)");
-  generate->add_option("--max-batch-tokens", a->max_batch_tokens, "new tokens per engine step (2048)");
-  generate->add_option("--max-running", a->max_running, "sequences in flight at once (256)");
-  generate->add_option("--max-model-len", a->max_model_len, "cap on prompt + output tokens (default: the config's)");
-  generate->add_flag("--no-prefix-cache", a->no_prefix_cache,
-                     "turn prefix caching off (on by default: requests reuse the KV pages of prompt prefixes "
-                     "already computed)");
+  add_engine_flags(generate, a->engine);
   return [a](const GenerateDefaults& d) {
-    if (a->prompts_file.empty() && !a->dummy_weights && a->kv_cache_memory.empty() && !a->no_prefix_cache) return false;
+    const EngineFlags& f = a->engine;
+    if (a->prompts_file.empty() && !f.dummy_weights && f.kv_cache_memory.empty() && !f.no_prefix_cache) return false;
     run(*a, d);
     return true;
   };

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "kvcache/kv_sizing.h"
 #include "server/api_server.h"
 #include "server/engine_backend.h"
@@ -27,15 +28,9 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string backend = "auto";
-  bool dummy_weights = false;
   int page_size = 16;
-  std::string kv_cache_memory;
-  double gpu_memory_fraction = 0.9;
-  int max_batch_tokens = 2048;
-  int max_running = 256;
-  int max_model_len = 0;
   uint64_t seed = 0;
-  bool no_prefix_cache = false;
+  EngineFlags engine;
   int http_threads = 0;
   std::string max_body_bytes = "8MiB";
   int64_t max_concurrent_requests = 256;
@@ -55,7 +50,6 @@ void run_serve(const ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a process exit
   if (a.port < 0 || a.port > 65535) fail("--port must be in [0, 65535]");
   if (a.page_size <= 0) fail("--page-size must be positive");
-  if (a.max_batch_tokens <= 0 || a.max_running <= 0) fail("--max-batch-tokens and --max-running must be positive");
   if (a.max_concurrent_requests <= 0) fail("--max-concurrent-requests must be positive");
 
   server::EngineBackendOptions o;
@@ -64,20 +58,10 @@ void run_serve(const ServeArgs& a) {
   o.chat_template_file = a.chat_template;
   o.runner.model_dir = a.model_dir;
   o.runner.backend = a.backend;
-  o.runner.dummy_weights = a.dummy_weights;
   o.runner.dummy_seed = a.seed;
   o.runner.page_size = a.page_size;
-  if (!a.kv_cache_memory.empty()) {
-    auto bytes = parse_byte_size(a.kv_cache_memory);
-    if (!bytes.is_ok()) fail("--kv-cache-memory: " + bytes.status().message());
-    o.runner.kv_cache_bytes = *bytes;
-  }
-  o.runner.gpu_memory_fraction = a.gpu_memory_fraction;
-  o.runner.max_model_len = a.max_model_len;
-  o.engine.scheduler.max_batch_tokens = a.max_batch_tokens;
-  o.engine.scheduler.max_running = a.max_running;
+  apply_engine_flags(a.engine, o.runner, o.engine);
   o.engine.seed = a.seed;
-  o.engine.enable_prefix_cache = !a.no_prefix_cache;
 
   server::ServeOptions so;
   so.http.host = a.host;
@@ -115,15 +99,9 @@ void register_serve_commands(CLI::App& app) {
   cmd->add_option("--host", a->host, "address to listen on (127.0.0.1)");
   cmd->add_option("--port", a->port, "TCP port (8080; 0 picks a free one, printed at start)");
   cmd->add_option("--backend", a->backend, "cpu, cuda or auto");
-  cmd->add_flag("--dummy-weights", a->dummy_weights, "random weights from config.json (performance work only)");
   cmd->add_option("--page-size", a->page_size, "tokens per KV page (16)");
-  cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache size, e.g. 8GiB (default: a memory fraction)");
-  cmd->add_option("--gpu-memory-fraction", a->gpu_memory_fraction, "device memory share for weights + KV (0.9)");
-  cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "new tokens per engine step (2048)");
-  cmd->add_option("--max-running", a->max_running, "sequences in flight at once (256)");
-  cmd->add_option("--max-model-len", a->max_model_len, "cap on prompt + output tokens (default: the config's)");
   cmd->add_option("--seed", a->seed, "seed for requests that bring none, and for --dummy-weights");
-  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "turn prefix caching off");
+  add_engine_flags(cmd, a->engine);
   cmd->add_option("--http-threads", a->http_threads, "HTTP I/O threads (default: min(4, cores))");
   cmd->add_option("--max-body-bytes", a->max_body_bytes, "largest request body accepted, e.g. 8MiB (413 above)");
   cmd->add_option("--max-concurrent-requests", a->max_concurrent_requests,

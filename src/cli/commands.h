@@ -25,8 +25,7 @@ struct GenerateDefaults {
   bool ignore_eos = false;
   bool json = false;
 };
-// Adds --prompts FILE, --dummy-weights, --kv-cache-memory, --gpu-memory-fraction,
-// --max-batch-tokens, --max-running and --max-model-len to `generate`. The returned function runs
+// Adds --prompts FILE and the engine flags (cli/engine_flags.h) to `generate`. The returned function runs
 // the request(s) through the engine and returns true when one of --prompts, --dummy-weights or
 // --kv-cache-memory was given; otherwise it returns false and `generate` keeps its direct path.
 std::function<bool(const GenerateDefaults&)> add_engine_generate_options(CLI::App* generate);

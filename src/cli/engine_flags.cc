@@ -1,0 +1,47 @@
+#include "cli/engine_flags.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kvcache/kv_sizing.h"
+
+namespace fg::cli {
+
+void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
+  cmd->add_flag("--dummy-weights", f.dummy_weights,
+                "random bf16 weights from config.json alone (performance work; output is meaningless)");
+  cmd->add_option("--kv-cache-memory", f.kv_cache_memory, "KV cache size, e.g. 8GiB (default: a memory fraction)");
+  cmd->add_option("--gpu-memory-fraction", f.gpu_memory_fraction,
+                  "share of device memory for weights + KV cache when --kv-cache-memory is not set (0.9)");
+  cmd->add_option("--max-batch-tokens", f.max_batch_tokens, "new tokens per engine step (2048)");
+  cmd->add_option("--max-running", f.max_running, "sequences in flight at once (256)");
+  cmd->add_option("--max-model-len", f.max_model_len, "cap on prompt + output tokens (default: the config's)");
+  cmd->add_flag("--no-prefix-cache", f.no_prefix_cache,
+                "turn prefix caching off (on by default: requests reuse the KV pages of prompt prefixes already "
+                "computed)");
+  cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs,
+                "run decode steps eagerly (by default CUDA decode steps replay graphs recorded per batch size)");
+}
+
+void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, EngineConfig& engine) {
+  if (f.max_batch_tokens <= 0 || f.max_running <= 0)
+    throw std::runtime_error("--max-batch-tokens and --max-running must be positive");
+  if (f.max_model_len < 0) throw std::runtime_error("--max-model-len must not be negative");
+  if (!(f.gpu_memory_fraction > 0.0 && f.gpu_memory_fraction <= 1.0))
+    throw std::runtime_error("--gpu-memory-fraction must be in (0, 1]");
+  runner.dummy_weights = f.dummy_weights;
+  if (!f.kv_cache_memory.empty()) {
+    auto bytes = parse_byte_size(f.kv_cache_memory);
+    if (!bytes.is_ok()) throw std::runtime_error("--kv-cache-memory: " + bytes.status().message());
+    runner.kv_cache_bytes = *bytes;
+  }
+  runner.gpu_memory_fraction = f.gpu_memory_fraction;
+  runner.max_model_len = f.max_model_len;
+  runner.cuda_graphs = !f.no_cuda_graphs;
+  runner.max_graph_batch = std::min(f.max_running, 256);
+  engine.scheduler.max_batch_tokens = f.max_batch_tokens;
+  engine.scheduler.max_running = f.max_running;
+  engine.enable_prefix_cache = !f.no_prefix_cache;
+}
+
+}  // namespace fg::cli

@@ -1,0 +1,34 @@
+// The engine settings shared by every command that runs the engine (`generate --prompts`, `serve`):
+// one definition of the flags, their defaults and their validation, so the two commands cannot
+// drift apart.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/model_runner.h"
+
+namespace fg::cli {
+
+struct EngineFlags {
+  bool dummy_weights = false;
+  std::string kv_cache_memory;  // "8GiB"; empty: a share of device memory
+  double gpu_memory_fraction = 0.9;
+  int max_batch_tokens = 2048;
+  int max_running = 256;
+  int max_model_len = 0;
+  bool no_prefix_cache = false;
+  bool no_cuda_graphs = false;
+};
+
+// Adds --dummy-weights, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
+// --max-running, --max-model-len, --no-prefix-cache and --no-cuda-graphs to `cmd`.
+void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
+
+// Writes the flags into the runner and engine settings; throws std::runtime_error with a one-line
+// message naming the flag when a value is impossible.
+void apply_engine_flags(const EngineFlags& flags, ModelRunnerOptions& runner, EngineConfig& engine);
+
+}  // namespace fg::cli
