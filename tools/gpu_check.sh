@@ -40,7 +40,7 @@ pack() {
   done
   # Libraries a bare CUDA image may lack (OpenBLAS's Fortran runtime, OpenMP); used only when
   # the loader reports them missing there.
-  for lib in libgomp.so.1 libgfortran.so.5 libquadmath.so.0; do
+  for lib in libgomp.so.1 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
     local p
     p=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
     [ -n "$p" ] && cp -L "$p" .device/lib/

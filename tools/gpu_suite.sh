@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for everything that needs a GPU: correctness first (every CUDA op,
+# the attention sweep, model parity with the fixtures and live against transformers, decode-graph
+# parity), then the engine figures of docs/perf.md (batch-1 decode vs the bandwidth floor, offline
+# throughput with the transformers generate peer, the prefix cache on/off and page-size sweep, and
+# serve_bench against `flashgen serve`). Each step has its own time limit so a slow one cannot eat
+# the rest.
+#
+#   (here)  tools/gpu_suite.sh pack      build with sm_90a into build-gpu and pack .device/
+#   (there) tools/gpu_suite.sh run       logs and JSON under $OUT (at most 8 files come back)
+# It never changes the GPU's settings.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+MODE=${1:-run}
+BENCH_TARGETS="flashgen engine_bench prefix_cache_bench attention_bench"
+TEST_TARGETS="backend_ops_parity backend_attention_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
+
+pack() {
+  FG_GPU_TARGETS="$TEST_TARGETS" tools/gpu_check.sh pack build-gpu || exit 1
+  cmake --build build-gpu --target $BENCH_TARGETS -j "${JOBS:-2}" || exit 1
+  mkdir -p .device/tools .device/tok
+  for t in $BENCH_TARGETS; do
+    f=$(find build-gpu -type f -name "$t" -perm -u+x | head -1)
+    cp "$f" .device/tools/ && strip .device/tools/"$t"
+  done
+  # The Llama 3 tokenizer for serving the dummy-weight Llama-3.1-8B (shared/ does not travel).
+  cp ../shared/fixtures/tokenizers/llama-3-8b-instruct/tokenizer*.json .device/tok/
+  du -sh .device
+}
+
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 secs=$2
+  shift 2
+  echo "=== $name (limit ${secs}s)"
+  local t0=$SECONDS
+  timeout "$secs" "$@"
+  local rc=$?
+  echo "=== $name: rc=$rc in $((SECONDS - t0))s"
+  SUMMARY+=("$(printf '%-22s rc=%-4s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
+}
+
+run_all() {
+  OUT=${OUT:-$ROOT/gpu-suite-out}
+  mkdir -p "$OUT/raw"
+  export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+  local ld="${LD_LIBRARY_PATH:-}"
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && ld="$ld:$d"; done
+  if LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -q "not found"; then ld="$ld:$ROOT/.device/lib"; fi
+  if LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -q "libcublasLt.so.* not found"; then
+    lt=$(find / -xdev -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)
+    [ -n "$lt" ] && ld="$ld:$(dirname "$lt")"
+  fi
+  export LD_LIBRARY_PATH=$ld
+  LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -E "not found|cublas|icu|openblas"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  SUMMARY=()
+  local T=.device/tools CFG=bench/configs/llama-3.1-8b
+
+  OUT=$OUT/raw step parity 240 tools/gpu_check.sh run .device/bin
+  step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
+  step engine_bench 240 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
+  step hf_peer 200 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
+    --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
+  step prefix_cache 240 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
+    --sweep-requests 64 --json "$OUT/prefix.json"
+  # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer.
+  $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
+    --port 8199 --no-log-requests >"$OUT/raw/serve.log" 2>&1 &
+  local spid=$!
+  python3 - <<'PY'
+import time, urllib.request
+for _ in range(180):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:8199/health", timeout=2); break
+    except Exception:
+        time.sleep(1)
+PY
+  step serve_bench 150 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
+    --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$OUT/serve.json"
+  kill -TERM $spid; wait $spid
+  echo "serve exit after SIGTERM: $?"
+
+  tar -czf "$OUT/raw.tar.gz" -C "$OUT" raw && rm -rf "$OUT/raw"
+  echo "=== summary"
+  printf '%s\n' "${SUMMARY[@]}"
+}
+
+case "$MODE" in
+  pack) pack ;;
+  run) mkdir -p "${OUT:-$ROOT/gpu-suite-out}" && run_all 2>&1 | tee "${OUT:-$ROOT/gpu-suite-out}/suite.log" ;;
+  *) echo "usage: $0 pack|run" >&2; exit 2 ;;
+esac
