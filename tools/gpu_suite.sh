@@ -6,8 +6,8 @@
 # serve_bench against `flashgen serve`). Each step has its own time limit so a slow one cannot eat
 # the rest.
 #
-#   (here)  tools/gpu_suite.sh pack      build with sm_90a into build-gpu and pack .device/
-#   (there) tools/gpu_suite.sh run       logs and JSON under $OUT (at most 8 files come back)
+#   (here)  tools/gpu_suite.sh pack      build with sm_90a into build-gpu, pack .devpack/device.tar.xz
+#   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,16 +17,24 @@ BENCH_TARGETS="flashgen engine_bench prefix_cache_bench attention_bench"
 TEST_TARGETS="backend_ops_parity backend_attention_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
 
 pack() {
-  FG_GPU_TARGETS="$TEST_TARGETS" tools/gpu_check.sh pack build-gpu || exit 1
-  cmake --build build-gpu --target $BENCH_TARGETS -j "${JOBS:-2}" || exit 1
-  mkdir -p .device/tools .device/tok
-  for t in $BENCH_TARGETS; do
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
+  cmake --build build-gpu --target $TEST_TARGETS $BENCH_TARGETS -j "${JOBS:-2}" || exit 1
+  rm -rf .device && mkdir -p .device/bin .device/tools .device/lib .device/tok .devpack
+  for t in $TEST_TARGETS $BENCH_TARGETS; do
+    local f dir=tools
     f=$(find build-gpu -type f -name "$t" -perm -u+x | head -1)
-    cp "$f" .device/tools/ && strip .device/tools/"$t"
+    [ -n "$f" ] || { echo "missing $t" >&2; exit 1; }
+    case " $TEST_TARGETS " in *" $t "*) dir=bin ;; esac
+    cp "$f" ".device/$dir/" && strip ".device/$dir/$t"
+  done
+  # Libraries the GPU machine's image may lack or hold in another version (OpenMP, OpenBLAS's
+  # Fortran runtime, Debian's ICU); used only where the loader reports them missing there.
+  for lib in libgomp.so.1 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
+    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')" .device/lib/
   done
   # The Llama 3 tokenizer for serving the dummy-weight Llama-3.1-8B (shared/ does not travel).
   cp ../shared/fixtures/tokenizers/llama-3-8b-instruct/tokenizer*.json .device/tok/
-  du -sh .device
+  tar -cJf .devpack/device.tar.xz .device && du -sh .devpack   # carry .devpack (64 MiB limit)
 }
 
 step() {  # step NAME SECONDS COMMAND...
@@ -42,6 +50,7 @@ step() {  # step NAME SECONDS COMMAND...
 
 run_all() {
   OUT=${OUT:-$ROOT/gpu-suite-out}
+  [ -f .devpack/device.tar.xz ] && tar -xJf .devpack/device.tar.xz
   mkdir -p "$OUT/raw"
   export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
   local ld="${LD_LIBRARY_PATH:-}"
@@ -57,13 +66,13 @@ run_all() {
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
 
-  OUT=$OUT/raw step parity 240 tools/gpu_check.sh run .device/bin
-  step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
-  step engine_bench 240 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
-  step hf_peer 200 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
+  OUT=$OUT/raw step parity 150 tools/gpu_check.sh run .device/bin
+  step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
+  step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
-  step prefix_cache 240 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
+  step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
     --sweep-requests 64 --json "$OUT/prefix.json"
+  step hf_live_parity 90 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
   # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer.
   $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
     --port 8199 --no-log-requests >"$OUT/raw/serve.log" 2>&1 &
@@ -76,7 +85,7 @@ for _ in range(180):
     except Exception:
         time.sleep(1)
 PY
-  step serve_bench 150 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
+  step serve_bench 80 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
     --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$OUT/serve.json"
   kill -TERM $spid; wait $spid
   echo "serve exit after SIGTERM: $?"
