@@ -4,7 +4,9 @@
 
 For each fixture and each of its reference prompts: transformers computes float32 logits of every
 prompt position on the GPU; flashgen writes its logits (bf16 activations, f32 accumulation) to a
-.npy; the score is max|ours - hf| / max|hf| and must stay under the bf16 bound (--tol). Also
+.npy; the score is max|ours - hf| / max|hf|. The bound is the larger of --tol and twice the error
+of transformers itself run in bf16 on the same prompt (measured live), so a longer prompt, whose
+bf16 rounding legitimately accumulates, is judged against what bf16 costs the reference too. Also
 checks that the greedy next token of the last position agrees wherever HF's top-2 margin is larger
 than the bf16 error (a smaller margin is a legitimate rounding tie).
 
@@ -40,9 +42,13 @@ def main():
     for fx in fixtures:
         ref = json.loads((fx / "reference.json").read_text())
         model = AutoModelForCausalLM.from_pretrained(fx, dtype=torch.float32).cuda().eval()
+        model_bf16 = AutoModelForCausalLM.from_pretrained(fx, dtype=torch.bfloat16).cuda().eval()
         for i, prompt in enumerate(ref["prompts"]):
             with torch.no_grad():
                 hf = model(torch.tensor([prompt], device="cuda")).logits[0].float().cpu().numpy()
+                hf_bf16 = model_bf16(torch.tensor([prompt], device="cuda")).logits[0].float().cpu().numpy()
+            hf_bf16_err = float(np.abs(hf_bf16 - hf).max() / np.abs(hf).max())
+            bound = max(args.tol, 2 * hf_bf16_err)
             with tempfile.TemporaryDirectory() as tmp:
                 out = os.path.join(tmp, "logits.npy")
                 cmd = [args.flashgen, "logits", "--model", str(fx), "--backend", args.backend,
@@ -58,18 +64,19 @@ def main():
             margin = float(top2[1] - top2[0])
             same_argmax = int(ours[-1].argmax()) == int(hf[-1].argmax())
             tie = margin < 2 * err * float(np.abs(hf).max())
-            ok = err < args.tol and (same_argmax or tie)
+            ok = err < bound and (same_argmax or tie)
             failed += not ok
-            rows.append(dict(fixture=fx.name, prompt=i, tokens=len(prompt), rel_err=err, same_argmax=same_argmax,
-                             margin=margin, ok=ok))
-    print(f"{'fixture':<16} {'prompt':>6} {'tokens':>6} {'max rel err':>12} {'argmax':>7}  result")
+            rows.append(dict(fixture=fx.name, prompt=i, tokens=len(prompt), rel_err=err, hf_bf16_err=hf_bf16_err,
+                             bound=bound, same_argmax=same_argmax, margin=margin, ok=ok))
+    print(f"{'fixture':<16} {'prompt':>6} {'tokens':>6} {'max rel err':>12} {'hf bf16 err':>12} {'argmax':>7}  result")
     for r in rows:
         if "error" in r:
             print(f"{r['fixture']:<16} {r['prompt']:>6} {'':>6} {'':>12} {'':>7}  ERROR {r['error']}")
         else:
-            print(f"{r['fixture']:<16} {r['prompt']:>6} {r['tokens']:>6} {r['rel_err']:>12.2e} "
+            print(f"{r['fixture']:<16} {r['prompt']:>6} {r['tokens']:>6} {r['rel_err']:>12.2e} {r['hf_bf16_err']:>12.2e} "
                   f"{'same' if r['same_argmax'] else 'differs':>7}  {'ok' if r['ok'] else 'FAIL'}")
-    print(f"hf_live_parity: {len(rows) - failed} passed, {failed} failed (tolerance {args.tol}, bf16 activations)")
+    print(f"hf_live_parity: {len(rows) - failed} passed, {failed} failed "
+          f"(bound: max({args.tol}, 2 x transformers' own bf16 error), bf16 activations)")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
     sys.exit(1 if failed else 0)
