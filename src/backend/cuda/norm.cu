@@ -4,7 +4,8 @@
 // stored in that dtype.
 //
 // In-place use (out aliasing x or delta) is safe: each thread reads and writes the same columns,
-// and every read of a column happens before that thread's write to it.
+// and every read of a column happens before that thread's write to it (a chunk's loads all come
+// before its stores).
 #include "backend/cuda/kernel_util.cuh"
 
 namespace fg::cuda {
@@ -15,24 +16,46 @@ constexpr int kWarpRowsPerBlock = 4;
 constexpr int kBlockThreads = 512;
 constexpr int64_t kWarpRowMaxCols = 1024;
 
+// Columns are visited in chunks of kUnroll per thread: every load of a chunk is issued before any
+// store of it, so the loads overlap instead of waiting on each other behind the residual's stores
+// (a row of 4096 at batch 1 is pure latency otherwise).
+constexpr int kUnroll = 8;
+
 // Pass 1 of one row: the sum of squares over the columns c = lane0, lane0 + step, ...
 template <class T, bool kFused>
 __device__ __forceinline__ float row_sum_squares(const RmsNormParams& p, int64_t r, int lane0, int step) {
   float acc = 0.0f;
+  const int64_t cols = p.out.cols;
   if constexpr (kFused) {
     T* res = row_ptr<T>(p.residual, r);
     const T* delta = row_ptr<const T>(p.delta, r);
-    for (int64_t c = lane0; c < p.out.cols; c += step) {
-      T updated = from_f32<T>(to_f32(res[c]) + to_f32(delta[c]));
-      res[c] = updated;
-      float v = to_f32(updated);
-      acc += v * v;
+    for (int64_t c0 = lane0; c0 < cols; c0 += int64_t(step) * kUnroll) {
+      float v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + int64_t(u) * step;
+        v[u] = c < cols ? to_f32(res[c]) + to_f32(delta[c]) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + int64_t(u) * step;
+        if (c < cols) {
+          T updated = from_f32<T>(v[u]);
+          res[c] = updated;
+          float f = to_f32(updated);
+          acc += f * f;
+        }
+      }
     }
   } else {
     const T* x = row_ptr<const T>(p.x, r);
-    for (int64_t c = lane0; c < p.out.cols; c += step) {
-      float v = to_f32(x[c]);
-      acc += v * v;
+    for (int64_t c0 = lane0; c0 < cols; c0 += int64_t(step) * kUnroll) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + int64_t(u) * step;
+        float f = c < cols ? to_f32(x[c]) : 0.0f;
+        acc += f * f;
+      }
     }
   }
   return acc;
@@ -43,7 +66,20 @@ __device__ __forceinline__ void row_scale(const RmsNormParams& p, int64_t r, flo
   const T* src = kFused ? row_ptr<const T>(p.residual, r) : row_ptr<const T>(p.x, r);
   const T* w = static_cast<const T*>(p.weight);
   T* out = row_ptr<T>(p.out, r);
-  for (int64_t c = lane0; c < p.out.cols; c += step) out[c] = from_f32<T>(to_f32(src[c]) * inv_rms * to_f32(w[c]));
+  const int64_t cols = p.out.cols;
+  for (int64_t c0 = lane0; c0 < cols; c0 += int64_t(step) * kUnroll) {
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + int64_t(u) * step;
+      v[u] = c < cols ? to_f32(src[c]) * inv_rms * to_f32(w[c]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + int64_t(u) * step;
+      if (c < cols) out[c] = from_f32<T>(v[u]);
+    }
+  }
 }
 
 template <class T, bool kFused>
