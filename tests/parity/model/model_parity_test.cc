@@ -141,8 +141,9 @@ TEST_P(ModelParity, LogitsMatchTransformers) {
     if (!exact_) {
       for (size_t t = 0; t < prompt.size(); ++t) {
         const float* r = ref.logits.data() + (row0 + t) * size_t(vocab);
-        if (top2_margin(r, vocab) > 2 * tolerance_ * max_ref)
+        if (top2_margin(r, vocab) > 2 * tolerance_ * max_ref) {
           EXPECT_EQ(argmax(logits->data() + t * size_t(vocab), vocab), argmax(r, vocab)) << "position " << t;
+        }
       }
     }
     row0 += prompt.size();
