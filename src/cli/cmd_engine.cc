@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "cli/engine_flags.h"
+#include "cli/token_ids.h"
 #include "kvcache/kv_sizing.h"
 
 namespace fg::cli {
@@ -35,33 +36,6 @@ struct EngineArgs {
 
 [[noreturn]] void fail(const std::string& message) {
   throw std::runtime_error(message);
-}
-
-std::vector<int32_t> parse_ids_text(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string token;
-  auto flush = [&] {
-    if (token.empty()) return;
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(token, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != token.size() || v < 0 || v > INT32_MAX) fail("--prompt-ids: '" + token + "' is not a token id");
-    ids.push_back(int32_t(v));
-    token.clear();
-  };
-  for (char ch : text) {
-    if (ch == ',' || ch == ' ' || ch == '\t' || ch == '\n') {
-      flush();
-    } else {
-      token.push_back(ch);
-    }
-  }
-  flush();
-  return ids;
 }
 
 Request default_request(const GenerateDefaults& d) {
@@ -186,7 +160,7 @@ void run(const EngineArgs& a, const GenerateDefaults& d) {
     requests = read_prompts(a.prompts_file, d);
   } else {
     Request r = default_request(d);
-    r.prompt_ids = parse_ids_text(d.prompt_ids);
+    r.prompt_ids = parse_token_ids(d.prompt_ids, "--prompt-ids");
     if (r.prompt_ids.empty()) fail("give --prompt-ids or --prompts FILE");
     requests.push_back(std::move(r));
   }

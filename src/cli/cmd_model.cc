@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/token_ids.h"
 #include "model/generate.h"
 #include "model/model.h"
 #include "model/npy.h"
@@ -52,37 +53,11 @@ T value_or_fail(Result<T> r) {
   return std::move(r).value();
 }
 
-// "1,2,3" or "1 2 3" -> ids.
-std::vector<int32_t> parse_prompt_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string token;
-  auto flush = [&] {
-    if (token.empty()) return;
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(token, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != token.size() || v < 0 || v > INT32_MAX) fail("--prompt-ids: '" + token + "' is not a token id");
-    ids.push_back(int32_t(v));
-    token.clear();
-  };
-  for (char ch : text) {
-    if (ch == ',' || ch == ' ' || ch == '\t' || ch == '\n')
-      flush();
-    else
-      token.push_back(ch);
-  }
-  flush();
-  if (ids.empty()) fail("--prompt-ids: no token ids given");
-  return ids;
-}
-
 // The prompt's token ids. (A --prompt text option goes through the tokenizer here.)
 std::vector<int32_t> resolve_prompt(const ModelArgs& a) {
-  return parse_prompt_ids(a.prompt_ids);
+  std::vector<int32_t> ids = parse_token_ids(a.prompt_ids, "--prompt-ids");
+  if (ids.empty()) fail("--prompt-ids: no token ids given");
+  return ids;
 }
 
 struct Loaded {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/token_ids.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fg::cli {
@@ -70,36 +71,8 @@ void run_tokenize(const TokenizeOptions& o) {
   write_stdout(out);
 }
 
-// "1,2,3", "1 2 3" or "[1, 2, 3]".
-std::vector<int32_t> parse_ids(const std::string& s) {
-  std::vector<int32_t> ids;
-  std::string cur;
-  auto flush = [&] {
-    if (cur.empty()) return;
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(cur, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != cur.size() || v < 0 || v > INT32_MAX)
-      throw std::runtime_error("--ids: '" + cur + "' is not a token id");
-    ids.push_back(static_cast<int32_t>(v));
-    cur.clear();
-  };
-  for (char c : s) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']')
-      flush();
-    else
-      cur.push_back(c);
-  }
-  flush();
-  return ids;
-}
-
 void run_detokenize(const DetokenizeOptions& o) {
-  const std::vector<int32_t> ids = parse_ids(o.ids);
+  const std::vector<int32_t> ids = parse_token_ids(o.ids, "--ids");
   auto tok = load_or_throw(o.model_dir);
   for (int32_t id : ids)
     if (id >= tok->vocab_size())
