@@ -27,11 +27,11 @@ namespace fg {
 
 // Attention options that are fixed per layer.
 struct AttentionParams {
-  float scale = 1.0f;     // multiplies q.k before softcap and softmax
-  bool causal = true;     // bottom-right aligned: query i of a sequence with q_len new tokens sits
-                          // at kv position seqlens_kv - q_len + i and sees kv positions <= its own
-  int sliding_window = 0; // 0 = off; else a query at position p sees kv positions j with p - j < window
-  float softcap = 0.0f;   // 0 = off; else score = softcap * tanh(score / softcap)
+  float scale = 1.0f;      // multiplies q.k before softcap and softmax
+  bool causal = true;      // bottom-right aligned: query i of a sequence with q_len new tokens sits
+                           // at kv position seqlens_kv - q_len + i and sees kv positions <= its own
+  int sliding_window = 0;  // 0 = off; else a query at position p sees kv positions j with p - j < window
+  float softcap = 0.0f;    // 0 = off; else score = softcap * tanh(score / softcap)
 };
 
 // Per-step batch metadata shared by every layer (built once by the batch builder).
@@ -59,23 +59,23 @@ struct KvCacheLayer {
 // Rotary embedding tables for one step. Static scalings (default, linear, llama3) are folded into
 // inv_freq by the model; dynamic NTK passes a per-token base instead.
 struct RopeArgs {
-  Tensor positions;        // [n] i32, device
-  Tensor inv_freq;         // [rotary_dim / 2] f32, device; used when per_token_base is undefined
-  Tensor per_token_base;   // optional [n] f32: inv_freq[i] = base^(-2i / rotary_dim) for that token
-                           // (computed in f32 as 1.0f / powf(base, float(2i) / rotary_dim), like HF)
-  int rotary_dim = 0;      // rotate the first rotary_dim channels of each head (<= head_dim)
-  bool neox = true;        // true: rotate halves (x[i], x[i + rot/2]); false: adjacent pairs
+  Tensor positions;                // [n] i32, device
+  Tensor inv_freq;                 // [rotary_dim / 2] f32, device; used when per_token_base is undefined
+  Tensor per_token_base;           // optional [n] f32: inv_freq[i] = base^(-2i / rotary_dim) for that token
+                                   // (computed in f32 as 1.0f / powf(base, float(2i) / rotary_dim), like HF)
+  int rotary_dim = 0;              // rotate the first rotary_dim channels of each head (<= head_dim)
+  bool neox = true;                // true: rotate halves (x[i], x[i + rot/2]); false: adjacent pairs
   float attention_scaling = 1.0f;  // multiplies cos and sin (YaRN-style mscale; 1 otherwise)
 };
 
 // Sampling settings of one logits row. temperature <= 0 means greedy (argmax, lowest id on ties).
 struct SamplingRow {
   float temperature = 0.0f;
-  int top_k = 0;          // 0 = off
-  float top_p = 1.0f;     // 1 = off
-  float min_p = 0.0f;     // 0 = off
-  uint64_t seed = 0;      // with `counter`, the only source of randomness: same (seed, counter,
-  uint64_t counter = 0;   // logits) -> same token on every backend and in every batch
+  int top_k = 0;         // 0 = off
+  float top_p = 1.0f;    // 1 = off
+  float min_p = 0.0f;    // 0 = off
+  uint64_t seed = 0;     // with `counter`, the only source of randomness: same (seed, counter,
+  uint64_t counter = 0;  // logits) -> same token on every backend and in every batch
 };
 
 // A recorded sequence of ops that a backend can run again (a CUDA graph), with the same pointers
@@ -141,8 +141,7 @@ class Backend {
 
   // residual += delta; out = rms_norm(residual) * weight. residual, delta, out: [n, hidden] act.
   // out may alias delta (not residual).
-  virtual void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps,
-                            Tensor& out) = 0;
+  virtual void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) = 0;
 
   // In place on q: [n, num_q_heads, head_dim] and k: [n, num_kv_heads, head_dim] (strided views ok).
   virtual void rope(Tensor& q, Tensor& k, const RopeArgs& args) = 0;
@@ -156,13 +155,11 @@ class Backend {
 
   // Write new K/V rows into the paged cache. k, v: [n, num_kv_heads, head_dim] act (strided ok);
   // slot_mapping: [n] i32, slot = page * page_size + offset; slots < 0 are skipped.
-  virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
-                        KvCacheLayer& cache) = 0;
+  virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) = 0;
 
   // Called once per step before the layers run, with the step's metadata; backends that split
   // work across blocks (split-KV) decide the partition here, into memory they own.
-  virtual void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads,
-                              int head_dim) = 0;
+  virtual void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) = 0;
 
   // The one attention op (DESIGN.md's contract). q: [total_q, num_q_heads, head_dim] act (strided
   // ok), RoPE applied; out: [total_q, num_q_heads, head_dim] act, contiguous; lse: optional

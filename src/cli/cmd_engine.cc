@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "engine/engine.h"
-#include "engine/model_runner.h"
 #include "cli/engine_flags.h"
 #include "cli/token_ids.h"
+#include "engine/engine.h"
+#include "engine/model_runner.h"
 #include "kvcache/kv_sizing.h"
 
 namespace fg::cli {

@@ -24,8 +24,8 @@ std::string Status::to_string() const {
 }
 
 void check_failed(const char* expr, const char* file, int line, const std::string& msg) {
-  std::fprintf(stderr, "flashgen: invariant broken: %s at %s:%d%s%s\n", expr, file, line,
-               msg.empty() ? "" : ": ", msg.c_str());
+  std::fprintf(stderr, "flashgen: invariant broken: %s at %s:%d%s%s\n", expr, file, line, msg.empty() ? "" : ": ",
+               msg.c_str());
   std::fflush(stderr);
   std::abort();
 }

@@ -15,15 +15,15 @@ namespace fg {
 
 enum class ErrorCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong (bad parameter, malformed file)
-  kNotFound,          // a file, tensor or model the caller named does not exist
-  kUnsupported,       // understood but not implemented (an architecture, a tokenizer component)
-  kContextTooLong,    // a prompt longer than the model or the KV pool can ever hold
-  kOutOfPages,        // the KV page pool cannot serve the request now
-  kResourceExhausted, // a queue or memory limit was hit
-  kCancelled,         // the client went away or asked to stop
-  kIo,                // the operating system refused a read or write
-  kInternal,          // a bug: should not happen
+  kInvalidArgument,    // the caller's input is wrong (bad parameter, malformed file)
+  kNotFound,           // a file, tensor or model the caller named does not exist
+  kUnsupported,        // understood but not implemented (an architecture, a tokenizer component)
+  kContextTooLong,     // a prompt longer than the model or the KV pool can ever hold
+  kOutOfPages,         // the KV page pool cannot serve the request now
+  kResourceExhausted,  // a queue or memory limit was hit
+  kCancelled,          // the client went away or asked to stop
+  kIo,                 // the operating system refused a read or write
+  kInternal,           // a bug: should not happen
 };
 
 const char* error_code_name(ErrorCode code);
@@ -46,16 +46,24 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
-inline Status not_found(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
-inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
-inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {ErrorCode::kInvalidArgument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Status unsupported(std::string m) {
+  return {ErrorCode::kUnsupported, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {ErrorCode::kInternal, std::move(m)};
+}
 
 // A value or the Status that explains why there is none.
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).is_ok()) v_ = Status(ErrorCode::kInternal, "Result built from an ok Status");
   }
@@ -83,16 +91,16 @@ class [[nodiscard]] Result {
 }  // namespace fg
 
 // Broken invariant: abort with the expression, file:line and an optional message (always on).
-#define FG_CHECK(cond, ...)                                                            \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]]                                                          \
+#define FG_CHECK(cond, ...)                                                               \
+  do {                                                                                    \
+    if (!(cond)) [[unlikely]]                                                             \
       ::fg::check_failed(#cond, __FILE__, __LINE__, ::fg::detail_check_msg(__VA_ARGS__)); \
   } while (0)
 
 // Propagate a failed Status from an expression returning Status.
-#define FG_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::fg::Status fg_status_ = (expr);         \
+#define FG_RETURN_IF_ERROR(expr)                \
+  do {                                          \
+    ::fg::Status fg_status_ = (expr);           \
     if (!fg_status_.is_ok()) return fg_status_; \
   } while (0)
 
@@ -106,6 +114,10 @@ class [[nodiscard]] Result {
   lhs = std::move(tmp).value()
 
 namespace fg {
-inline std::string detail_check_msg() { return {}; }
-inline std::string detail_check_msg(std::string m) { return m; }
+inline std::string detail_check_msg() {
+  return {};
+}
+inline std::string detail_check_msg(std::string m) {
+  return m;
+}
 }  // namespace fg

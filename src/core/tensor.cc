@@ -98,7 +98,8 @@ void Buffer::reset() {
 
 Tensor Buffer::view(DType dtype, std::initializer_list<int64_t> shape) const {
   Tensor t = Tensor::contiguous(data_, dtype, device_, shape);
-  FG_CHECK(t.nbytes() <= bytes_, "view " + t.describe() + " larger than buffer of " + std::to_string(bytes_) + " bytes");
+  FG_CHECK(t.nbytes() <= bytes_,
+           "view " + t.describe() + " larger than buffer of " + std::to_string(bytes_) + " bytes");
   return t;
 }
 

@@ -17,7 +17,9 @@ namespace fg {
 
 enum class Device : uint8_t { kCpu, kCuda };
 
-inline const char* device_name(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+inline const char* device_name(Device d) {
+  return d == Device::kCpu ? "cpu" : "cuda";
+}
 
 constexpr int kMaxDims = 4;
 
@@ -40,7 +42,9 @@ struct Tensor {
   std::string describe() const;  // "bf16[3, 4] cuda"
 
   template <class T>
-  T* ptr() const { return static_cast<T*>(data); }
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
   // Address of element (i0, i1, ...) honouring strides.
   void* at(std::initializer_list<int64_t> idx) const;
 
