@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model/generate.h"
+#include "reference_tokens.h"
 
 namespace fg {
 namespace {
@@ -52,23 +53,6 @@ std::vector<Request> mixed(int n, uint32_t seed, int vocab) {
 }
 
 // What the model layer alone produces for each request.
-std::vector<std::vector<int32_t>> reference(Model& model, const std::vector<Request>& requests) {
-  std::vector<std::vector<int32_t>> out;
-  for (const Request& r : requests) {
-    GenerateOptions g;
-    g.max_new_tokens = r.params.max_new_tokens;
-    g.sampling.temperature = r.params.temperature;
-    g.sampling.top_k = r.params.top_k;
-    g.sampling.top_p = r.params.top_p;
-    g.sampling.seed = r.params.seed.value_or(0);
-    g.page_size = 8;
-    auto ids = generate(model, r.prompt_ids, g);
-    EXPECT_TRUE(ids.is_ok()) << ids.status().to_string();
-    out.push_back(ids.is_ok() ? *ids : std::vector<int32_t>{});
-  }
-  return out;
-}
-
 struct EngineRun {
   std::vector<RequestOutput> outputs;
   EngineStats stats;
@@ -110,7 +94,7 @@ class EngineModel : public ::testing::Test {
     runner_ = make_runner(4096 * kv_bytes_per_token());  // roomy: no preemption
     ASSERT_NE(runner_, nullptr);
     requests_ = mixed(64, 17, runner_->vocab_size());
-    want_ = reference(runner_->model(), requests_);
+    want_ = reference_tokens(runner_->model(), requests_);
   }
   std::unique_ptr<ModelRunner> runner_;
   std::vector<Request> requests_;
@@ -163,7 +147,7 @@ TEST_F(EngineModel, SeededSamplingIsReproducibleInAnyCompany) {
   probe.params.seed = 1234;
   probe.params.max_new_tokens = 20;
   probe.params.ignore_eos = true;
-  const auto alone = reference(runner_->model(), {probe})[0];
+  const auto alone = reference_tokens(runner_->model(), {probe})[0];
   std::vector<Request> crowd = requests_;
   for (size_t i = 0; i < crowd.size(); i += 3) {
     crowd[i].params.temperature = 0.7f;

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model/generate.h"
+#include "reference_tokens.h"
 
 namespace fg {
 namespace {
@@ -78,20 +79,6 @@ Workload shared_prefix_workload(int n, int vocab, uint32_t seed) {
   return w;
 }
 
-std::vector<std::vector<int32_t>> reference(Model& model, const std::vector<Request>& requests) {
-  std::vector<std::vector<int32_t>> out;
-  for (const Request& r : requests) {
-    GenerateOptions g;
-    g.max_new_tokens = r.params.max_new_tokens;
-    g.sampling.temperature = 0.0f;
-    g.page_size = 8;
-    auto ids = generate(model, r.prompt_ids, g);
-    EXPECT_TRUE(ids.is_ok()) << ids.status().to_string();
-    out.push_back(ids.is_ok() ? *ids : std::vector<int32_t>{});
-  }
-  return out;
-}
-
 struct CacheRun {
   std::vector<RequestOutput> outputs;
   EngineStats stats;
@@ -147,7 +134,7 @@ TEST_P(PrefixCacheModel, SharedPrefixWorkloadMatchesCacheOffAndGenerate) {
   ASSERT_NE(runner, nullptr);
   ASSERT_EQ(int64_t(runner->kv_num_pages()) * page_size, 96);
   const Workload w = shared_prefix_workload(32, runner->vocab_size(), 40 + uint32_t(page_size));
-  const auto want = reference(runner->model(), w.requests);
+  const auto want = reference_tokens(runner->model(), w.requests);
 
   EngineConfig on;
   on.scheduler.max_batch_tokens = 64;
@@ -188,7 +175,7 @@ TEST(PrefixCacheModelControl, ServingAPoisonedPageChangesTheTokens) {
   r.params.temperature = 0.0f;
   r.params.max_new_tokens = 8;
   r.params.ignore_eos = true;
-  const auto want = reference(runner->model(), {r})[0];
+  const auto want = reference_tokens(runner->model(), {r})[0];
   EngineCore core(EngineConfig{}, *runner);
   auto run = [&] {
     auto h = core.submit(r);
