@@ -188,19 +188,27 @@ void CpuBackend::fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) {
 
 // ---- row ops
 
+// out[i, :] = src[index[i], :], with every index checked: embedding is a gather of table rows.
+// src: [n, h] f32; index: [m] i32; out: [m, h] f32. Messages name the op and its arguments.
+static void gather_checked_rows(const char* op, const char* src_name, const Tensor& src, const char* index_name,
+                                const Tensor& index, Tensor& out) {
+  check_view(op, src_name, src, DType::kF32, 2);
+  check_view(op, index_name, index, DType::kI32, 1);
+  check_view(op, "out", out, DType::kF32, 2);
+  const int64_t n = src.shape[0], h = src.shape[1], m = index.shape[0];
+  check_dim(op, "out", out, 0, m);
+  check_dim(op, "out", out, 1, h);
+  const int32_t* idx = index.ptr<int32_t>();
+  for (int64_t i = 0; i < m; ++i)
+    FG_CHECK(idx[i] >= 0 && idx[i] < n, std::string(op) + ": " + index_name + "[" + std::to_string(i) +
+                                            "] = " + std::to_string(idx[i]) + " is outside " + src_name + " " +
+                                            src.describe());
+#pragma omp parallel for schedule(static) if (m * h > kParallelMinWork)
+  for (int64_t i = 0; i < m; ++i) std::memcpy(row<float>(out, i), row<float>(src, idx[i]), size_t(h) * 4);
+}
+
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
-  check_view("embedding", "ids", ids, DType::kI32, 1);
-  check_view("embedding", "table", table, DType::kF32, 2);
-  check_view("embedding", "out", out, DType::kF32, 2);
-  const int64_t n = ids.shape[0], vocab = table.shape[0], hidden = table.shape[1];
-  check_dim("embedding", "out", out, 0, n);
-  check_dim("embedding", "out", out, 1, hidden);
-  const int32_t* id = ids.ptr<int32_t>();
-  for (int64_t i = 0; i < n; ++i)
-    FG_CHECK(id[i] >= 0 && id[i] < vocab, "embedding: ids[" + std::to_string(i) + "] = " + std::to_string(id[i]) +
-                                              " is outside the table " + table.describe());
-#pragma omp parallel for schedule(static) if (n * hidden > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) std::memcpy(row<float>(out, i), row<float>(table, id[i]), size_t(hidden) * 4);
+  gather_checked_rows("embedding", "table", table, "ids", ids, out);
 }
 
 void CpuBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
@@ -290,18 +298,7 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
 }
 
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
-  check_view("gather_rows", "x", x, DType::kF32, 2);
-  check_view("gather_rows", "indices", indices, DType::kI32, 1);
-  check_view("gather_rows", "out", out, DType::kF32, 2);
-  const int64_t n = x.shape[0], h = x.shape[1], m = indices.shape[0];
-  check_dim("gather_rows", "out", out, 0, m);
-  check_dim("gather_rows", "out", out, 1, h);
-  const int32_t* idx = indices.ptr<int32_t>();
-  for (int64_t i = 0; i < m; ++i)
-    FG_CHECK(idx[i] >= 0 && idx[i] < n, "gather_rows: indices[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
-                                            " is outside x " + x.describe());
-#pragma omp parallel for schedule(static) if (m * h > kParallelMinWork)
-  for (int64_t i = 0; i < m; ++i) std::memcpy(row<float>(out, i), row<float>(x, idx[i]), size_t(h) * 4);
+  gather_checked_rows("gather_rows", "x", x, "indices", indices, out);
 }
 
 }  // namespace fg
