@@ -1,9 +1,11 @@
 // attention_bench: times flashgen's CUDA attention kernel on Llama-3-8B heads (32 q, 8 kv,
 // head_dim 128, bf16) over a fragmented paged KV pool, next to two ceilings measured in the same
 // run: device-to-device copy bandwidth and a cuBLASLt bf16 GEMM. Prints a table, optionally JSON.
-//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only]
+//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma]
 //   --general-only: plan every tile for the general kernel (no prefill specialisation), to
 //   compare the two builds of the same binary in one device call.
+//   --no-wgmma: prefill tiles on the mma.sync prefill kernel even on sm_90 (the Hopper wgmma
+//   kernel is the default there).
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV
 // set is under 240 MB the calls rotate among copies so that no call reads KV still in L2.
 #include <cublasLt.h>
@@ -21,6 +23,7 @@ namespace fg::bench {
 namespace {
 
 bool g_prefill_kernel = true;  // --general-only clears it
+bool g_wgmma = true;           // --no-wgmma clears it
 
 constexpr int kHq = 32, kHkv = 8, kD = 128;
 constexpr DType kDt = DType::kBF16;
@@ -254,6 +257,7 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
   Workload w(q_lens, kv_lens, page_size, seed, copies);
   cuda::AttentionKernel kernel(w.layout.total_q, w.layout.num_seqs());
   kernel.use_prefill_kernel(g_prefill_kernel);
+  kernel.use_wgmma(g_wgmma);
   kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
   const AttentionParams params = llama_params();
   Tensor q = w.q_t(), out = w.out_t();
@@ -279,6 +283,7 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   if (one_call) {
     cuda::AttentionKernel kernel(w.layout.total_q, 64);
     kernel.use_prefill_kernel(g_prefill_kernel);
+    kernel.use_wgmma(g_wgmma);
     kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
     Tensor q = w.q_t(), out = w.out_t();
     row.seconds = time_graph([&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); },
@@ -296,6 +301,8 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   cuda::AttentionKernel k_pre(2048, 1), k_dec(63, 63);
   k_pre.use_prefill_kernel(g_prefill_kernel);
   k_dec.use_prefill_kernel(g_prefill_kernel);
+  k_pre.use_wgmma(g_wgmma);
+  k_dec.use_wgmma(g_wgmma);
   k_pre.plan(pre.batch, kHq, kHkv, kD, stream);
   k_dec.plan(dec.batch, kHq, kHkv, kD, stream);
   Tensor q = w.q_t(), out = w.out_t();
@@ -324,10 +331,11 @@ int main(int argc, char** argv) {
     else if (a == "--check-only") check = check_only = true;
     else if (a == "--quick") quick = true;
     else if (a == "--general-only") g_prefill_kernel = false;
+    else if (a == "--no-wgmma") g_wgmma = false;
     else if (a == "--random" && i + 1 < argc) random_cases = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma]\n", argv[0]);
       return 2;
     }
   }
@@ -338,6 +346,14 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  {
+    fg::cuda::AttentionKernel probe(16, 1);
+    probe.use_prefill_kernel(g_prefill_kernel);
+    probe.use_wgmma(g_wgmma);
+    std::printf("prefill tiles: %s\n", !g_prefill_kernel        ? "general kernel"
+                                       : probe.wgmma_active() ? "wgmma prefill kernel (sm_90a)"
+                                                              : "mma.sync prefill kernel");
+  }
   std::printf("device: %s, %d SMs, L2 %.1f MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
   int failed = 0;
   if (check) {

@@ -99,6 +99,8 @@ struct CheckCase {
   bool strided_q = false;
   // Graph check: capture under this case's plan with kv_lens_capture, replay under kv_lens.
   std::vector<int32_t> kv_lens_capture;
+  // Prefill tiles on the mma.sync prefill kernel even where the wgmma one is available.
+  bool mma_prefill = false;
 };
 
 float to_f32(uint16_t x, DType dt) { return dt == DType::kBF16 ? bf16_to_f32(x) : f16_to_f32(x); }
@@ -160,6 +162,7 @@ bool run_case(const CheckCase& c, uint64_t seed, bool verbose) {
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cuda::AttentionKernel kernel(std::max(total_q, 1) + 16, n + 4);
+  kernel.use_wgmma(!c.mma_prefill);
   if (!c.kv_lens_capture.empty()) {
     // Capture under a plan of other kv lengths (no splits), then replay under this case's plan.
     std::vector<int32_t> cap_kv = c.kv_lens_capture;
@@ -247,11 +250,11 @@ bool run_any(const CheckCase& c, uint64_t seed, bool verbose) {
 
 std::string describe(const CheckCase& c) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%s d%d h%d/%d ps%d n%d maxq%d maxkv%d%s%s%s%s%s", dtype_name(c.dtype).data(), c.d,
+  std::snprintf(buf, sizeof buf, "%s d%d h%d/%d ps%d n%d maxq%d maxkv%d%s%s%s%s%s%s", dtype_name(c.dtype).data(), c.d,
                 c.hq, c.hkv, c.page_size, int(c.q_lens.size()), *std::max_element(c.q_lens.begin(), c.q_lens.end()),
                 *std::max_element(c.kv_lens.begin(), c.kv_lens.end()), c.params.causal ? "" : " noncausal",
                 c.params.sliding_window ? " win" : "", c.params.softcap > 0 ? " cap" : "", c.strided_q ? " strided" : "",
-                c.kv_lens_capture.empty() ? "" : " graph");
+                c.kv_lens_capture.empty() ? "" : " graph", c.mma_prefill ? " mma.sync" : "");
   return buf;
 }
 
@@ -263,6 +266,12 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.params.scale = 1.0f / std::sqrt(float(c.d));
     if (c.name.empty()) c.name = describe(c);
     cases.push_back(std::move(c));
+  };
+  // Prefill-tile cases run on both prefill kernels where the device has the wgmma one.
+  auto add_both = [&](CheckCase c) {
+    add(c);
+    c.mma_prefill = true;
+    add(c);
   };
   // Targeted cases: the bench shapes in small, split-KV, odd pages, every option.
   {
@@ -294,7 +303,7 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     CheckCase c;
     c.q_lens = {1024, 1500, 777};
     c.kv_lens = {1024, 3000, 777};
-    add(c);  // enough prefill rows for 128-row tiles (ragged ends, a chunk after cached keys)
+    add_both(c);  // enough prefill rows for 128-row tiles (ragged ends, a chunk after cached keys)
   }
   {
     CheckCase c;
@@ -351,7 +360,7 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.params.sliding_window = 700;
     c.params.softcap = 30.f;
     c.strided_q = true;
-    add(c);  // window + softcap + strided q, a chunk after cached keys, plus a 16-row tile
+    add_both(c);  // window + softcap + strided q, a chunk after cached keys, plus a 16-row tile
   }
   {
     CheckCase c;
@@ -362,7 +371,7 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.hq = 16;
     c.hkv = 2;
     c.dtype = DType::kF16;
-    add(c);  // GQA 8, head_dim 64, f16, page 8
+    add_both(c);  // GQA 8, head_dim 64, f16, page 8
   }
   {
     CheckCase c;
@@ -372,7 +381,7 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.hq = 16;
     c.hkv = 16;
     c.params.causal = false;
-    add(c);  // MHA, non-causal, page 32
+    add_both(c);  // MHA, non-causal, page 32
   }
   {
     CheckCase c;
@@ -380,7 +389,25 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.kv_lens = {2600, 20000, 9000};
     c.kv_lens_capture = {2000, 100, 90};
     c.page_size = 64;
-    add(c);  // graph captured and replayed with prefill tiles and decodes in one call
+    add_both(c);  // graph captured and replayed with prefill tiles and decodes in one call
+  }
+  // Pages the wgmma prefill kernel takes and the mma.sync one does not (1, 3, 48).
+  {
+    CheckCase c;
+    c.q_lens = {2500};
+    c.kv_lens = {2600};
+    c.page_size = 1;
+    add(c);  // page 1 prefill after cached keys
+  }
+  {
+    CheckCase c;
+    c.q_lens = {1800, 1};
+    c.kv_lens = {1800, 700};
+    c.page_size = 3;
+    c.d = 64;
+    c.params.sliding_window = 500;
+    c.params.softcap = 25.f;
+    add(c);  // page 3, head_dim 64, window + softcap, with a decode
   }
   std::mt19937_64 rng(seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };

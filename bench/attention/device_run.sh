@@ -3,7 +3,8 @@
 # (when carried) the build of an earlier commit on the same shapes, then a short table last.
 # Binaries are built on the development machine and carried, stripped, in .device-attn/:
 #   attention_bench, attention_kernel_test, optionally attention_bench_base (an earlier build;
-#   without it the same binary's --general-only run, every tile on the general kernel, is the base).
+#   without it the same binary's --no-wgmma run, prefill tiles on the mma.sync prefill kernel,
+#   is the base).
 #   bench/attention/device_run.sh [QUICK]    QUICK=1 (default) runs the bench's --quick rows
 # The steps run most important first (check + bench, base, peer, test) and fit in about 230 s.
 # Logs and JSON go to $OUT (or device-attn-out/). Each step has its own timeout so that one slow
@@ -28,7 +29,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,power.li
 
 if command -v cuobjdump >/dev/null; then
   cuobjdump --dump-sass "$BIN/attention_bench" >"$OUT/sass.txt" 2>&1
-  echo "sass (attention_bench, all kernels): HMMA $(grep -c HMMA "$OUT/sass.txt"), LDSM $(grep -c LDSM "$OUT/sass.txt"), local loads $(grep -c 'LDL' "$OUT/sass.txt"), local stores $(grep -c 'STL' "$OUT/sass.txt")"
+  echo "sass (attention_bench, all kernels): HMMA $(grep -c HMMA "$OUT/sass.txt"), HGMMA $(grep -c HGMMA "$OUT/sass.txt"), LDSM $(grep -c LDSM "$OUT/sass.txt"), local loads $(grep -c 'LDL' "$OUT/sass.txt"), local stores $(grep -c 'STL' "$OUT/sass.txt")"
 fi
 
 echo "== attention_bench --check $QUICK_FLAG"
@@ -40,8 +41,8 @@ if [ -x "$BIN/attention_bench_base" ]; then
   echo "== attention_bench_base $QUICK_FLAG"
   timeout 40 "$BIN/attention_bench_base" $QUICK_FLAG --json "$OUT/base.json" >"$OUT/base.log" 2>&1
 else
-  echo "== attention_bench --general-only $QUICK_FLAG (base)"
-  timeout 40 "$BIN/attention_bench" --general-only $QUICK_FLAG --json "$OUT/base.json" >"$OUT/base.log" 2>&1
+  echo "== attention_bench --no-wgmma $QUICK_FLAG (base)"
+  timeout 40 "$BIN/attention_bench" --no-wgmma $QUICK_FLAG --json "$OUT/base.json" >"$OUT/base.log" 2>&1
 fi
 echo "rc $?"
 

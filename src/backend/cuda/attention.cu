@@ -11,6 +11,7 @@
 
 #include "backend/cuda/attention_kernel.cuh"
 #include "backend/cuda/attention_prefill_kernel.cuh"
+#include "backend/cuda/attention_wgmma_kernel.cuh"
 
 namespace fg::cuda {
 
@@ -35,6 +36,10 @@ void set_smem_attr() {
                                     attn::SmemLayout<D>::kBytes));
   FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     attn::PrefillSmem<D>::kBytes));
+#if defined(FG_ATTN_WGMMA)
+  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    attn::WgmmaSmem<D>::kBytes));
+#endif
 }
 
 }  // namespace
@@ -59,7 +64,10 @@ struct AttentionPlanState {
   int num_items = 0;       // items of the general kernel (items[0, num_items))
   int num_prefill = 0;     // items of the prefill kernel (items[num_items, num_items + num_prefill))
   int num_merges = 0;
-  bool prefill_kernel = true;  // give unsplit 128-row tiles to attention_prefill_kernel
+  bool prefill_kernel = true;  // give unsplit 128-row tiles to a prefill kernel
+  bool wgmma_available = false;  // this build has sm_90a code and the device is sm_90
+  bool wgmma = false;            // the prefill kernel is attention_wgmma_kernel (else the mma.sync one)
+  bool plan_wgmma = false;       // the current plan's prefill items are for the wgmma kernel
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
@@ -88,6 +96,13 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std
     FG_ATTN_CUDA(cudaMallocHost(&s.h_merges[i], size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
     FG_ATTN_CUDA(cudaEventCreateWithFlags(&s.uploaded[i], cudaEventDisableTiming));
   }
+#if defined(FG_ATTN_WGMMA)
+  int major = 0, minor = 0;
+  FG_ATTN_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  FG_ATTN_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  s.wgmma_available = major == 9 && minor == 0;
+#endif
+  s.wgmma = s.wgmma_available;
   set_smem_attr<__nv_bfloat16, 64>();
   set_smem_attr<__nv_bfloat16, 128>();
   set_smem_attr<__half, 64>();
@@ -95,6 +110,10 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std
 }
 
 void AttentionKernel::use_prefill_kernel(bool on) { state_->prefill_kernel = on; }
+
+void AttentionKernel::use_wgmma(bool on) { state_->wgmma = on && state_->wgmma_available; }
+
+bool AttentionKernel::wgmma_active() const { return state_->wgmma; }
 
 AttentionKernel::~AttentionKernel() {
   if (!state_) return;
@@ -130,14 +149,17 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   };
   // 128-row tiles do the most math per shared-memory read, but a short prefill cut into them
   // leaves too few CTAs to balance its causal triangle: use them only when they make at least
-  // 1.5 waves of CTAs, else 64-row tiles (e.g. 1 x 1k at GQA 4: 32 x 8 = 256 CTAs on 264 slots).
+  // 1.5 waves of CTAs, else 64-row tiles (e.g. 1 x 1k at GQA 4 on the mma.sync kernels: 32 x 8
+  // = 256 CTAs on 264 slots). The wgmma prefill kernel holds one tile per SM.
   const int resident = s.num_sms * s.ctas_per_sm;
+  const bool wgmma = s.prefill_kernel && s.wgmma;
+  const int wide_resident = wgmma ? s.num_sms : resident;
   int64_t wide_tiles = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
     const int rows = (batch.host_cu_seqlens_q[q + 1] - batch.host_cu_seqlens_q[q]) * group;
     if (rows > 64) wide_tiles += ceil_div(rows, 128);
   }
-  const bool use_wide = 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
+  const bool use_wide = 2 * wide_tiles * num_kv_heads >= 3 * int64_t(wide_resident);
   std::vector<Tile> tiles;
   int64_t total_work = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
@@ -207,8 +229,9 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   };
   std::vector<Keyed> keyed, keyed_prefill;
   keyed.reserve(tiles.size());
-  // Unsplit 128-row tiles go to the prefill kernel when the pages hold whole 8-key groups.
-  const bool prefill_pages = s.prefill_kernel && attn::prefill_page_size_ok(batch.page_size);
+  // Unsplit 128-row tiles go to a prefill kernel: the wgmma one takes any page size, the mma.sync
+  // one needs pages that hold whole 8-key groups.
+  const bool prefill_pages = wgmma || (s.prefill_kernel && attn::prefill_page_size_ok(batch.page_size));
   for (const Tile& t : tiles) {
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
@@ -262,6 +285,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   s.num_items = n_general;
   s.num_prefill = n_items - n_general;
   s.num_merges = n_merges;
+  s.plan_wgmma = wgmma;
   s.num_q_heads = num_q_heads;
   s.num_kv_heads = num_kv_heads;
   s.head_dim = head_dim;
@@ -272,8 +296,14 @@ namespace {
 
 // Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest.
 template <typename T, int D>
-void launch(const attn::KernelParams& kp, int prefill_grid, int main_grid, int merge_grid, cudaStream_t stream) {
-  if (prefill_grid > 0) {
+void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
+            cudaStream_t stream) {
+  if (prefill_grid > 0 && wgmma) {
+#if defined(FG_ATTN_WGMMA)
+    attn::attention_wgmma_kernel<T, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
+    FG_ATTN_CUDA(cudaGetLastError());
+#endif
+  } else if (prefill_grid > 0) {
     attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
     FG_ATTN_CUDA(cudaGetLastError());
   }
@@ -314,7 +344,7 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   FG_CHECK(int(cache.k.shape[1]) == batch.page_size && batch.page_size >= 1, "attention: page size mismatch");
   FG_CHECK(batch.block_table.dtype == DType::kI32, "attention: block_table must be i32");
   FG_CHECK(params.scale > 0.f, "attention: scale must be positive");
-  FG_CHECK(s.num_prefill == 0 || batch.page_size == s.page_size,
+  FG_CHECK(s.num_prefill == 0 || batch.page_size == s.page_size || s.plan_wgmma,
            "attention: run() page size differs from the plan's");
 
   attn::KernelParams kp{};
@@ -361,25 +391,28 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
 
   // A graph being captured must hold every launch even if this plan leaves one empty: a later
   // plan replayed through the same graph may split or have prefill tiles. The prefill kernel
-  // gets at least one CTA per resident slot then, since its grid stays fixed across plans.
+  // gets at least one CTA per resident slot then, since its grid stays fixed across plans. The
+  // wgmma prefill kernel is persistent: one CTA per SM at most, looping over its units.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FG_ATTN_CUDA(cudaStreamIsCapturing(stream, &capture));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
+  const bool wgmma = s.plan_wgmma;
   int prefill_grid = s.num_prefill * hkv;
+  if (wgmma) prefill_grid = std::min(prefill_grid, s.num_sms);
   int main_grid = s.num_items * hkv;
   int merge_grid = s.num_merges * hkv;
   if (capturing) {
-    prefill_grid = std::max(prefill_grid, 2 * s.num_sms);
+    prefill_grid = wgmma ? s.num_sms : std::max(prefill_grid, 2 * s.num_sms);
     main_grid = std::max(main_grid, 1);
     merge_grid = std::max(merge_grid, 1);
   }
 
   if (q.dtype == DType::kBF16) {
-    if (d == 64) launch<__nv_bfloat16, 64>(kp, prefill_grid, main_grid, merge_grid, stream);
-    else launch<__nv_bfloat16, 128>(kp, prefill_grid, main_grid, merge_grid, stream);
+    if (d == 64) launch<__nv_bfloat16, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    else launch<__nv_bfloat16, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   } else {
-    if (d == 64) launch<__half, 64>(kp, prefill_grid, main_grid, merge_grid, stream);
-    else launch<__half, 128>(kp, prefill_grid, main_grid, merge_grid, stream);
+    if (d == 64) launch<__half, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    else launch<__half, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   }
 }
 

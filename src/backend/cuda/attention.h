@@ -29,10 +29,16 @@ class AttentionKernel {
   // of the batch metadata and upload the plan asynchronously on `stream`.
   void plan(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim, cudaStream_t stream);
 
-  // Whether plan() gives unsplit 128-row prefill tiles (page size a power of two >= 8) to the
-  // specialised prefill kernel (attention_prefill_kernel.cuh); on by default. Off sends every
+  // Whether plan() gives unsplit 128-row prefill tiles to a specialised prefill kernel (below;
+  // the mma.sync one needs a page size that is a power of two >= 8); on by default. Off sends every
   // tile to the general kernel (benches compare the two). Takes effect at the next plan().
   void use_prefill_kernel(bool on);
+
+  // Whether the prefill kernel is the Hopper one (attention_wgmma_kernel.cuh: wgmma, any page
+  // size) rather than the mma.sync one. On by default where available: a build with sm_90a code
+  // on an sm_90 device; use_wgmma(true) elsewhere leaves it off. Takes effect at the next plan().
+  void use_wgmma(bool on);
+  bool wgmma_active() const;
 
   // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16. Launches the prefill
   // kernel (when the plan has tiles for it), the general kernel, and the split-KV merge.

@@ -1,0 +1,414 @@
+// Device code of the Hopper prefill kernel (sm_90a only): the unsplit 128-row tiles of long
+// prefills on warpgroup MMA (wgmma), with a producer warpgroup gathering K/V pages. On other
+// architectures attention_prefill_kernel.cuh (mma.sync) runs the same tiles; plan() picks one.
+//
+// One CTA per SM, persistent over the prefill work units (item, kv head), 384 threads:
+//  - warpgroup 0, the producer: gathers each tile's Q (128 packed rows, as attention_kernel.cuh
+//    packs them) and its K/V blocks of 64 keys through the block table (any page size) with
+//    16-byte cp.async into 128-byte-swizzled shared memory; each copy batch signals an mbarrier
+//    when it lands (cp.async.mbarrier.arrive.noinc). Q is double-buffered (the next tile's Q
+//    loads while this one computes), K/V go through a ring of kWgStages stages;
+//  - warpgroups 1 and 2, the consumers: 64 rows each. Per key block: S = Q K^T as one chain of
+//    m64n64k16 wgmma with both operands in shared memory, the online softmax on the S
+//    accumulators in registers (scale folded into the exponent, FlashAttention-2 rescaling), then
+//    O += P V as m64nDk16 wgmma with P from registers and V read MN-major (transposed) from
+//    shared memory. Each consumer releases a stage (an mbarrier arrive) once its P V is done, so
+//    the two warpgroups drift apart and one's softmax overlaps the other's MMAs.
+// Shared memory (head_dim 128): 2 x 32 KB Q + 4 x 32 KB K/V stages + barriers = 192 KB.
+// Layout of every operand tile: 64-column panels (D / 64 of them); in a panel, row r at r * 128
+// bytes, 16-byte chunk c of the row at ((c ^ (r & 7)) * 16): the hardware's 128-byte swizzle, so
+// descriptors use swizzle mode 1 with 1024-byte 8-row groups (SBO) and panels 1024-aligned.
+// Items it runs are never split (plan() guarantees it), so it always writes out/lse directly.
+// This file must never allocate or synchronize the host.
+#pragma once
+
+#include "backend/cuda/attention_kernel.cuh"
+#include "backend/cuda/wgmma_ops.cuh"
+
+namespace fg::cuda::attn {
+
+constexpr int kWgRows = 128;     // packed rows per tile (tile kind kRows128)
+constexpr int kWgBn = 64;        // keys per block
+constexpr int kWgStages = 4;     // K/V ring depth
+constexpr int kWgThreads = 384;  // producer warpgroup + two consumer warpgroups
+constexpr int kWgConsumers = 256;
+
+template <int D>
+struct WgmmaSmem {
+  static constexpr int kPanels = D / 64;
+  static constexpr int kQBytes = kWgRows * D * 2;     // one Q buffer
+  static constexpr int kQPanel = kWgRows * 128;       // bytes per 64-column panel of Q
+  static constexpr int kKvBytes = kWgBn * D * 2;      // one K (or V) block
+  static constexpr int kKvPanel = kWgBn * 128;
+  static constexpr int kStageBytes = 2 * kKvBytes;    // K then V
+  static constexpr int kKvOffset = 2 * kQBytes;
+  static constexpr int kBarOffset = kKvOffset + kWgStages * kStageBytes;
+  static constexpr int kNumBars = 2 * kWgStages + 4;  // full[S], empty[S], q_full[2], q_empty[2]
+  // + 1 KB so the kernel can align the base to the 1024 bytes the swizzle atoms need.
+  static constexpr int kBytes = kBarOffset + kNumBars * 8 + 1024;
+};
+
+// Key ranges of one tile, as attention_prefill_kernel.cuh computes them (query t of the sequence
+// sits at key position offset + t).
+struct WgGeom {
+  int rows_valid, offset, split_end, kv_begin;
+  int tile_lo, tile_hi, min_hi, max_lo, block_begin, n_blocks;
+  int causal, window;
+  __device__ __forceinline__ int row_hi(int t) const {
+    int h = split_end - 1;
+    if (causal) h = min(h, offset + t);
+    return h;
+  }
+  __device__ __forceinline__ int row_lo(int t) const {
+    int l = kv_begin;
+    if (window > 0) l = max(l, offset + t - window + 1);
+    return l;
+  }
+};
+
+__device__ __forceinline__ WgGeom wg_geom(const KernelParams& p, const WorkItem& it) {
+  WgGeom g;
+  const int G = p.group;
+  g.rows_valid = min(kWgRows, it.q_len * G - it.m0);
+  g.offset = it.kv_len - it.q_len;
+  g.split_end = min(it.kv_end, it.kv_len);
+  g.kv_begin = it.kv_begin;
+  g.causal = p.causal;
+  g.window = p.window;
+  const int t_first = it.m0 / G;
+  const int t_last = (it.m0 + g.rows_valid - 1) / G;
+  g.tile_lo = g.row_lo(t_first);
+  g.tile_hi = g.row_hi(t_last) + 1;  // exclusive
+  g.min_hi = g.row_hi(t_first);
+  g.max_lo = g.row_lo(t_last);
+  g.block_begin = (g.tile_lo / kWgBn) * kWgBn;
+  g.n_blocks = g.tile_hi > g.tile_lo ? (g.tile_hi - g.block_begin + kWgBn - 1) / kWgBn : 0;
+  return g;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// Shared-memory matrix descriptor: 128-byte swizzle, SBO = 1024 (8-row groups), LBO = lbo bytes
+// (the panel stride of an MN-major operand; unused by K-major ones).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Arrives on bar once every cp.async this thread issued so far has landed.
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// Waits until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Keeps the compiler from moving accumulator reads/writes across the asynchronous MMAs.
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base, int first, int num_units) {
+  using L = WgmmaSmem<D>;
+  constexpr int kChunks = D / 8;                    // 16-byte chunks per row
+  constexpr int kRowsPerPass = 128 / kChunks;       // 8 (head_dim 128) or 16 (64): multiples of 8
+  const int tid = threadIdx.x;                      // 0..127
+  const int c = tid % kChunks;
+  const int r0 = tid / kChunks;
+  // Every row this thread copies is r0 + a multiple of 8, so its swizzled chunk offset is fixed.
+  const uint32_t chunk_off = ((c & 7) ^ (r0 & 7)) << 4;
+  const int panel = c >> 3;
+  const int G = p.group;
+  const T* q = static_cast<const T*>(p.q);
+  const bool pow2 = p.page_shift >= 0;
+
+  int stage = 0;
+  uint32_t phase = 0;
+  int local = 0;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
+    const WorkItem it = p.items[first + u / p.num_kv_heads];
+    const int kvh = u % p.num_kv_heads;
+    const WgGeom g = wg_geom(p, it);
+
+    const int qb = local & 1;
+    mbar_wait(base + L::kBarOffset + 8 * (2 * kWgStages + 2 + qb), ((local >> 1) & 1) ^ 1);  // q_empty
+    const uint32_t q_dst = base + qb * L::kQBytes + panel * L::kQPanel + chunk_off;
+#pragma unroll 4
+    for (int pass = 0; pass < kWgRows / kRowsPerPass; ++pass) {
+      const int r = r0 + pass * kRowsPerPass;
+      const bool valid = r < g.rows_valid;
+      const T* src = q;
+      if (valid) {
+        const int pr = it.m0 + r;
+        const int t = pr / G, gg = pr - t * G;
+        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + gg) * p.q_stride_head + c * 8;
+      }
+      cp_async16(q_dst + r * 128, src, valid);
+    }
+    mbar_arrive_cp_async(base + L::kBarOffset + 8 * (2 * kWgStages + qb));  // q_full
+
+    const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head + c * 8;
+    const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head + c * 8;
+    const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
+    for (int b = 0; b < g.n_blocks; ++b) {
+      mbar_wait(base + L::kBarOffset + 8 * (kWgStages + stage), phase ^ 1);  // empty[stage]
+      const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel + chunk_off;
+      const uint32_t v_dst = k_dst + L::kKvBytes;
+      const int j0 = g.block_begin + b * kWgBn;
+#pragma unroll
+      for (int pass = 0; pass < kWgBn / kRowsPerPass; ++pass) {
+        const int r = r0 + pass * kRowsPerPass;
+        const int j = j0 + r;
+        const bool valid = j < g.tile_hi;
+        int64_t off = 0;
+        if (valid) {
+          int page_idx, in_page;
+          if (pow2) {
+            page_idx = j >> p.page_shift;
+            in_page = j & (p.page_size - 1);
+          } else {
+            page_idx = j / p.page_size;
+            in_page = j - page_idx * p.page_size;
+          }
+          off = int64_t(__ldg(bt + page_idx)) * p.kv_stride_page + int64_t(in_page) * p.kv_stride_slot;
+        }
+        cp_async16(k_dst + r * 128, kbase + off, valid);
+        cp_async16(v_dst + r * 128, vbase + off, valid);
+      }
+      mbar_arrive_cp_async(base + L::kBarOffset + 8 * stage);  // full[stage]
+      if (++stage == kWgStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base, int first, int num_units) {
+  using L = WgmmaSmem<D>;
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  constexpr int kDi = D / 8;      // O n-tiles
+  constexpr int kNi = kWgBn / 8;  // S n-tiles
+  const int ctid = threadIdx.x - 128;
+  const int wg = ctid >> 7;        // consumer warpgroup: rows 64 wg .. 64 wg + 63
+  const int warp = (ctid >> 5) & 3;
+  const int lane = ctid & 31;
+  const int G = p.group;
+  const int row_a = 64 * wg + 16 * warp + (lane >> 2);  // this thread's accumulator rows
+  const int row_b = row_a + 8;
+  const bool softcap = p.softcap_log2 != 0.f;
+  const float sc = softcap ? 1.f : p.scale_log2;
+
+  int stage = 0;
+  uint32_t phase = 0;
+  int local = 0;
+  float s[kNi][4];
+#pragma unroll
+  for (int i = 0; i < kNi; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
+    const WorkItem it = p.items[first + u / p.num_kv_heads];
+    const int kvh = u % p.num_kv_heads;
+    const WgGeom g = wg_geom(p, it);
+    const int qb = local & 1;
+    const uint32_t q_empty = base + L::kBarOffset + 8 * (2 * kWgStages + 2 + qb);
+    mbar_wait(base + L::kBarOffset + 8 * (2 * kWgStages + qb), (local >> 1) & 1);  // q_full
+    if (g.n_blocks == 0) mbar_arrive(q_empty);
+    const uint32_t q_addr = base + qb * L::kQBytes + 64 * wg * 128;
+    const int ta = min((it.m0 + row_a) / G, it.q_len - 1);
+    const int tb = min((it.m0 + row_b) / G, it.q_len - 1);
+
+    float o[kDi][4];
+#pragma unroll
+    for (int i = 0; i < kDi; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows a, b (log2 domain)
+
+    for (int b = 0; b < g.n_blocks; ++b) {
+      mbar_wait(base + L::kBarOffset + 8 * stage, phase);  // full[stage]
+      // The K/V (and Q) bytes were written by cp.async; order them before the async proxy reads.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      const uint32_t k_addr = base + L::kKvOffset + stage * L::kStageBytes;
+      const uint32_t v_addr = k_addr + L::kKvBytes;
+
+      // ---- S = Q K^T (64 x 64 per warpgroup), both operands from shared memory.
+      reg_fence(s);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t off = (kk & 3) * 32;  // k-step within a 128-byte panel row
+        wgmma_ss_n64<kBf16>(s, wg_desc(q_addr + (kk >> 2) * L::kQPanel + off, 16),
+                            wg_desc(k_addr + (kk >> 2) * L::kKvPanel + off, 16), kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      wgmma_wait0();
+      reg_fence(s);
+      if (b == g.n_blocks - 1) mbar_arrive(q_empty);  // this warpgroup no longer reads Q
+
+      // ---- online softmax on this thread's two rows
+      const int j0 = g.block_begin + b * kWgBn;
+      if (softcap) {
+#pragma unroll
+        for (int i = 0; i < kNi; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[i][e] = p.softcap_log2 * fast_tanh(s[i][e] * p.softcap_in);
+      }
+      if ((j0 + kWgBn - 1 > g.min_hi) || (j0 < g.max_lo)) {
+        const int lo_a = g.row_lo(ta), hi_a = g.row_hi(ta), lo_b = g.row_lo(tb), hi_b = g.row_hi(tb);
+#pragma unroll
+        for (int i = 0; i < kNi; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = j0 + i * 8 + 2 * (lane & 3) + (e & 1);
+            const bool ok = e < 2 ? (j >= lo_a && j <= hi_a) : (j >= lo_b && j <= hi_b);
+            if (!ok) s[i][e] = -INFINITY;
+          }
+      }
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) {
+        mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m0, mx0 * sc), mn1 = fmaxf(m1, mx1 * sc);
+      const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
+      const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
+      const float alpha0 = fast_exp2(m0 - mu0), alpha1 = fast_exp2(m1 - mu1);
+      m0 = mn0;
+      m1 = mn1;
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int i = 0; i < kNi; ++i) {
+        s[i][0] = fast_exp2(fmaf(s[i][0], sc, -mu0));
+        s[i][1] = fast_exp2(fmaf(s[i][1], sc, -mu0));
+        s[i][2] = fast_exp2(fmaf(s[i][2], sc, -mu1));
+        s[i][3] = fast_exp2(fmaf(s[i][3], sc, -mu1));
+        sum0 += s[i][0] + s[i][1];
+        sum1 += s[i][2] + s[i][3];
+      }
+      l0 = l0 * alpha0 + sum0;
+      l1 = l1 * alpha1 + sum1;
+#pragma unroll
+      for (int i = 0; i < kDi; ++i) {
+        o[i][0] *= alpha0;
+        o[i][1] *= alpha0;
+        o[i][2] *= alpha1;
+        o[i][3] *= alpha1;
+      }
+      uint32_t pa[kWgBn / 16][4];  // P as the register A operand, 16 keys per k-step
+#pragma unroll
+      for (int kk = 0; kk < kWgBn / 16; ++kk) {
+        pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+        pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+        pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      }
+
+      // ---- O += P V: V MN-major (keys are the k dimension), panels LBO apart.
+      reg_fence(o);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kWgBn / 16; ++kk) {
+        const uint64_t dv = wg_desc(v_addr + kk * 16 * 128, L::kKvPanel);
+        if constexpr (D == 128) {
+          wgmma_rs_n128<kBf16>(o, pa[kk], dv);
+        } else {
+          wgmma_rs_n64<kBf16>(o, pa[kk], dv);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait0();
+      reg_fence(o);
+      mbar_arrive(base + L::kBarOffset + 8 * (kWgStages + stage));  // empty[stage]
+      if (++stage == kWgStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+
+    // ---- epilogue: rows a and b of this thread, straight from registers.
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h == 0 ? row_a : row_b;
+      if (r >= g.rows_valid) continue;
+      const float l = h == 0 ? l0 : l1;
+      const float m = h == 0 ? m0 : m1;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int pr = it.m0 + r;
+      const int t = pr / G, gg = pr - t * G;
+      const int head = kvh * G + gg;
+      T* out = static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head +
+               2 * (lane & 3);
+#pragma unroll
+      for (int dn = 0; dn < kDi; ++dn)
+        *reinterpret_cast<uint32_t*>(out + dn * 8) = pack2<T>(o[dn][2 * h] * inv, o[dn][2 * h + 1] * inv);
+      if ((lane & 3) == 0 && p.lse != nullptr)
+        p.lse[int64_t(it.q_start + t) * p.lse_stride_tok + int64_t(head) * p.lse_stride_head] =
+            l > 0.f ? (m + __log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// grid.x: persistent CTAs (at most one per SM); units (prefill item, kv head) strided over them,
+// counts[2] items from items[counts[3]] as attention_prefill_kernel. Launched only on sm_90 by a
+// build that includes sm_90a (attention.cu checks both); elsewhere the body is empty.
+template <typename T, int D>
+__global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __grid_constant__ KernelParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) char smem_raw[];
+  using L = WgmmaSmem<D>;
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  if (threadIdx.x == 0) {
+    const uint32_t bars = base + L::kBarOffset;
+    for (int s = 0; s < kWgStages; ++s) {
+      mbar_init(bars + 8 * s, 128);                         // full: the producer's 128 threads
+      mbar_init(bars + 8 * (kWgStages + s), kWgConsumers);  // empty: every consumer thread
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(bars + 8 * (2 * kWgStages + i), 128);
+      mbar_init(bars + 8 * (2 * kWgStages + 2 + i), kWgConsumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int first = p.counts[3];
+  const int num_units = p.counts[2] * p.num_kv_heads;
+  if (threadIdx.x < 128) {
+    wg_producer<T, D>(p, base, first, num_units);
+  } else {
+    wg_consumer<T, D>(p, base, first, num_units);
+  }
+#endif
+}
+
+}  // namespace fg::cuda::attn
