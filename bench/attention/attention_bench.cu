@@ -1,9 +1,10 @@
 // attention_bench: times flashgen's CUDA attention kernel on Llama-3-8B heads (32 q, 8 kv,
 // head_dim 128, bf16) over a fragmented paged KV pool, next to two ceilings measured in the same
 // run: device-to-device copy bandwidth and a cuBLASLt bf16 GEMM. Prints a table, optionally JSON.
-//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma]
+//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma] [--only SUBSTR]
 //   --general-only: plan every tile for the general kernel (no prefill specialisation), to
 //   compare the two builds of the same binary in one device call.
+//   --only SUBSTR: only the rows whose "group name" contains SUBSTR (e.g. "1x16384").
 //   --no-wgmma: prefill tiles on the mma.sync prefill kernel even on sm_90 (the Hopper wgmma
 //   kernel is the default there).
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV
@@ -24,6 +25,10 @@ namespace {
 
 bool g_prefill_kernel = true;  // --general-only clears it
 bool g_wgmma = true;           // --no-wgmma clears it
+std::string g_only;            // --only SUBSTR: rows whose "group name" contains it
+bool want(const std::string& group, const std::string& name) {
+  return g_only.empty() || (group + " " + name).find(g_only) != std::string::npos;
+}
 
 constexpr int kHq = 32, kHkv = 8, kD = 128;
 constexpr DType kDt = DType::kBF16;
@@ -332,10 +337,11 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--general-only") g_prefill_kernel = false;
     else if (a == "--no-wgmma") g_wgmma = false;
+    else if (a == "--only" && i + 1 < argc) g_only = argv[++i];
     else if (a == "--random" && i + 1 < argc) random_cases = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma] [--only SUBSTR]\n", argv[0]);
       return 2;
     }
   }
@@ -378,17 +384,22 @@ int main(int argc, char** argv) {
     for (int b : batches)
       for (int kv : kvs) {
         const std::string name = "B" + std::to_string(b) + " kv" + std::to_string(kv) + " page" + std::to_string(page);
-        rows.push_back(bench_batch("decode", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), page, stream, seed++));
+        if (want("decode", name))
+          rows.push_back(bench_batch("decode", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), page, stream, seed++));
       }
   for (auto [n, s] : std::vector<std::pair<int, int>>{{1, 1024}, {1, 4096}, {1, 16384}, {8, 2048}}) {
     const std::string name = std::to_string(n) + "x" + std::to_string(s) + " causal page16";
-    rows.push_back(bench_batch("prefill", name, std::vector<int32_t>(n, s), std::vector<int32_t>(n, s), 16, stream, seed++));
+    if (want("prefill", name))
+      rows.push_back(bench_batch("prefill", name, std::vector<int32_t>(n, s), std::vector<int32_t>(n, s), 16, stream, seed++));
   }
-  rows.push_back(bench_mixed(true, stream, seed++));
-  rows.push_back(bench_mixed(false, stream, seed++));
+  if (want("mixed", "")) {
+    rows.push_back(bench_mixed(true, stream, seed++));
+    rows.push_back(bench_mixed(false, stream, seed++));
+  }
   for (int ql : {1, 2, 4, 8}) {
     const std::string name = "B32 kv4096 q_len" + std::to_string(ql) + " page16";
-    rows.push_back(bench_batch("spec", name, std::vector<int32_t>(32, ql), std::vector<int32_t>(32, 4096), 16, stream, seed++));
+    if (want("spec", name))
+      rows.push_back(bench_batch("spec", name, std::vector<int32_t>(32, ql), std::vector<int32_t>(32, 4096), 16, stream, seed++));
   }
 
   std::printf("\n%-8s %-44s %10s %9s %7s %7s %9s %7s\n", "group", "case", "time_us", "KV_GB/s", "%copy", "%read", "TFLOP/s",

@@ -210,6 +210,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   constexpr int kDi = D / 8;      // O n-tiles
   constexpr int kNi = kWgBn / 8;  // S n-tiles
+  constexpr int kPk = kWgBn / 16; // k-steps of P V
   const int ctid = threadIdx.x - 128;
   const int wg = ctid >> 7;        // consumer warpgroup: rows 64 wg .. 64 wg + 63
   const int warp = (ctid >> 5) & 3;
@@ -219,6 +220,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   const int row_b = row_a + 8;
   const bool softcap = p.softcap_log2 != 0.f;
   const float sc = softcap ? 1.f : p.scale_log2;
+  const uint32_t bars = base + L::kBarOffset;
+  auto full_bar = [&](int st) { return bars + 8 * st; };
+  auto empty_bar = [&](int st) { return bars + 8 * (kWgStages + st); };
 
   int stage = 0;
   uint32_t phase = 0;
@@ -231,8 +235,8 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     const int kvh = u % p.num_kv_heads;
     const WgGeom g = wg_geom(p, it);
     const int qb = local & 1;
-    const uint32_t q_empty = base + L::kBarOffset + 8 * (2 * kWgStages + 2 + qb);
-    mbar_wait(base + L::kBarOffset + 8 * (2 * kWgStages + qb), (local >> 1) & 1);  // q_full
+    const uint32_t q_empty = bars + 8 * (2 * kWgStages + 2 + qb);
+    mbar_wait(bars + 8 * (2 * kWgStages + qb), (local >> 1) & 1);  // q_full
     if (g.n_blocks == 0) mbar_arrive(q_empty);
     const uint32_t q_addr = base + qb * L::kQBytes + 64 * wg * 128;
     const int ta = min((it.m0 + row_a) / G, it.q_len - 1);
@@ -242,29 +246,41 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 #pragma unroll
     for (int i = 0; i < kDi; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows a, b (log2 domain)
+    uint32_t pa[kPk][4];  // P of the block whose P V is next, as the register A operand
 
-    for (int b = 0; b < g.n_blocks; ++b) {
-      mbar_wait(base + L::kBarOffset + 8 * stage, phase);  // full[stage]
-      // The K/V (and Q) bytes were written by cp.async; order them before the async proxy reads.
+    // Waits until the block in stage `st` has landed, and orders its cp.async bytes (and Q's)
+    // before the async proxy (wgmma) reads them. Kept outside the fence..wgmma sequences: a
+    // branch between wgmma.fence and wgmma makes ptxas serialize every wgmma.
+    auto wait_full = [&](int st, uint32_t ph) {
+      mbar_wait(full_bar(st), ph);
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      const uint32_t k_addr = base + L::kKvOffset + stage * L::kStageBytes;
-      const uint32_t v_addr = k_addr + L::kKvBytes;
-
-      // ---- S = Q K^T (64 x 64 per warpgroup), both operands from shared memory.
-      reg_fence(s);
-      wgmma_fence();
+    };
+    // S = Q K^T of the block in `st` (64 x 64 per warpgroup), both operands from shared memory.
+    auto issue_s = [&](int st) {
+      const uint32_t k_addr = base + L::kKvOffset + st * L::kStageBytes;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t off = (kk & 3) * 32;  // k-step within a 128-byte panel row
         wgmma_ss_n64<kBf16>(s, wg_desc(q_addr + (kk >> 2) * L::kQPanel + off, 16),
                             wg_desc(k_addr + (kk >> 2) * L::kKvPanel + off, 16), kk > 0 ? 1 : 0);
       }
-      wgmma_commit();
-      wgmma_wait0();
-      reg_fence(s);
-      if (b == g.n_blocks - 1) mbar_arrive(q_empty);  // this warpgroup no longer reads Q
-
-      // ---- online softmax on this thread's two rows
+    };
+    // O += P V of the block in `st`: V MN-major (keys are the k dimension), panels LBO apart.
+    auto issue_pv = [&](int st) {
+      const uint32_t v_addr = base + L::kKvOffset + st * L::kStageBytes + L::kKvBytes;
+#pragma unroll
+      for (int kk = 0; kk < kPk; ++kk) {
+        const uint64_t dv = wg_desc(v_addr + kk * 16 * 128, L::kKvPanel);
+        if constexpr (D == 128) {
+          wgmma_rs_n128<kBf16>(o, pa[kk], dv);
+        } else {
+          wgmma_rs_n64<kBf16>(o, pa[kk], dv);
+        }
+      }
+    };
+    // Online softmax of block b (scores in s) for this thread's two rows: updates m and l, packs
+    // P into p_out and returns the factors O must be rescaled by before this block's P V.
+    auto softmax = [&](int b, uint32_t (&p_out)[kPk][4], float& alpha0, float& alpha1) {
       const int j0 = g.block_begin + b * kWgBn;
       if (softcap) {
 #pragma unroll
@@ -296,7 +312,8 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
       const float mn0 = fmaxf(m0, mx0 * sc), mn1 = fmaxf(m1, mx1 * sc);
       const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
       const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
-      const float alpha0 = fast_exp2(m0 - mu0), alpha1 = fast_exp2(m1 - mu1);
+      alpha0 = fast_exp2(m0 - mu0);
+      alpha1 = fast_exp2(m1 - mu1);
       m0 = mn0;
       m1 = mn1;
       float sum0 = 0.f, sum1 = 0.f;
@@ -312,41 +329,84 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
       l0 = l0 * alpha0 + sum0;
       l1 = l1 * alpha1 + sum1;
 #pragma unroll
-      for (int i = 0; i < kDi; ++i) {
-        o[i][0] *= alpha0;
-        o[i][1] *= alpha0;
-        o[i][2] *= alpha1;
-        o[i][3] *= alpha1;
+      for (int kk = 0; kk < kPk; ++kk) {
+        p_out[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+        p_out[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+        p_out[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        p_out[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       }
-      uint32_t pa[kWgBn / 16][4];  // P as the register A operand, 16 keys per k-step
+    };
+    auto keep = [](uint32_t (&r)[kPk][4]) {  // r stays live (the in-flight P V reads it)
 #pragma unroll
-      for (int kk = 0; kk < kWgBn / 16; ++kk) {
-        pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-        pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-        pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      }
+      for (int kk = 0; kk < kPk; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[kk][e])::"memory");
+    };
 
-      // ---- O += P V: V MN-major (keys are the k dimension), panels LBO apart.
-      reg_fence(o);
+    // Pipeline: S of block b + 1 is issued before P V of block b, so wait_group 1 returns with S
+    // done and P V still running, and the softmax of block b + 1 overlaps it. O is rescaled by
+    // block b + 1's factors once P V of block b is done. The last block's P V is peeled off so
+    // no wgmma sits under a branch.
+    if (g.n_blocks > 0) {
+      wait_full(stage, phase);
+      reg_fence(s);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kWgBn / 16; ++kk) {
-        const uint64_t dv = wg_desc(v_addr + kk * 16 * 128, L::kKvPanel);
-        if constexpr (D == 128) {
-          wgmma_rs_n128<kBf16>(o, pa[kk], dv);
-        } else {
-          wgmma_rs_n64<kBf16>(o, pa[kk], dv);
-        }
-      }
+      issue_s(stage);
       wgmma_commit();
       wgmma_wait0();
-      reg_fence(o);
-      mbar_arrive(base + L::kBarOffset + 8 * (kWgStages + stage));  // empty[stage]
+      reg_fence(s);
+      if (g.n_blocks == 1) mbar_arrive(q_empty);  // this warpgroup no longer reads Q
+      float a0, a1;
+      softmax(0, pa, a0, a1);  // O is zero: nothing to rescale
+      for (int b = 0; b + 1 < g.n_blocks; ++b) {
+        const int cur = stage;
+        if (++stage == kWgStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+        wait_full(stage, phase);
+        reg_fence(s);
+        reg_fence(o);
+        wgmma_fence();
+        issue_s(stage);
+        wgmma_commit();
+        issue_pv(cur);
+        wgmma_commit();
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        reg_fence(s);
+        if (b + 2 == g.n_blocks) mbar_arrive(q_empty);
+        float alpha0, alpha1;
+        uint32_t pn[kPk][4];
+        softmax(b + 1, pn, alpha0, alpha1);
+        wgmma_wait0();
+        reg_fence(o);
+        keep(pa);
+        mbar_arrive(empty_bar(cur));
+#pragma unroll
+        for (int i = 0; i < kDi; ++i) {
+          o[i][0] *= alpha0;
+          o[i][1] *= alpha0;
+          o[i][2] *= alpha1;
+          o[i][3] *= alpha1;
+        }
+#pragma unroll
+        for (int kk = 0; kk < kPk; ++kk)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) pa[kk][e] = pn[kk][e];
+      }
+      const int cur = stage;
       if (++stage == kWgStages) {
         stage = 0;
         phase ^= 1;
       }
+      reg_fence(o);
+      wgmma_fence();
+      issue_pv(cur);
+      wgmma_commit();
+      wgmma_wait0();
+      reg_fence(o);
+      keep(pa);
+      mbar_arrive(empty_bar(cur));
     }
 
     // ---- epilogue: rows a and b of this thread, straight from registers.
