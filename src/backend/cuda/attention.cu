@@ -390,9 +390,12 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.partial_lse = s.d_partial_lse;
 
   // A graph being captured must hold every launch even if this plan leaves one empty: a later
-  // plan replayed through the same graph may split or have prefill tiles. The prefill kernel
-  // gets at least one CTA per resident slot then, since its grid stays fixed across plans. The
-  // wgmma prefill kernel is persistent: one CTA per SM at most, looping over its units.
+  // plan replayed through the same graph may split or have prefill tiles (every kernel loops
+  // over its units with a grid stride, so any grid is correct). The prefill kernel's grid stays
+  // fixed in the graph: a full one (one CTA per resident slot; the persistent wgmma kernel, one
+  // per SM) when the captured plan has prefill tiles, else a single CTA, so that the decode-only
+  // graphs the engine captures do not pay an empty 132-CTA launch per layer (a later plan with
+  // prefill tiles replayed through such a graph is correct but runs them on one SM).
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FG_ATTN_CUDA(cudaStreamIsCapturing(stream, &capture));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
@@ -402,7 +405,7 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   int main_grid = s.num_items * hkv;
   int merge_grid = s.num_merges * hkv;
   if (capturing) {
-    prefill_grid = wgmma ? s.num_sms : std::max(prefill_grid, 2 * s.num_sms);
+    prefill_grid = s.num_prefill == 0 ? 1 : wgmma ? s.num_sms : std::max(prefill_grid, 2 * s.num_sms);
     main_grid = std::max(main_grid, 1);
     merge_grid = std::max(merge_grid, 1);
   }

@@ -6,14 +6,16 @@
 //  - warpgroup 0, the producer: gathers each tile's Q (128 packed rows, as attention_kernel.cuh
 //    packs them) and its K/V blocks of 64 keys through the block table (any page size) with
 //    16-byte cp.async into 128-byte-swizzled shared memory; each copy batch signals an mbarrier
-//    when it lands (cp.async.mbarrier.arrive.noinc). Q is double-buffered (the next tile's Q
-//    loads while this one computes), K/V go through a ring of kWgStages stages;
-//  - warpgroups 1 and 2, the consumers: 64 rows each. Per key block: S = Q K^T as one chain of
+//    when it lands (cp.async.mbarrier.arrive.noinc). Q is double-buffered and a tile's first K/V
+//    block is fetched before its Q, so the ring (kWgStages stages) keeps filling across tiles;
+//  - warpgroups 1 and 2, the consumers: 64 rows each. Per key block: S = Q K^T as a chain of
 //    m64n64k16 wgmma with both operands in shared memory, the online softmax on the S
 //    accumulators in registers (scale folded into the exponent, FlashAttention-2 rescaling), then
 //    O += P V as m64nDk16 wgmma with P from registers and V read MN-major (transposed) from
-//    shared memory. Each consumer releases a stage (an mbarrier arrive) once its P V is done, so
-//    the two warpgroups drift apart and one's softmax overlaps the other's MMAs.
+//    shared memory. Two overlaps: within a warpgroup, S of block b + 1 is issued ahead of P V of
+//    block b so the softmax of b + 1 runs while P V of b is on the tensor cores; between the two
+//    warpgroups, named barriers make them take turns issuing (ping-pong), so one's softmax
+//    runs under the other's MMAs. A consumer releases a stage (mbarrier arrive) once its P V is done.
 // Shared memory (head_dim 128): 2 x 32 KB Q + 4 x 32 KB K/V stages + barriers = 192 KB.
 // Layout of every operand tile: 64-column panels (D / 64 of them); in a panel, row r at r * 128
 // bytes, 16-byte chunk c of the row at ((c ^ (r & 7)) * 16): the hardware's 128-byte swizzle, so
@@ -28,8 +30,11 @@
 namespace fg::cuda::attn {
 
 constexpr int kWgRows = 128;     // packed rows per tile (tile kind kRows128)
+// 64-key blocks: 128-key blocks (S as m64n128k16, 3 stages, one Q buffer, setmaxnreg 40/232)
+// measured 329 against 361 TFLOP/s at 1 x 16k on the H200.
 constexpr int kWgBn = 64;        // keys per block
 constexpr int kWgStages = 4;     // K/V ring depth
+constexpr int kWgQBufs = 2;      // Q buffers
 constexpr int kWgThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kWgConsumers = 256;
 
@@ -41,9 +46,9 @@ struct WgmmaSmem {
   static constexpr int kKvBytes = kWgBn * D * 2;      // one K (or V) block
   static constexpr int kKvPanel = kWgBn * 128;
   static constexpr int kStageBytes = 2 * kKvBytes;    // K then V
-  static constexpr int kKvOffset = 2 * kQBytes;
+  static constexpr int kKvOffset = kWgQBufs * kQBytes;
   static constexpr int kBarOffset = kKvOffset + kWgStages * kStageBytes;
-  static constexpr int kNumBars = 2 * kWgStages + 4;  // full[S], empty[S], q_full[2], q_empty[2]
+  static constexpr int kNumBars = 2 * kWgStages + 2 * kWgQBufs;  // full[S], empty[S], q_full[Q], q_empty[Q]
   // + 1 KB so the kernel can align the base to the 1024 bytes the swizzle atoms need.
   static constexpr int kBytes = kBarOffset + kNumBars * 8 + 1024;
 };
@@ -150,27 +155,10 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     const int kvh = u % p.num_kv_heads;
     const WgGeom g = wg_geom(p, it);
 
-    const int qb = local & 1;
-    mbar_wait(base + L::kBarOffset + 8 * (2 * kWgStages + 2 + qb), ((local >> 1) & 1) ^ 1);  // q_empty
-    const uint32_t q_dst = base + qb * L::kQBytes + panel * L::kQPanel + chunk_off;
-#pragma unroll 4
-    for (int pass = 0; pass < kWgRows / kRowsPerPass; ++pass) {
-      const int r = r0 + pass * kRowsPerPass;
-      const bool valid = r < g.rows_valid;
-      const T* src = q;
-      if (valid) {
-        const int pr = it.m0 + r;
-        const int t = pr / G, gg = pr - t * G;
-        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + gg) * p.q_stride_head + c * 8;
-      }
-      cp_async16(q_dst + r * 128, src, valid);
-    }
-    mbar_arrive_cp_async(base + L::kBarOffset + 8 * (2 * kWgStages + qb));  // q_full
-
     const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head + c * 8;
     const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head + c * 8;
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
-    for (int b = 0; b < g.n_blocks; ++b) {
+    auto load_block = [&](int b) {  // K/V block b -> the next ring stage
       mbar_wait(base + L::kBarOffset + 8 * (kWgStages + stage), phase ^ 1);  // empty[stage]
       const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel + chunk_off;
       const uint32_t v_dst = k_dst + L::kKvBytes;
@@ -200,7 +188,28 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
         stage = 0;
         phase ^= 1;
       }
+    };
+
+    // The tile's first K/V block goes out before its Q, which waits for the previous tile's
+    // last Q K^T: the ring keeps filling across the tile boundary.
+    if (g.n_blocks > 0) load_block(0);
+    const int qb = local % kWgQBufs;
+    mbar_wait(base + L::kBarOffset + 8 * (2 * kWgStages + kWgQBufs + qb), ((local / kWgQBufs) & 1) ^ 1);  // q_empty
+    const uint32_t q_dst = base + qb * L::kQBytes + panel * L::kQPanel + chunk_off;
+#pragma unroll 4
+    for (int pass = 0; pass < kWgRows / kRowsPerPass; ++pass) {
+      const int r = r0 + pass * kRowsPerPass;
+      const bool valid = r < g.rows_valid;
+      const T* src = q;
+      if (valid) {
+        const int pr = it.m0 + r;
+        const int t = pr / G, gg = pr - t * G;
+        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + gg) * p.q_stride_head + c * 8;
+      }
+      cp_async16(q_dst + r * 128, src, valid);
     }
+    mbar_arrive_cp_async(base + L::kBarOffset + 8 * (2 * kWgStages + qb));  // q_full
+    for (int b = 1; b < g.n_blocks; ++b) load_block(b);
   }
 }
 
@@ -227,6 +236,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   int stage = 0;
   uint32_t phase = 0;
   int local = 0;
+  // Warpgroup 0 issues first: warpgroup 1 pre-arrives on its barrier (matched by a last wait of
+  // warpgroup 0 after the loop, so no arrival is left pending at exit).
+  if (wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
   float s[kNi][4];
 #pragma unroll
   for (int i = 0; i < kNi; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
@@ -234,9 +246,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     const WorkItem it = p.items[first + u / p.num_kv_heads];
     const int kvh = u % p.num_kv_heads;
     const WgGeom g = wg_geom(p, it);
-    const int qb = local & 1;
-    const uint32_t q_empty = bars + 8 * (2 * kWgStages + 2 + qb);
-    mbar_wait(bars + 8 * (2 * kWgStages + qb), (local >> 1) & 1);  // q_full
+    const int qb = local % kWgQBufs;
+    const uint32_t q_empty = bars + 8 * (2 * kWgStages + kWgQBufs + qb);
+    mbar_wait(bars + 8 * (2 * kWgStages + qb), (local / kWgQBufs) & 1);  // q_full
     if (g.n_blocks == 0) mbar_arrive(q_empty);
     const uint32_t q_addr = base + qb * L::kQBytes + 64 * wg * 128;
     const int ta = min((it.m0 + row_a) / G, it.q_len - 1);
@@ -261,8 +273,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t off = (kk & 3) * 32;  // k-step within a 128-byte panel row
-        wgmma_ss_n64<kBf16>(s, wg_desc(q_addr + (kk >> 2) * L::kQPanel + off, 16),
-                            wg_desc(k_addr + (kk >> 2) * L::kKvPanel + off, 16), kk > 0 ? 1 : 0);
+        const uint64_t da = wg_desc(q_addr + (kk >> 2) * L::kQPanel + off, 16);
+        const uint64_t db = wg_desc(k_addr + (kk >> 2) * L::kKvPanel + off, 16);
+        wgmma_ss_n64<kBf16>(s, da, db, kk > 0 ? 1 : 0);
       }
     };
     // O += P V of the block in `st`: V MN-major (keys are the k dimension), panels LBO apart.
@@ -343,6 +356,14 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
         for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[kk][e])::"memory");
     };
 
+    // Ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and
+    // 2), so one warpgroup's softmax runs while the other's MMAs occupy the tensor cores.
+    auto pp_wait = [&] {
+      asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+    };
+    auto pp_pass = [&] {
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
+    };
     // Pipeline: S of block b + 1 is issued before P V of block b, so wait_group 1 returns with S
     // done and P V still running, and the softmax of block b + 1 overlaps it. O is rescaled by
     // block b + 1's factors once P V of block b is done. The last block's P V is peeled off so
@@ -350,9 +371,11 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     if (g.n_blocks > 0) {
       wait_full(stage, phase);
       reg_fence(s);
+      pp_wait();
       wgmma_fence();
       issue_s(stage);
       wgmma_commit();
+      pp_pass();
       wgmma_wait0();
       reg_fence(s);
       if (g.n_blocks == 1) mbar_arrive(q_empty);  // this warpgroup no longer reads Q
@@ -367,11 +390,13 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
         wait_full(stage, phase);
         reg_fence(s);
         reg_fence(o);
+        pp_wait();
         wgmma_fence();
         issue_s(stage);
         wgmma_commit();
         issue_pv(cur);
         wgmma_commit();
+        pp_pass();
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
         reg_fence(s);
         if (b + 2 == g.n_blocks) mbar_arrive(q_empty);
@@ -400,9 +425,11 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
         phase ^= 1;
       }
       reg_fence(o);
+      pp_wait();
       wgmma_fence();
       issue_pv(cur);
       wgmma_commit();
+      pp_pass();
       wgmma_wait0();
       reg_fence(o);
       keep(pa);
@@ -434,6 +461,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
             l > 0.f ? (m + __log2f(l)) * kLn2 : -INFINITY;
     }
   }
+  if (wg == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -454,9 +482,9 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __
       mbar_init(bars + 8 * s, 128);                         // full: the producer's 128 threads
       mbar_init(bars + 8 * (kWgStages + s), kWgConsumers);  // empty: every consumer thread
     }
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kWgQBufs; ++i) {
       mbar_init(bars + 8 * (2 * kWgStages + i), 128);
-      mbar_init(bars + 8 * (2 * kWgStages + 2 + i), kWgConsumers);
+      mbar_init(bars + 8 * (2 * kWgStages + kWgQBufs + i), kWgConsumers);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
