@@ -8,6 +8,7 @@
 #
 #   (here)  tools/gpu_suite.sh pack      build with sm_90a into build-gpu, pack .devpack/device.tar.xz
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
+#           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,9 +38,10 @@ pack() {
   tar -cJf .devpack/device.tar.xz .device && du -sh .devpack   # carry .devpack (64 MiB limit)
 }
 
-step() {  # step NAME SECONDS COMMAND...
+step() {  # step NAME SECONDS COMMAND...   (skipped unless NAME is in $STEPS, when that is set)
   local name=$1 secs=$2
   shift 2
+  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return 0; fi
   echo "=== $name (limit ${secs}s)"
   local t0=$SECONDS
   timeout "$secs" "$@"
@@ -73,11 +75,12 @@ run_all() {
   step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
     --sweep-requests 64 --json "$OUT/prefix.json"
   step hf_live_parity 90 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
-  # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer.
-  $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
-    --port 8199 --no-log-requests >"$OUT/raw/serve.log" 2>&1 &
-  local spid=$!
-  python3 - <<'PY'
+  if [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" serve_bench "* ]]; then
+    # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer.
+    $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
+      --port 8199 --no-log-requests >"$OUT/raw/serve.log" 2>&1 &
+    local spid=$!
+    python3 - <<'PY'
 import time, urllib.request
 for _ in range(180):
     try:
@@ -85,10 +88,11 @@ for _ in range(180):
     except Exception:
         time.sleep(1)
 PY
-  step serve_bench 80 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
-    --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$OUT/serve.json"
-  kill -TERM $spid; wait $spid
-  echo "serve exit after SIGTERM: $?"
+    step serve_bench 80 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
+      --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$OUT/serve.json"
+    kill -TERM $spid; wait $spid
+    echo "serve exit after SIGTERM: $?"
+  fi
 
   tar -czf "$OUT/raw.tar.gz" -C "$OUT" raw && rm -rf "$OUT/raw"
   echo "=== summary"

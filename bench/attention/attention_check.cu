@@ -391,6 +391,20 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.page_size = 64;
     add_both(c);  // graph captured and replayed with prefill tiles and decodes in one call
   }
+  {
+    CheckCase c;
+    c.q_lens = {600, 600, 600, 600};
+    c.kv_lens = {600, 600, 600, 600};
+    add(c);  // 128-row tiles too short for the wgmma kernel: the mma.sync prefill kernel takes them
+  }
+  {
+    CheckCase c;
+    c.q_lens = {600, 600, 600, 600};
+    c.kv_lens = {3000, 3000, 2800, 3000};
+    c.kv_lens_capture = {600, 600, 600, 600};
+    c.page_size = 3;
+    add(c);  // graph recorded under a short-prefill plan, replayed with wgmma tiles on page 3
+  }
   // Pages the wgmma prefill kernel takes and the mma.sync one does not (1, 3, 48).
   {
     CheckCase c;

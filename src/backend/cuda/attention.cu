@@ -152,14 +152,23 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   // 1.5 waves of the general kernel's CTAs, else 64-row tiles (e.g. 1 x 1k at GQA 4: 32 x 8 = 256
   // CTAs on 264 slots). The same bound holds for the wgmma prefill kernel (one tile per SM): on
   // the H200 its 1 x 1k took 105 us against 67 us on 64-row general tiles.
+  // The wgmma kernel pays a fixed cost per tile (its pipeline fills and drains once per tile), so
+  // it takes the wide tiles only when they see at least kWgmmaMinExtent keys on average (1 x 1k:
+  // ~500, where it lost; 8 x 2k: ~1000, where it won 1.13x); shorter ones keep the mma.sync kernels.
+  constexpr int64_t kWgmmaMinExtent = 1024;
   const int resident = s.num_sms * s.ctas_per_sm;
-  const bool wgmma = s.prefill_kernel && s.wgmma;
-  int64_t wide_tiles = 0;
+  int64_t wide_tiles = 0, wide_keys = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
-    const int rows = (batch.host_cu_seqlens_q[q + 1] - batch.host_cu_seqlens_q[q]) * group;
-    if (rows > 64) wide_tiles += ceil_div(rows, 128);
+    const int q_len = batch.host_cu_seqlens_q[q + 1] - batch.host_cu_seqlens_q[q];
+    const int rows = q_len * group;
+    if (rows > 64) {
+      const int n = ceil_div(rows, 128);
+      wide_tiles += n;
+      wide_keys += int64_t(n) * (batch.host_seqlens_kv[q] - q_len / 2);  // mean causal extent
+    }
   }
   const bool use_wide = 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
+  const bool wgmma = s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
   std::vector<Tile> tiles;
   int64_t total_work = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
@@ -399,7 +408,9 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FG_ATTN_CUDA(cudaStreamIsCapturing(stream, &capture));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
-  const bool wgmma = s.plan_wgmma;
+  // A recorded graph launches the wgmma kernel wherever it exists: it runs every tile either
+  // prefill kernel can be given (any page size), whatever later plans choose.
+  const bool wgmma = capturing ? s.prefill_kernel && s.wgmma : s.plan_wgmma;
   int prefill_grid = s.num_prefill * hkv;
   if (wgmma) prefill_grid = std::min(prefill_grid, s.num_sms);
   int main_grid = s.num_items * hkv;
