@@ -164,6 +164,79 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return y;
 }
 
+// One online-softmax step over a 16-row fragment of S in the mma.sync / wgmma accumulator
+// layout: this thread holds row a in elements 0, 1 and row b in elements 2, 3 of each n8 tile s[i]
+// (key j0 + 8 i + 2 (lane % 4) + e % 2); the four threads of a quad share a row. Scores enter the
+// exponent as s * sc (sc = scale * log2 e), or softcapped into the log2 domain when
+// p.softcap_log2 != 0 (then sc = 1; the max commutes with sc since scale > 0). With `mask`, keys
+// outside a row's [lo, hi] (bounds(lo_a, hi_a, lo_b, hi_b)) are dropped. Updates the rows' running
+// max m (log2 domain) and sum l (this thread's columns), leaves P in s, and returns the factors
+// the rows of O must be scaled by in alpha_a / alpha_b. Used by both prefill kernels.
+template <int kNi, typename Bounds>
+__device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelParams& p, float sc, int j0, int lane,
+                                             bool mask, const Bounds& bounds, float& m_a, float& m_b, float& l_a,
+                                             float& l_b, float& alpha_a, float& alpha_b) {
+  if (p.softcap_log2 != 0.f) {
+#pragma unroll
+    for (int i = 0; i < kNi; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = p.softcap_log2 * fast_tanh(s[i][e] * p.softcap_in);
+  }
+  if (mask) {
+    int lo_a, hi_a, lo_b, hi_b;
+    bounds(lo_a, hi_a, lo_b, hi_b);
+#pragma unroll
+    for (int i = 0; i < kNi; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = j0 + i * 8 + 2 * (lane & 3) + (e & 1);
+        const bool ok = e < 2 ? (j >= lo_a && j <= hi_a) : (j >= lo_b && j <= hi_b);
+        if (!ok) s[i][e] = -INFINITY;
+      }
+  }
+  float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kNi; ++i) {
+    mx_a = fmaxf(mx_a, fmaxf(s[i][0], s[i][1]));
+    mx_b = fmaxf(mx_b, fmaxf(s[i][2], s[i][3]));
+  }
+  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+  const float mn_a = fmaxf(m_a, mx_a * sc), mn_b = fmaxf(m_b, mx_b * sc);
+  const float mu_a = mn_a == -INFINITY ? 0.f : mn_a;  // a row with nothing visible yet
+  const float mu_b = mn_b == -INFINITY ? 0.f : mn_b;
+  alpha_a = fast_exp2(m_a - mu_a);
+  alpha_b = fast_exp2(m_b - mu_b);
+  m_a = mn_a;
+  m_b = mn_b;
+  float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+  for (int i = 0; i < kNi; ++i) {
+    s[i][0] = fast_exp2(fmaf(s[i][0], sc, -mu_a));
+    s[i][1] = fast_exp2(fmaf(s[i][1], sc, -mu_a));
+    s[i][2] = fast_exp2(fmaf(s[i][2], sc, -mu_b));
+    s[i][3] = fast_exp2(fmaf(s[i][3], sc, -mu_b));
+    sum_a += s[i][0] + s[i][1];
+    sum_b += s[i][2] + s[i][3];
+  }
+  l_a = l_a * alpha_a + sum_a;
+  l_b = l_b * alpha_b + sum_b;
+}
+
+// P (the fragment softmax_step left in s) as the A operand of P V: 16 keys per k-step.
+template <typename T, int kNi>
+__device__ __forceinline__ void pack_p(const float (&s)[kNi][4], uint32_t (&pa)[kNi / 2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kNi / 2; ++kk) {
+    pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
 // Element offset of 16-byte chunk `chunk` of row `row` in a [rows][D] shared tile. The XOR
 // swizzle spreads the 8 rows an ldmatrix reads at one chunk column over all 32 banks.
 template <int D>

@@ -153,10 +153,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
     m_run[i] = -INFINITY;
     l_run[i] = 0.f;
   }
-  // Scores enter the exponent as s * sc - max: raw scores times scale * log2(e), or the softcapped
-  // scores (already in the log2 domain). run() requires scale > 0, so the max commutes with sc.
-  const bool softcap = p.softcap_log2 != 0.f;
-  const float sc = softcap ? 1.f : p.scale_log2;
+  const float sc = p.softcap_log2 != 0.f ? 1.f : p.scale_log2;  // see softmax_step
 
   // ldmatrix byte offsets. In swz<D>, chunk 2 k + c of a row sits at ((2 k + c) ^ (row & 7)) * 16
   // bytes, which is (c ^ (row & 7)) * 16 XOR k * 32 (rows are D * 2 >= 128 bytes, so the XOR
@@ -213,52 +210,13 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
       const int ia = 2 * mt, ib = 2 * mt + 1;
-      if (softcap) {
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap_log2 * fast_tanh(s[mt][i][e] * p.softcap_in);
-      }
-      if (need_mask) {
-        const int ta = acc_t(ia), tb = acc_t(ib);
-        const int lo_a = row_lo(ta), hi_a = row_hi(ta), lo_b = row_lo(tb), hi_b = row_hi(tb);
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = j0 + i * 8 + 2 * (lane & 3) + (e & 1);
-            const bool ok = e < 2 ? (j >= lo_a && j <= hi_a) : (j >= lo_b && j <= hi_b);
-            if (!ok) s[mt][i][e] = -INFINITY;
-          }
-      }
-      float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kNi; ++i) {
-        mx0 = fmaxf(mx0, fmaxf(s[mt][i][0], s[mt][i][1]));
-        mx1 = fmaxf(mx1, fmaxf(s[mt][i][2], s[mt][i][3]));
-      }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m_run[ia], mx0 * sc), mn1 = fmaxf(m_run[ib], mx1 * sc);
-      const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
-      const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
-      const float alpha0 = fast_exp2(m_run[ia] - mu0), alpha1 = fast_exp2(m_run[ib] - mu1);
-      m_run[ia] = mn0;
-      m_run[ib] = mn1;
-      float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-      for (int i = 0; i < kNi; ++i) {
-        s[mt][i][0] = fast_exp2(fmaf(s[mt][i][0], sc, -mu0));
-        s[mt][i][1] = fast_exp2(fmaf(s[mt][i][1], sc, -mu0));
-        s[mt][i][2] = fast_exp2(fmaf(s[mt][i][2], sc, -mu1));
-        s[mt][i][3] = fast_exp2(fmaf(s[mt][i][3], sc, -mu1));
-        sum0 += s[mt][i][0] + s[mt][i][1];
-        sum1 += s[mt][i][2] + s[mt][i][3];
-      }
-      l_run[ia] = l_run[ia] * alpha0 + sum0;
-      l_run[ib] = l_run[ib] * alpha1 + sum1;
+      float alpha0, alpha1;
+      softmax_step(s[mt], p, sc, j0, lane, need_mask,
+                   [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
+                     const int ta = acc_t(ia), tb = acc_t(ib);
+                     lo_a = row_lo(ta), hi_a = row_hi(ta), lo_b = row_lo(tb), hi_b = row_hi(tb);
+                   },
+                   m_run[ia], m_run[ib], l_run[ia], l_run[ib], alpha0, alpha1);
 #pragma unroll
       for (int i = 0; i < kDi; ++i) {
         o[mt][i][0] *= alpha0;
@@ -266,13 +224,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
         o[mt][i][2] *= alpha1;
         o[mt][i][3] *= alpha1;
       }
-#pragma unroll
-      for (int kk = 0; kk < kPfBn / 16; ++kk) {
-        pa[mt][kk][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pa[mt][kk][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pa[mt][kk][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pa[mt][kk][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
+      pack_p<T>(s[mt], pa[mt]);
     }
 
     // O += P V; each V fragment feeds both m-tiles.

@@ -227,8 +227,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   const int G = p.group;
   const int row_a = 64 * wg + 16 * warp + (lane >> 2);  // this thread's accumulator rows
   const int row_b = row_a + 8;
-  const bool softcap = p.softcap_log2 != 0.f;
-  const float sc = softcap ? 1.f : p.scale_log2;
+  const float sc = p.softcap_log2 != 0.f ? 1.f : p.scale_log2;  // see softmax_step
   const uint32_t bars = base + L::kBarOffset;
   auto full_bar = [&](int st) { return bars + 8 * st; };
   auto empty_bar = [&](int st) { return bars + 8 * (kWgStages + st); };
@@ -295,59 +294,12 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     // P into p_out and returns the factors O must be rescaled by before this block's P V.
     auto softmax = [&](int b, uint32_t (&p_out)[kPk][4], float& alpha0, float& alpha1) {
       const int j0 = g.block_begin + b * kWgBn;
-      if (softcap) {
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[i][e] = p.softcap_log2 * fast_tanh(s[i][e] * p.softcap_in);
-      }
-      if ((j0 + kWgBn - 1 > g.min_hi) || (j0 < g.max_lo)) {
-        const int lo_a = g.row_lo(ta), hi_a = g.row_hi(ta), lo_b = g.row_lo(tb), hi_b = g.row_hi(tb);
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = j0 + i * 8 + 2 * (lane & 3) + (e & 1);
-            const bool ok = e < 2 ? (j >= lo_a && j <= hi_a) : (j >= lo_b && j <= hi_b);
-            if (!ok) s[i][e] = -INFINITY;
-          }
-      }
-      float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kNi; ++i) {
-        mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
-        mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
-      }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m0, mx0 * sc), mn1 = fmaxf(m1, mx1 * sc);
-      const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
-      const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
-      alpha0 = fast_exp2(m0 - mu0);
-      alpha1 = fast_exp2(m1 - mu1);
-      m0 = mn0;
-      m1 = mn1;
-      float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-      for (int i = 0; i < kNi; ++i) {
-        s[i][0] = fast_exp2(fmaf(s[i][0], sc, -mu0));
-        s[i][1] = fast_exp2(fmaf(s[i][1], sc, -mu0));
-        s[i][2] = fast_exp2(fmaf(s[i][2], sc, -mu1));
-        s[i][3] = fast_exp2(fmaf(s[i][3], sc, -mu1));
-        sum0 += s[i][0] + s[i][1];
-        sum1 += s[i][2] + s[i][3];
-      }
-      l0 = l0 * alpha0 + sum0;
-      l1 = l1 * alpha1 + sum1;
-#pragma unroll
-      for (int kk = 0; kk < kPk; ++kk) {
-        p_out[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-        p_out[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-        p_out[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        p_out[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      }
+      softmax_step(s, p, sc, j0, lane, (j0 + kWgBn - 1 > g.min_hi) || (j0 < g.max_lo),
+                   [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
+                     lo_a = g.row_lo(ta), hi_a = g.row_hi(ta), lo_b = g.row_lo(tb), hi_b = g.row_hi(tb);
+                   },
+                   m0, m1, l0, l1, alpha0, alpha1);
+      pack_p<T>(s, p_out);
     };
     auto keep = [](uint32_t (&r)[kPk][4]) {  // r stays live (the in-flight P V reads it)
 #pragma unroll
