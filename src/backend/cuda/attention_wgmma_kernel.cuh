@@ -40,7 +40,6 @@ constexpr int kWgConsumers = 256;
 
 template <int D>
 struct WgmmaSmem {
-  static constexpr int kPanels = D / 64;
   static constexpr int kQBytes = kWgRows * D * 2;     // one Q buffer
   static constexpr int kQPanel = kWgRows * 128;       // bytes per 64-column panel of Q
   static constexpr int kKvBytes = kWgBn * D * 2;      // one K (or V) block
