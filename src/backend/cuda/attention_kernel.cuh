@@ -7,8 +7,9 @@
 // GQA 4 fills 4 rows of a 16-row tile and reads each KV page once per kv head.
 //
 // Four tile kinds share one kernel (so any mix of prefills and decodes is one launch here; the
-// unsplit 128-row tiles of long prefills go to attention_prefill_kernel.cuh when the page size
-// allows it, a second launch in the same run()):
+// unsplit 128-row tiles of long prefills go to a prefill kernel, a second launch in the same
+// run(): attention_wgmma_kernel.cuh on sm_90a, else attention_prefill_kernel.cuh when the page
+// size allows it):
 //  - kRows16: 16 rows, the 4 warps split each 64-key block into 4 x 16 keys and merge their
 //    softmax states at the end (decode, short speculative windows);
 //  - kRows32: 32 rows, 2 row warps x 2 key warps (speculative windows of 5..8 tokens at GQA 4);
