@@ -22,24 +22,12 @@
 namespace fg::cli {
 namespace {
 
-struct ModelArgs {
+// `generate` reads its flags into GenerateDefaults (cli/commands.h), which the engine path shares.
+struct LogitsArgs {
   std::string model_dir;
   std::string prompt_ids;
   std::string backend = "auto";
   int page_size = 16;
-};
-
-struct GenerateArgs : ModelArgs {
-  int max_new_tokens = 32;
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  uint64_t seed = 0;
-  bool ignore_eos = false;
-  bool json = false;
-};
-
-struct LogitsArgs : ModelArgs {
   std::string output;
 };
 
@@ -54,7 +42,8 @@ T value_or_fail(Result<T> r) {
 }
 
 // The prompt's token ids. (A --prompt text option goes through the tokenizer here.)
-std::vector<int32_t> resolve_prompt(const ModelArgs& a) {
+template <class Args>
+std::vector<int32_t> resolve_prompt(const Args& a) {
   std::vector<int32_t> ids = parse_token_ids(a.prompt_ids, "--prompt-ids");
   if (ids.empty()) fail("--prompt-ids: no token ids given");
   return ids;
@@ -65,7 +54,8 @@ struct Loaded {
   std::unique_ptr<Model> model;
 };
 
-Loaded load(const ModelArgs& a) {
+template <class Args>
+Loaded load(const Args& a) {
   if (a.page_size <= 0) fail("--page-size must be positive");
   Loaded l;
   l.backend = value_or_fail(make_backend(a.backend));
@@ -79,7 +69,7 @@ std::string join_ids(const std::vector<int32_t>& ids, const char* sep) {
   return s;
 }
 
-void run_generate(const GenerateArgs& a) {
+void run_generate(const GenerateDefaults& a) {
   std::vector<int32_t> prompt = resolve_prompt(a);
   if (a.max_new_tokens < 0) fail("--max-new-tokens must be >= 0");
   if (a.top_k < 0) fail("--top-k must be >= 0");
@@ -110,7 +100,8 @@ void run_logits(const LogitsArgs& a) {
   if (!s.is_ok()) fail(s.message());
 }
 
-void add_model_options(CLI::App* cmd, ModelArgs& a) {
+template <class Args>
+void add_model_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--model", a.model_dir, "model directory (config.json + safetensors)")->required();
   cmd->add_option("--prompt-ids", a.prompt_ids, "prompt token ids, e.g. \"1,2,3\"")->required();
   cmd->add_option("--backend", a.backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
@@ -120,7 +111,7 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
 }  // namespace
 
 void register_model_commands(CLI::App& app) {
-  auto gen = std::make_shared<GenerateArgs>();
+  auto gen = std::make_shared<GenerateDefaults>();
   CLI::App* g = app.add_subcommand("generate", "generate token ids from a prompt");
   add_model_options(g, *gen);
   g->add_option("--max-new-tokens", gen->max_new_tokens, "tokens to generate (default 32)");
@@ -134,10 +125,7 @@ void register_model_commands(CLI::App& app) {
   g->get_option("--prompt-ids")->required(false);
   auto run_engine = add_engine_generate_options(g);
   g->callback([gen, run_engine] {
-    GenerateDefaults d{gen->model_dir,      gen->backend,     gen->prompt_ids, gen->page_size,
-                       gen->max_new_tokens, gen->temperature, gen->top_k,      gen->top_p,
-                       gen->seed,           gen->ignore_eos,  gen->json};
-    if (!run_engine(d)) run_generate(*gen);
+    if (!run_engine(*gen)) run_generate(*gen);
   });
 
   auto lg = std::make_shared<LogitsArgs>();

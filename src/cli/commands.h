@@ -14,7 +14,7 @@ void register_model_commands(CLI::App& app);
 // The single-request settings of `generate` that the engine path (cmd_engine.cc) also uses.
 struct GenerateDefaults {
   std::string model_dir;
-  std::string backend;
+  std::string backend = "auto";
   std::string prompt_ids;  // "1,2,3" (used when no --prompts file is given)
   int page_size = 16;
   int max_new_tokens = 32;

@@ -2,11 +2,9 @@
 #include "model/dummy_weights.h"
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "model/model.h"
-#include "model/rope.h"
 
 namespace fg {
 namespace {
@@ -117,12 +115,7 @@ Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend
   FG_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->config_, backend, seed));
-  std::vector<float> inv = rope_inv_freq(m->config_.rope, m->config_.rotary_dim);
-  m->inv_freq_ = backend.alloc(inv.size() * sizeof(float));
-  Buffer staging = backend.alloc_host(inv.size() * sizeof(float));
-  std::memcpy(staging.data(), inv.data(), inv.size() * sizeof(float));
-  backend.copy_from_host(m->inv_freq_.data(), staging.data(), inv.size() * sizeof(float));
-  backend.synchronize();
+  m->upload_rope_table();
   return m;
 }
 

@@ -36,13 +36,17 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, ckpt, backend));
 
-  std::vector<float> inv = rope_inv_freq(m->config_.rope, m->config_.rotary_dim);
-  m->inv_freq_ = backend.alloc(inv.size() * sizeof(float));
-  Buffer staging = backend.alloc_host(inv.size() * sizeof(float));
-  std::memcpy(staging.data(), inv.data(), inv.size() * sizeof(float));
-  backend.copy_from_host(m->inv_freq_.data(), staging.data(), inv.size() * sizeof(float));
-  backend.synchronize();
+  m->upload_rope_table();
   return m;
+}
+
+void Model::upload_rope_table() {
+  std::vector<float> inv = rope_inv_freq(config_.rope, config_.rotary_dim);
+  inv_freq_ = backend_.alloc(inv.size() * sizeof(float));
+  Buffer staging = backend_.alloc_host(inv.size() * sizeof(float));
+  std::memcpy(staging.data(), inv.data(), inv.size() * sizeof(float));
+  backend_.copy_from_host(inv_freq_.data(), staging.data(), inv.size() * sizeof(float));
+  backend_.synchronize();
 }
 
 bool Model::reserve(int total_q, int num_logits, size_t meta_bytes) {

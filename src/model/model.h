@@ -117,6 +117,8 @@ class Model {
   };
 
   Model(Backend& backend, ModelConfig config) : backend_(backend), config_(std::move(config)) {}
+  // Computes the RoPE inverse frequencies of config_ and uploads them to inv_freq_ (both loaders).
+  void upload_rope_table();
   Status validate(const BatchView& spec, const KvCache& cache) const;
   // Grows the workspace; true when any buffer was reallocated (recorded graphs are then stale).
   bool reserve(int total_q, int num_logits, size_t meta_bytes);
