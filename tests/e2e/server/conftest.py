@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -19,7 +18,6 @@ import requests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("FG_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..", "..", "..")))
-SHARED_DIR = os.environ.get("FG_SHARED_DIR", os.path.join(SOURCE_DIR, "..", "shared"))
 FLASHGEN = os.environ.get("FLASHGEN_BIN", os.path.join(SOURCE_DIR, "build", "flashgen"))
 MODEL_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "llama")
 MODEL_NAME = "fixture-llama"
@@ -84,11 +82,10 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def tokenizer_dir(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("tokenizer"))
-    subprocess.check_call([sys.executable, os.path.join(HERE, "make_fixture_tokenizer.py"),
-                           os.path.join(SHARED_DIR, "fixtures", "tokenizers", "gpt2"), out])
-    return out
+def tokenizer_dir():
+    """The fixture models' tokenizer, committed (made once by make_fixture_tokenizer.py), so the
+    server tests need nothing outside the repository."""
+    return os.path.join(SOURCE_DIR, "tests", "fixtures", "server_tokenizer")
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ Every valid UTF-8 text encodes (bytes 0xC0, 0xC1, 0xF5..0xFF never occur in it),
 decoder and merge format are GPT-2's, and tokenizer_config.json adds a small chat template.
 
 usage: make_fixture_tokenizer.py SHARED_GPT2_DIR OUT_DIR
+Its output is committed as tests/fixtures/server_tokenizer (the server tests read that):
+  python3 tests/e2e/server/make_fixture_tokenizer.py ../shared/fixtures/tokenizers/gpt2 tests/fixtures/server_tokenizer
 """
 import json
 import os
