@@ -4,7 +4,7 @@
 //   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma] [--only SUBSTR]
 //   --general-only: plan every tile for the general kernel (no prefill specialisation), to
 //   compare the two builds of the same binary in one device call.
-//   --only SUBSTR: only the rows whose "group name" contains SUBSTR (e.g. "1x16384").
+//   --only SUBSTR[,SUBSTR...]: only the rows whose "group name" contains one of them (e.g. "1x16384").
 //   --no-wgmma: prefill tiles on the mma.sync prefill kernel even on sm_90 (the Hopper wgmma
 //   kernel is the default there).
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV
@@ -27,7 +27,16 @@ bool g_prefill_kernel = true;  // --general-only clears it
 bool g_wgmma = true;           // --no-wgmma clears it
 std::string g_only;            // --only SUBSTR: rows whose "group name" contains it
 bool want(const std::string& group, const std::string& name) {
-  return g_only.empty() || (group + " " + name).find(g_only) != std::string::npos;
+  if (g_only.empty()) return true;
+  const std::string key = group + " " + name;
+  size_t start = 0;
+  for (;;) {  // comma-separated alternatives
+    const size_t end = g_only.find(',', start);
+    const std::string part = g_only.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!part.empty() && key.find(part) != std::string::npos) return true;
+    if (end == std::string::npos) return false;
+    start = end + 1;
+  }
 }
 
 constexpr int kHq = 32, kHkv = 8, kD = 128;

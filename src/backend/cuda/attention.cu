@@ -362,8 +362,16 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.q_stride_head = q.stride[1];
   kp.k = cache.k.data;
   kp.v = cache.v.data;
-  kp.kv_stride_page = cache.k.stride[0];
-  kp.kv_stride_slot = cache.k.stride[1];
+  {
+    // K/V rows are addressed in 32-bit counts of 16-byte chunks (strides are multiples of 8
+    // elements, checked above).
+    int64_t span = 1;
+    for (int i = 0; i < 4; ++i) span += (cache.k.shape[i] - 1) * cache.k.stride[i];
+    FG_CHECK(span / 8 < (int64_t(1) << 32), "attention: a KV cache layer of " + std::to_string(span) +
+                                                " elements exceeds the kernels' 2^35-element addressing");
+  }
+  kp.kv_page_chunks = uint32_t(cache.k.stride[0] / 8);
+  kp.kv_slot_chunks = uint32_t(cache.k.stride[1] / 8);
   kp.kv_stride_head = cache.k.stride[2];
   kp.out = out.data;
   kp.out_stride_tok = out.stride[0];
@@ -382,6 +390,14 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     int sh = 0;
     while ((1 << sh) < batch.page_size) ++sh;
     kp.page_shift = sh;
+  } else {
+    // page_index() divides by a multiply-high, exact for key positions below 2^32 / page_size;
+    // no sequence reaches more keys than its block table row holds.
+    const int64_t max_keys = int64_t(batch.block_table.numel()) * batch.page_size;
+    FG_CHECK(max_keys <= (int64_t(1) << 32) / batch.page_size,
+             "attention: page size " + std::to_string(batch.page_size) + " with " + std::to_string(max_keys) +
+                 " addressable keys is beyond the kernels' key indexing");
+    kp.page_magic = uint32_t(((uint64_t(1) << 32) + batch.page_size - 1) / batch.page_size);
   }
   kp.num_kv_heads = hkv;
   kp.group = hq / hkv;

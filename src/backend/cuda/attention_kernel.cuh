@@ -74,7 +74,12 @@ struct KernelParams {
   int64_t q_stride_tok, q_stride_head;
   const void* k;
   const void* v;
-  int64_t kv_stride_page, kv_stride_slot, kv_stride_head;
+  // Page and slot strides in 16-byte chunks: every K/V row is addressed as a 32-bit chunk offset
+  // from its kv head's base (run() checks that the cache spans fewer than 2^32 chunks).
+  uint32_t kv_page_chunks, kv_slot_chunks;
+  uint32_t page_magic;  // ceil(2^32 / page_size) when it is not a power of two (see page_index)
+  uint32_t pad0;
+  int64_t kv_stride_head;
   void* out;
   int64_t out_stride_tok, out_stride_head;
   float* lse;
@@ -109,6 +114,18 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
   const int n = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
+// Key position j of a sequence -> its index in the block table row, and the 16-byte chunk offset
+// of its row in a kv head's K or V cache given the page id found there. Shared by every K/V loader.
+// Page sizes that are not powers of two divide by a multiply-high, exact for j < 2^32 / page_size
+// (run() checks the block table's reach).
+__device__ __forceinline__ int page_index(const KernelParams& p, int j) {
+  return p.page_shift >= 0 ? j >> p.page_shift : int(__umulhi(uint32_t(j), p.page_magic));
+}
+__device__ __forceinline__ uint32_t kv_row_chunk(const KernelParams& p, int page_id, int j) {
+  const int in_page = j - page_index(p, j) * p.page_size;
+  return uint32_t(page_id) * p.kv_page_chunks + uint32_t(in_page) * p.kv_slot_chunks;
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -371,30 +388,18 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // next block are fetched one block ahead (fetch_pages) so that their latency hides behind the
   // math instead of stalling the copies (this is what makes page size 1 cheap).
   constexpr int kPasses = S::kBn / kRowsPerPass;
-  const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head;
-  const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head;
-  const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   const int my_row = tid / kChunks;
   const int my_chunk = tid % kChunks;
-  auto page_of = [&](int j, int& in_page) {
-    int page_idx;
-    if (p.page_shift >= 0) {
-      page_idx = j >> p.page_shift;
-      in_page = j & (p.page_size - 1);
-    } else {
-      page_idx = j / p.page_size;
-      in_page = j - page_idx * p.page_size;
-    }
-    return page_idx;
-  };
+  const uint4* kbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
+  const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
+  const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   int pages[kPasses];
   auto fetch_pages = [&](int b) {
     const int j0 = block_begin + b * S::kBn;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int j = j0 + my_row + pass * kRowsPerPass;
-      int in_page;
-      pages[pass] = j < tile_hi ? __ldg(bt + page_of(j, in_page)) : 0;
+      pages[pass] = j < tile_hi ? __ldg(bt + page_index(p, j)) : 0;
     }
   };
   auto load_block = [&](int b) {  // uses pages[] fetched for block b
@@ -406,10 +411,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       const int rr = my_row + pass * kRowsPerPass;
       const int j = j0 + rr;
       const bool valid = j < tile_hi;
-      int in_page = 0;
-      page_of(j, in_page);
-      const int64_t off = valid ? int64_t(pages[pass]) * p.kv_stride_page + int64_t(in_page) * p.kv_stride_slot + my_chunk * 8
-                                : 0;
+      const uint32_t off = valid ? kv_row_chunk(p, pages[pass], j) : 0;
       cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
       cp_async16(smem_addr(vs + swz<D>(rr, my_chunk)), vbase + off, valid);
     }

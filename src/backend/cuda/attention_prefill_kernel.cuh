@@ -59,7 +59,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
   const int G = p.group;
   T* q_s = reinterpret_cast<T*>(smem);
   T* kv_s = reinterpret_cast<T*>(smem + L::kQBytes);
-  int* pg_s = reinterpret_cast<int*>(smem + L::kPagesOffset);
+  uint32_t* pg_s = reinterpret_cast<uint32_t*>(smem + L::kPagesOffset);
 
   // ---- tile geometry, as attend_tile (query t sits at key position offset + t)
   const int rows_valid = min(kPfRows, it.q_len * G - it.m0);
@@ -104,12 +104,12 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
     }
   }
 
-  // ---- page ids: entry e of block b is the page of key block_begin + 64 b + 8 e (0 past the
-  // tile, where the copies zero-fill and never read the table).
+  // ---- pages: entry e of block b is the chunk offset (see kv_row_chunk) of the page of key
+  // block_begin + 64 b + 8 e (0 past the tile, where the copies zero-fill and never read the table).
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   auto page_id = [&](int b, int e) {
     const int j = block_begin + b * kPfBn + 8 * e;
-    return j < tile_hi ? __ldg(bt + (j >> p.page_shift)) : 0;
+    return j < tile_hi ? uint32_t(__ldg(bt + (j >> p.page_shift))) * p.kv_page_chunks : 0u;
   };
   if (tid < kPfGroups) {
     if (n_blocks > 0) pg_s[tid] = page_id(0, tid);
@@ -117,24 +117,22 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
   }
   __syncthreads();
 
-  const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head;
-  const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head;
   const int my_row = tid / kChunks;
   const int my_chunk = tid % kChunks;
-  const int in_page_mask = p.page_size - 1;
+  const uint4* kbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
+  const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
+  const uint32_t in_page_mask = p.page_size - 1;
   auto load_block = [&](int b) {  // K/V block b -> stage b & 1, pages from ring slot b & 1
     const int j0 = block_begin + b * kPfBn;
     T* ks = kv_s + (b & 1) * 2 * kPfBn * D;
     T* vs = ks + kPfBn * D;
-    const int* pg = pg_s + (b & 1) * kPfGroups;
+    const uint32_t* pg = pg_s + (b & 1) * kPfGroups;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int rr = my_row + pass * kRowsPerPass;
       const int j = j0 + rr;
       const bool valid = j < tile_hi;
-      const int64_t off = valid ? int64_t(pg[rr >> 3]) * p.kv_stride_page + int64_t(j & in_page_mask) * p.kv_stride_slot +
-                                      my_chunk * 8
-                                : 0;
+      const uint32_t off = valid ? pg[rr >> 3] + uint32_t(j & in_page_mask) * p.kv_slot_chunks : 0;
       cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
       cp_async16(smem_addr(vs + swz<D>(rr, my_chunk)), vbase + off, valid);
     }
@@ -168,7 +166,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
 
   for (int b = 0; b < n_blocks; ++b) {
     const bool fetch = tid < kPfGroups && b + 2 < n_blocks;
-    const int next_page = fetch ? page_id(b + 2, tid) : 0;
+    const uint32_t next_page = fetch ? page_id(b + 2, tid) : 0u;
     cp_async_wait<0>();
     __syncthreads();  // block b is in shared memory for every thread; block b - 1 is done
     if (b + 1 < n_blocks) {

@@ -144,7 +144,6 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
   const int panel = c >> 3;
   const int G = p.group;
   const T* q = static_cast<const T*>(p.q);
-  const bool pow2 = p.page_shift >= 0;
 
   int stage = 0;
   uint32_t phase = 0;
@@ -154,8 +153,8 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     const int kvh = u % p.num_kv_heads;
     const WgGeom g = wg_geom(p, it);
 
-    const T* kbase = static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head + c * 8;
-    const T* vbase = static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head + c * 8;
+    const uint4* kbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head) + c;
+    const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + c;
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
     auto load_block = [&](int b) {  // K/V block b -> the next ring stage
       mbar_wait(base + L::kBarOffset + 8 * (kWgStages + stage), phase ^ 1);  // empty[stage]
@@ -167,18 +166,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
         const int r = r0 + pass * kRowsPerPass;
         const int j = j0 + r;
         const bool valid = j < g.tile_hi;
-        int64_t off = 0;
-        if (valid) {
-          int page_idx, in_page;
-          if (pow2) {
-            page_idx = j >> p.page_shift;
-            in_page = j & (p.page_size - 1);
-          } else {
-            page_idx = j / p.page_size;
-            in_page = j - page_idx * p.page_size;
-          }
-          off = int64_t(__ldg(bt + page_idx)) * p.kv_stride_page + int64_t(in_page) * p.kv_stride_slot;
-        }
+        const uint32_t off = valid ? kv_row_chunk(p, __ldg(bt + page_index(p, j)), j) : 0;
         cp_async16(k_dst + r * 128, kbase + off, valid);
         cp_async16(v_dst + r * 128, vbase + off, valid);
       }
