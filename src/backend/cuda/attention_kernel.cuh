@@ -61,6 +61,26 @@ struct alignas(16) MergeItem {
   int pad[2];
 };
 
+// The key range of one tile of a work item, as every kernel sees it: `rows` packed rows from
+// it.m0 against keys [kv_begin, kv_end), clamped by the causal mask (bottom-right: query t sits at
+// key position offset + t) and the sliding window; walked in blocks of `bn` keys from block_begin.
+// min_hi / max_lo bound the blocks that need masking.
+struct TileGeom {
+  int rows_valid, offset, split_end, kv_begin;
+  int tile_lo, tile_hi, min_hi, max_lo, block_begin, n_blocks;
+  int causal, window;
+  __device__ __forceinline__ int row_hi(int t) const {  // inclusive upper key bound of query t
+    int h = split_end - 1;
+    if (causal) h = min(h, offset + t);
+    return h;
+  }
+  __device__ __forceinline__ int row_lo(int t) const {
+    int l = kv_begin;
+    if (window > 0) l = max(l, offset + t - window + 1);
+    return l;
+  }
+};
+
 // Everything the kernels read. Strides in elements. Shapes:
 //   q:   [total_q, num_q_heads, D] act, last dim contiguous, 16-byte aligned rows
 //   k,v: [num_pages, page_size, num_kv_heads, D] act (the strides below), last dim contiguous
@@ -101,6 +121,36 @@ struct KernelParams {
   float* partial_o;
   float* partial_lse;
 };
+
+__device__ __forceinline__ TileGeom tile_geom(const KernelParams& p, const WorkItem& it, int rows, int bn) {
+  TileGeom g;
+  const int G = p.group;
+  g.rows_valid = min(rows, it.q_len * G - it.m0);
+  g.offset = it.kv_len - it.q_len;
+  g.split_end = min(it.kv_end, it.kv_len);  // exclusive
+  g.kv_begin = it.kv_begin;
+  g.causal = p.causal;
+  g.window = p.window;
+  const int t_first = it.m0 / G;
+  const int t_last = (it.m0 + g.rows_valid - 1) / G;
+  g.tile_lo = g.row_lo(t_first);
+  g.tile_hi = g.row_hi(t_last) + 1;  // exclusive
+  g.min_hi = g.row_hi(t_first);
+  g.max_lo = g.row_lo(t_last);
+  g.block_begin = (g.tile_lo / bn) * bn;
+  g.n_blocks = g.tile_hi > g.tile_lo ? (g.tile_hi - g.block_begin + bn - 1) / bn : 0;
+  return g;
+}
+
+// Chunk c (8 elements) of packed row r of a tile's Q: token (m0 + r) / group of the sequence, q
+// head kvh * group + (m0 + r) % group. Every kernel's Q gather reads through it.
+template <typename T>
+__device__ __forceinline__ const T* q_chunk(const KernelParams& p, const WorkItem& it, int kvh, int r, int c) {
+  const int pr = it.m0 + r;
+  const int t = pr / p.group, g = pr - t * p.group;
+  return static_cast<const T*>(p.q) + int64_t(it.q_start + t) * p.q_stride_tok +
+         int64_t(kvh * p.group + g) * p.q_stride_head + c * 8;
+}
 
 // ---------------------------------------------------------------------------------------------
 // PTX helpers.
@@ -336,29 +386,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   T* q_s = reinterpret_cast<T*>(smem);
   T* kv_s = reinterpret_cast<T*>(smem + L::kQBytes);
 
-  // ---- tile geometry (positions: query t sits at key position offset + t)
-  const int row_limit = it.q_len * G;
-  const int rows_valid = min(kRows, row_limit - it.m0);
-  const int offset = it.kv_len - it.q_len;
-  const int split_end = min(it.kv_end, it.kv_len);  // exclusive
-  auto row_hi = [&](int t) {  // inclusive upper key bound of query t
-    int h = split_end - 1;
-    if (p.causal) h = min(h, offset + t);
-    return h;
-  };
-  auto row_lo = [&](int t) {
-    int l = it.kv_begin;
-    if (p.window > 0) l = max(l, offset + t - p.window + 1);
-    return l;
-  };
-  const int t_first = it.m0 / G;
-  const int t_last = (it.m0 + rows_valid - 1) / G;
-  const int tile_lo = row_lo(t_first);
-  const int tile_hi = row_hi(t_last) + 1;  // exclusive
-  const int min_hi = row_hi(t_first);
-  const int max_lo = row_lo(t_last);
-  const int block_begin = (tile_lo / S::kBn) * S::kBn;
-  const int n_blocks = tile_hi > tile_lo ? (tile_hi - block_begin + S::kBn - 1) / S::kBn : 0;
+  const TileGeom geo = tile_geom(p, it, kRows, S::kBn);
 
   // This thread's accumulator rows: i = 2 * mt + h is tile row rw * 16 * kMt + mt * 16 + lane / 4 + 8 * h.
   const int warp_row0 = rw * 16 * kMt;
@@ -369,17 +397,10 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 
   // ---- Q tile -> shared (zero rows past the sequence)
   {
-    const T* q = static_cast<const T*>(p.q);
     for (int i = tid; i < kRows * kChunks; i += kThreads) {
       const int r = i / kChunks, c = i % kChunks;
-      const int pr = it.m0 + r;
-      const bool valid = r < rows_valid;
-      const T* src = q;
-      if (valid) {
-        const int t = pr / G, g = pr - (pr / G) * G;
-        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + g) * p.q_stride_head + c * 8;
-      }
-      cp_async16(smem_addr(q_s + swz<D>(r, c)), src, valid);
+      const bool valid = r < geo.rows_valid;
+      cp_async16(smem_addr(q_s + swz<D>(r, c)), valid ? q_chunk<T>(p, it, kvh, r, c) : p.q, valid);
     }
     cp_async_commit();
   }
@@ -395,34 +416,34 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   int pages[kPasses];
   auto fetch_pages = [&](int b) {
-    const int j0 = block_begin + b * S::kBn;
+    const int j0 = geo.block_begin + b * S::kBn;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int j = j0 + my_row + pass * kRowsPerPass;
-      pages[pass] = j < tile_hi ? __ldg(bt + page_index(p, j)) : 0;
+      pages[pass] = j < geo.tile_hi ? __ldg(bt + page_index(p, j)) : 0;
     }
   };
   auto load_block = [&](int b) {  // uses pages[] fetched for block b
-    const int j0 = block_begin + b * S::kBn;
+    const int j0 = geo.block_begin + b * S::kBn;
     T* ks = kv_s + (b % kSt) * 2 * S::kBn * D;
     T* vs = ks + S::kBn * D;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int rr = my_row + pass * kRowsPerPass;
       const int j = j0 + rr;
-      const bool valid = j < tile_hi;
+      const bool valid = j < geo.tile_hi;
       const uint32_t off = valid ? kv_row_chunk(p, pages[pass], j) : 0;
       cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
       cp_async16(smem_addr(vs + swz<D>(rr, my_chunk)), vbase + off, valid);
     }
   };
 
-  if (n_blocks > 0) fetch_pages(0);
+  if (geo.n_blocks > 0) fetch_pages(0);
 #pragma unroll
   for (int s = 0; s < kSt - 1; ++s) {
-    if (s < n_blocks) {
+    if (s < geo.n_blocks) {
       load_block(s);
-      if (s + 1 < n_blocks) fetch_pages(s + 1);
+      if (s + 1 < geo.n_blocks) fetch_pages(s + 1);
     }
     cp_async_commit();
   }
@@ -445,7 +466,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), a[0], a[1], a[2], a[3]);
   };
 
-  for (int b = 0; b < n_blocks; ++b) {
+  for (int b = 0; b < geo.n_blocks; ++b) {
     cp_async_wait<kSt - 2>();
     __syncthreads();
     if constexpr (S::kQRegs) {
@@ -456,15 +477,15 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
           for (int mt = 0; mt < kMt; ++mt) ldsm_q(kk, mt, qf[kk][mt]);
       }
     }
-    if (b + kSt - 1 < n_blocks) {
+    if (b + kSt - 1 < geo.n_blocks) {
       load_block(b + kSt - 1);
-      if (b + kSt < n_blocks) fetch_pages(b + kSt);
+      if (b + kSt < geo.n_blocks) fetch_pages(b + kSt);
     }
     cp_async_commit();
 
     const T* ks = kv_s + (b % kSt) * 2 * S::kBn * D;
     const T* vs = ks + S::kBn * D;
-    const int j0 = block_begin + b * S::kBn;
+    const int j0 = geo.block_begin + b * S::kBn;
 
     // S = Q K^T for this warp's kCols keys; each K fragment feeds all kMt m-tiles.
     float s[kMt][kNi][4];
@@ -498,7 +519,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     }
 
     // Scale (and softcap) into the log2 domain; mask edge blocks; online softmax per row.
-    const bool need_mask = (j0 + S::kBn - 1 > min_hi) || (j0 < max_lo);
+    const bool need_mask = (j0 + S::kBn - 1 > geo.min_hi) || (j0 < geo.max_lo);
 #pragma unroll
     for (int mt = 0; mt < kMt; ++mt) {
       const int ia = 2 * mt, ib = 2 * mt + 1;  // rows of elements 0,1 and 2,3
@@ -518,7 +539,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       }
       if (need_mask) {
         const int ta = acc_t(ia), tb = acc_t(ib);
-        const int lo_a = row_lo(ta), hi_a = row_hi(ta), lo_b = row_lo(tb), hi_b = row_hi(tb);
+        const int lo_a = geo.row_lo(ta), hi_a = geo.row_hi(ta), lo_b = geo.row_lo(tb), hi_b = geo.row_hi(tb);
 #pragma unroll
         for (int i = 0; i < kNi; ++i)
 #pragma unroll
@@ -618,7 +639,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 
   for (int i = tid; i < kRows * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
-    if (r >= rows_valid) break;  // rows ascend with i
+    if (r >= geo.rows_valid) break;  // rows ascend with i
     float mmax = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kColWarps; ++w) mmax = fmaxf(mmax, red_m[w * kRows + r]);

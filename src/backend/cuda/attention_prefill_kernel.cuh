@@ -61,28 +61,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
   T* kv_s = reinterpret_cast<T*>(smem + L::kQBytes);
   uint32_t* pg_s = reinterpret_cast<uint32_t*>(smem + L::kPagesOffset);
 
-  // ---- tile geometry, as attend_tile (query t sits at key position offset + t)
-  const int rows_valid = min(kPfRows, it.q_len * G - it.m0);
-  const int offset = it.kv_len - it.q_len;
-  const int split_end = min(it.kv_end, it.kv_len);
-  auto row_hi = [&](int t) {
-    int h = split_end - 1;
-    if (p.causal) h = min(h, offset + t);
-    return h;
-  };
-  auto row_lo = [&](int t) {
-    int l = it.kv_begin;
-    if (p.window > 0) l = max(l, offset + t - p.window + 1);
-    return l;
-  };
-  const int t_first = it.m0 / G;
-  const int t_last = (it.m0 + rows_valid - 1) / G;
-  const int tile_lo = row_lo(t_first);
-  const int tile_hi = row_hi(t_last) + 1;  // exclusive
-  const int min_hi = row_hi(t_first);
-  const int max_lo = row_lo(t_last);
-  const int block_begin = (tile_lo / kPfBn) * kPfBn;
-  const int n_blocks = tile_hi > tile_lo ? (tile_hi - block_begin + kPfBn - 1) / kPfBn : 0;
+  const TileGeom geo = tile_geom(p, it, kPfRows, kPfBn);
 
   const int warp_row0 = warp * 32;
   auto acc_row = [&](int i) { return warp_row0 + (i >> 1) * 16 + (lane >> 2) + (i & 1) * 8; };
@@ -90,17 +69,10 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
 
   // ---- Q tile -> shared (zero rows past the sequence)
   {
-    const T* q = static_cast<const T*>(p.q);
     for (int i = tid; i < kPfRows * kChunks; i += kThreads) {
       const int r = i / kChunks, c = i % kChunks;
-      const int pr = it.m0 + r;
-      const bool valid = r < rows_valid;
-      const T* src = q;
-      if (valid) {
-        const int t = pr / G, g = pr - t * G;
-        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + g) * p.q_stride_head + c * 8;
-      }
-      cp_async16(smem_addr(q_s + swz<D>(r, c)), src, valid);
+      const bool valid = r < geo.rows_valid;
+      cp_async16(smem_addr(q_s + swz<D>(r, c)), valid ? q_chunk<T>(p, it, kvh, r, c) : p.q, valid);
     }
   }
 
@@ -108,12 +80,12 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
   // block_begin + 64 b + 8 e (0 past the tile, where the copies zero-fill and never read the table).
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   auto page_id = [&](int b, int e) {
-    const int j = block_begin + b * kPfBn + 8 * e;
-    return j < tile_hi ? uint32_t(__ldg(bt + (j >> p.page_shift))) * p.kv_page_chunks : 0u;
+    const int j = geo.block_begin + b * kPfBn + 8 * e;
+    return j < geo.tile_hi ? uint32_t(__ldg(bt + (j >> p.page_shift))) * p.kv_page_chunks : 0u;
   };
   if (tid < kPfGroups) {
-    if (n_blocks > 0) pg_s[tid] = page_id(0, tid);
-    if (n_blocks > 1) pg_s[kPfGroups + tid] = page_id(1, tid);
+    if (geo.n_blocks > 0) pg_s[tid] = page_id(0, tid);
+    if (geo.n_blocks > 1) pg_s[kPfGroups + tid] = page_id(1, tid);
   }
   __syncthreads();
 
@@ -123,7 +95,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
   const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
   const uint32_t in_page_mask = p.page_size - 1;
   auto load_block = [&](int b) {  // K/V block b -> stage b & 1, pages from ring slot b & 1
-    const int j0 = block_begin + b * kPfBn;
+    const int j0 = geo.block_begin + b * kPfBn;
     T* ks = kv_s + (b & 1) * 2 * kPfBn * D;
     T* vs = ks + kPfBn * D;
     const uint32_t* pg = pg_s + (b & 1) * kPfGroups;
@@ -131,13 +103,13 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
     for (int pass = 0; pass < kPasses; ++pass) {
       const int rr = my_row + pass * kRowsPerPass;
       const int j = j0 + rr;
-      const bool valid = j < tile_hi;
+      const bool valid = j < geo.tile_hi;
       const uint32_t off = valid ? pg[rr >> 3] + uint32_t(j & in_page_mask) * p.kv_slot_chunks : 0;
       cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
       cp_async16(smem_addr(vs + swz<D>(rr, my_chunk)), vbase + off, valid);
     }
   };
-  if (n_blocks > 0) load_block(0);
+  if (geo.n_blocks > 0) load_block(0);
   cp_async_commit();  // one group: Q and block 0
 
   float o[2][kDi][4];
@@ -164,12 +136,12 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
   const uint32_t k_off = (((lane >> 4) << 3) + (lane & 7)) * kRowBytes + ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
   const uint32_t v_off = (lane & 15) * kRowBytes + (((lane >> 4) ^ (lane & 7)) << 4);
 
-  for (int b = 0; b < n_blocks; ++b) {
-    const bool fetch = tid < kPfGroups && b + 2 < n_blocks;
+  for (int b = 0; b < geo.n_blocks; ++b) {
+    const bool fetch = tid < kPfGroups && b + 2 < geo.n_blocks;
     const uint32_t next_page = fetch ? page_id(b + 2, tid) : 0u;
     cp_async_wait<0>();
     __syncthreads();  // block b is in shared memory for every thread; block b - 1 is done
-    if (b + 1 < n_blocks) {
+    if (b + 1 < geo.n_blocks) {
       load_block(b + 1);
       cp_async_commit();
     }
@@ -178,7 +150,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
 
     const uint32_t ks_addr = kv_addr + (b & 1) * 2 * PrefillSmem<D>::kKvBlockBytes;
     const uint32_t vs_addr = ks_addr + PrefillSmem<D>::kKvBlockBytes;
-    const int j0 = block_begin + b * kPfBn;
+    const int j0 = geo.block_begin + b * kPfBn;
 
     float s[2][kNi][4];
 #pragma unroll
@@ -203,7 +175,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
       }
     }
 
-    const bool need_mask = (j0 + kPfBn - 1 > min_hi) || (j0 < max_lo);
+    const bool need_mask = (j0 + kPfBn - 1 > geo.min_hi) || (j0 < geo.max_lo);
     uint32_t pa[2][kPfBn / 16][4];  // P as the A operand of P V, packed per m-tile as soon as it is known
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
@@ -212,7 +184,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
       softmax_step(s[mt], p, sc, j0, lane, need_mask,
                    [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
                      const int ta = acc_t(ia), tb = acc_t(ib);
-                     lo_a = row_lo(ta), hi_a = row_hi(ta), lo_b = row_lo(tb), hi_b = row_hi(tb);
+                     lo_a = geo.row_lo(ta), hi_a = geo.row_hi(ta), lo_b = geo.row_lo(tb), hi_b = geo.row_hi(tb);
                    },
                    m_run[ia], m_run[ib], l_run[ia], l_run[ib], alpha0, alpha1);
 #pragma unroll
@@ -260,7 +232,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
     for (int dn = 0; dn < kDi; ++dn)
       *reinterpret_cast<uint32_t*>(q_s + swz<D>(r, dn) + 2 * (lane & 3)) =
           pack2<T>(o[i >> 1][dn][2 * h] * inv, o[i >> 1][dn][2 * h + 1] * inv);
-    if ((lane & 3) == 0 && p.lse != nullptr && r < rows_valid) {
+    if ((lane & 3) == 0 && p.lse != nullptr && r < geo.rows_valid) {
       const int pr = it.m0 + r;
       const int t = pr / G, g = pr - t * G;
       p.lse[int64_t(it.q_start + t) * p.lse_stride_tok + int64_t(kvh * G + g) * p.lse_stride_head] =
@@ -270,7 +242,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
   __syncwarp();
   for (int i = lane; i < 32 * kChunks; i += 32) {
     const int r = warp_row0 + i / kChunks, c = i % kChunks;
-    if (r >= rows_valid) break;  // rows ascend with i
+    if (r >= geo.rows_valid) break;  // rows ascend with i
     const int pr = it.m0 + r;
     const int t = pr / G, g = pr - t * G;
     T* out = static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(kvh * G + g) * p.out_stride_head;

@@ -52,44 +52,6 @@ struct WgmmaSmem {
   static constexpr int kBytes = kBarOffset + kNumBars * 8 + 1024;
 };
 
-// Key ranges of one tile, as attention_prefill_kernel.cuh computes them (query t of the sequence
-// sits at key position offset + t).
-struct WgGeom {
-  int rows_valid, offset, split_end, kv_begin;
-  int tile_lo, tile_hi, min_hi, max_lo, block_begin, n_blocks;
-  int causal, window;
-  __device__ __forceinline__ int row_hi(int t) const {
-    int h = split_end - 1;
-    if (causal) h = min(h, offset + t);
-    return h;
-  }
-  __device__ __forceinline__ int row_lo(int t) const {
-    int l = kv_begin;
-    if (window > 0) l = max(l, offset + t - window + 1);
-    return l;
-  }
-};
-
-__device__ __forceinline__ WgGeom wg_geom(const KernelParams& p, const WorkItem& it) {
-  WgGeom g;
-  const int G = p.group;
-  g.rows_valid = min(kWgRows, it.q_len * G - it.m0);
-  g.offset = it.kv_len - it.q_len;
-  g.split_end = min(it.kv_end, it.kv_len);
-  g.kv_begin = it.kv_begin;
-  g.causal = p.causal;
-  g.window = p.window;
-  const int t_first = it.m0 / G;
-  const int t_last = (it.m0 + g.rows_valid - 1) / G;
-  g.tile_lo = g.row_lo(t_first);
-  g.tile_hi = g.row_hi(t_last) + 1;  // exclusive
-  g.min_hi = g.row_hi(t_first);
-  g.max_lo = g.row_lo(t_last);
-  g.block_begin = (g.tile_lo / kWgBn) * kWgBn;
-  g.n_blocks = g.tile_hi > g.tile_lo ? (g.tile_hi - g.block_begin + kWgBn - 1) / kWgBn : 0;
-  return g;
-}
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // Shared-memory matrix descriptor: 128-byte swizzle, SBO = 1024 (8-row groups), LBO = lbo bytes
@@ -142,8 +104,6 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
   // Every row this thread copies is r0 + a multiple of 8, so its swizzled chunk offset is fixed.
   const uint32_t chunk_off = ((c & 7) ^ (r0 & 7)) << 4;
   const int panel = c >> 3;
-  const int G = p.group;
-  const T* q = static_cast<const T*>(p.q);
 
   int stage = 0;
   uint32_t phase = 0;
@@ -151,7 +111,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
   for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
     const WorkItem it = p.items[first + u / p.num_kv_heads];
     const int kvh = u % p.num_kv_heads;
-    const WgGeom g = wg_geom(p, it);
+    const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
 
     const uint4* kbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head) + c;
     const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + c;
@@ -187,13 +147,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     for (int pass = 0; pass < kWgRows / kRowsPerPass; ++pass) {
       const int r = r0 + pass * kRowsPerPass;
       const bool valid = r < g.rows_valid;
-      const T* src = q;
-      if (valid) {
-        const int pr = it.m0 + r;
-        const int t = pr / G, gg = pr - t * G;
-        src = q + int64_t(it.q_start + t) * p.q_stride_tok + int64_t(kvh * G + gg) * p.q_stride_head + c * 8;
-      }
-      cp_async16(q_dst + r * 128, src, valid);
+      cp_async16(q_dst + r * 128, valid ? q_chunk<T>(p, it, kvh, r, c) : p.q, valid);
     }
     mbar_arrive_cp_async(base + L::kBarOffset + 8 * (2 * kWgStages + qb));  // q_full
     for (int b = 1; b < g.n_blocks; ++b) load_block(b);
@@ -231,7 +185,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
     const WorkItem it = p.items[first + u / p.num_kv_heads];
     const int kvh = u % p.num_kv_heads;
-    const WgGeom g = wg_geom(p, it);
+    const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
     const int qb = local % kWgQBufs;
     const uint32_t q_empty = bars + 8 * (2 * kWgStages + kWgQBufs + qb);
     mbar_wait(bars + 8 * (2 * kWgStages + qb), (local / kWgQBufs) & 1);  // q_full
