@@ -157,6 +157,14 @@ class Backend {
   // slot_mapping: [n] i32, slot = page * page_size + offset; slots < 0 are skipped.
   virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) = 0;
 
+  // rope(q, k, args) then kv_write(k, v, slot_mapping, cache), with the same results; backends
+  // that can do both in one pass over k (CUDA: one launch instead of two) override it.
+  virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args, const Tensor& slot_mapping,
+                             KvCacheLayer& cache) {
+    rope(q, k, args);
+    kv_write(k, v, slot_mapping, cache);
+  }
+
   // Called once per step before the layers run, with the step's metadata; backends that split
   // work across blocks (split-KV) decide the partition here, into memory they own.
   virtual void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) = 0;

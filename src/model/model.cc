@@ -250,8 +250,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
       backend_.rms_norm(q, w.q_norm, eps, q);
       backend_.rms_norm(k, w.k_norm, eps, k);
     }
-    backend_.rope(q, k, t.rope);
-    backend_.kv_write(k, v, t.slots, cache.layer(l));
+    backend_.rope_kv_write(q, k, v, t.rope, t.slots, cache.layer(l));
     AttentionParams params;
     params.scale = 1.0f / std::sqrt(float(c.head_dim));
     params.causal = true;

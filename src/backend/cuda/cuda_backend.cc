@@ -205,7 +205,10 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& ou
                      stream_);
 }
 
-void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) {
+namespace {
+
+// Checks kv_write's arguments and describes them for the kernel (kv_write and rope_kv_write).
+KvWriteParams kv_write_params(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) {
   check_on_device(k, "kv_write k");
   check_on_device(v, "kv_write v");
   check_on_device(slot_mapping, "kv_write slot_mapping");
@@ -241,7 +244,13 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_
   p.head_dim = int(k.shape[2]);
   p.page_size = int(cache.k.shape[1]);
   p.elem_bytes = int(dtype_size(k.dtype));
-  launch_kv_write(p, stream_);
+  return p;
+}
+
+}  // namespace
+
+void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) {
+  launch_kv_write(kv_write_params(k, v, slot_mapping, cache), stream_);
 }
 
 // ---- normalization and rotary
@@ -278,7 +287,10 @@ void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& delta, const Tens
   launch_rms_norm(p, out.dtype, stream_);
 }
 
-void CudaBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
+namespace {
+
+// Checks rope's arguments and describes them for the kernel (rope and rope_kv_write).
+RopeParams rope_params(Tensor& q, Tensor& k, const RopeArgs& args) {
   check_on_device(q, "rope q");
   check_on_device(args.positions, "rope positions");
   bool has_k = k.data != nullptr && k.numel() > 0;
@@ -323,6 +335,18 @@ void CudaBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
   p.per_token_base = per_token ? args.per_token_base.ptr<const float>() : nullptr;
   p.neox = args.neox;
   p.attention_scaling = args.attention_scaling;
+  return p;
+}
+
+}  // namespace
+
+void CudaBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) { launch_rope(rope_params(q, k, args), q.dtype, stream_); }
+
+void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args,
+                                const Tensor& slot_mapping, KvCacheLayer& cache) {
+  RopeParams p = rope_params(q, k, args);
+  p.kv = kv_write_params(k, v, slot_mapping, cache);
+  FG_CHECK(p.head_dim % 2 == 0, "rope_kv_write: head_dim must be even, got " + std::to_string(p.head_dim));
   launch_rope(p, q.dtype, stream_);
 }
 

@@ -55,6 +55,8 @@ class CudaBackend final : public Backend {
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
+  void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args, const Tensor& slot_mapping,
+                     KvCacheLayer& cache) override;
   void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) override;
   void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
                  const AttentionParams& params, Tensor& out, Tensor* lse) override;

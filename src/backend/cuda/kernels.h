@@ -71,38 +71,6 @@ struct RmsNormParams {
 };
 void launch_rms_norm(const RmsNormParams& p, DType act, cudaStream_t stream);
 
-// Rotary embedding in place on q [n, num_q_heads, head_dim] and k [n, num_kv_heads, head_dim].
-struct RopeParams {
-  void* q = nullptr;
-  int64_t q_stride_token = 0;
-  int64_t q_stride_head = 0;
-  int num_q_heads = 0;
-  void* k = nullptr;
-  int64_t k_stride_token = 0;
-  int64_t k_stride_head = 0;
-  int num_kv_heads = 0;
-  int n = 0;
-  int head_dim = 0;
-  int rotary_dim = 0;
-  const int32_t* positions = nullptr;     // [n] i32
-  const float* inv_freq = nullptr;        // [rotary_dim / 2] f32, or null with per_token_base
-  const float* per_token_base = nullptr;  // [n] f32 or null
-  bool neox = true;
-  float attention_scaling = 1.0f;
-};
-void launch_rope(const RopeParams& p, DType act, cudaStream_t stream);
-
-// out[i, j] = silu(x[i, j]) * x[i, inter + j]. x: [n, 2 * inter] (row stride x_stride).
-struct SiluMulParams {
-  const void* x = nullptr;
-  int64_t x_stride = 0;
-  void* out = nullptr;
-  int64_t out_stride = 0;
-  int64_t n = 0;
-  int64_t inter = 0;
-};
-void launch_silu_mul(const SiluMulParams& p, DType act, cudaStream_t stream);
-
 // Paged KV write: for token i with slot s = slots[i] >= 0, page = s / page_size, offset = s %
 // page_size, cache[page, offset, h, :] = src[i, h, :] for k and v. Moves `elem_bytes` elements.
 struct KvWriteParams {
@@ -125,6 +93,42 @@ struct KvWriteParams {
   int elem_bytes = 2;
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
+
+// Rotary embedding in place on q [n, num_q_heads, head_dim] and k [n, num_kv_heads, head_dim].
+struct RopeParams {
+  void* q = nullptr;
+  int64_t q_stride_token = 0;
+  int64_t q_stride_head = 0;
+  int num_q_heads = 0;
+  void* k = nullptr;
+  int64_t k_stride_token = 0;
+  int64_t k_stride_head = 0;
+  int num_kv_heads = 0;
+  int n = 0;
+  int head_dim = 0;
+  int rotary_dim = 0;
+  const int32_t* positions = nullptr;     // [n] i32
+  const float* inv_freq = nullptr;        // [rotary_dim / 2] f32, or null with per_token_base
+  const float* per_token_base = nullptr;  // [n] f32 or null
+  bool neox = true;
+  float attention_scaling = 1.0f;
+  // With kv.slots set, the rotated k rows and the kv.v rows also go into the paged cache (kv.k is
+  // unused): rope and kv_write in one launch.
+  KvWriteParams kv;
+};
+void launch_rope(const RopeParams& p, DType act, cudaStream_t stream);
+
+// out[i, j] = silu(x[i, j]) * x[i, inter + j]. x: [n, 2 * inter] (row stride x_stride).
+struct SiluMulParams {
+  const void* x = nullptr;
+  int64_t x_stride = 0;
+  void* out = nullptr;
+  int64_t out_stride = 0;
+  int64_t n = 0;
+  int64_t inter = 0;
+};
+void launch_silu_mul(const SiluMulParams& p, DType act, cudaStream_t stream);
+
 
 // out[i, j] += bias[j]. out: [m, n] (row stride), dtype f32/f16/bf16; bias: [n] act.
 struct AddBiasParams {

@@ -273,6 +273,86 @@ TEST(BackendParity, RopeEveryVariant) {
   }
 }
 
+// The fused rope + KV write (one CUDA launch) against the CPU's two ops: partial rotary (the
+// channels past rotary_dim are copied, not rotated), both pair layouts, page sizes 1/3/16, skipped
+// slots.
+TEST(BackendParity, RopeKvWriteMatchesRopeThenKvWrite) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(17);
+  struct Case {
+    int64_t head_dim;
+    int rotary_dim;
+    bool neox;
+    int page_size;
+  };
+  const Case cases[] = {{128, 128, true, 16}, {128, 64, false, 1}, {64, 32, true, 3}, {6, 4, false, 16}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " rotary " + std::to_string(c.rotary_dim) +
+                 (c.neox ? " neox" : " interleaved") + " page " + std::to_string(c.page_size));
+    const int64_t n = 21, hq = 8, hk = 2, width = (hq + 2 * hk) * c.head_dim;
+    const int64_t pages = (n + c.page_size - 1) / c.page_size + 3;
+    auto q = heads_twin({n, hq, c.head_dim, width, 0});
+    auto k = heads_twin({n, hk, c.head_dim, width, hq * c.head_dim});
+    auto v = heads_twin({n, hk, c.head_dim, width, (hq + hk) * c.head_dim});
+    q->fill_random(rng, -2.0f, 2.0f);
+    k->fill_random(rng, -2.0f, 2.0f);
+    v->fill_random(rng, -2.0f, 2.0f);
+    Twin kc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
+    Twin vc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
+    kc.fill_random(rng, -1.0f, 1.0f);
+    vc.fill_random(rng, -1.0f, 1.0f);
+    std::vector<float> slots(size_t(pages * c.page_size));
+    std::iota(slots.begin(), slots.end(), 0.0f);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    slots.resize(size_t(n));
+    for (size_t i = 2; i < slots.size(); i += 7) slots[i] = -1.0f;
+    Twin slot_map({n}, DType::kI32, DType::kI32);
+    slot_map.set(slots);
+    Twin pos({n}, DType::kI32, DType::kI32);
+    pos.fill_random(rng, 0.0f, 32768.0f);
+    const int half = c.rotary_dim / 2;
+    Twin inv_freq({half}, DType::kF32);
+    auto f = std::vector<float>(size_t(half));
+    for (int i = 0; i < half; ++i) f[size_t(i)] = 1.0f / std::pow(500000.0f, float(2 * i) / float(c.rotary_dim));
+    inv_freq.set(f);
+    RopeArgs a_cpu, a_gpu;
+    a_cpu.positions = pos.cpu;
+    a_gpu.positions = pos.gpu;
+    a_cpu.inv_freq = inv_freq.cpu;
+    a_gpu.inv_freq = inv_freq.gpu;
+    for (RopeArgs* a : {&a_cpu, &a_gpu}) {
+      a->rotary_dim = c.rotary_dim;
+      a->neox = c.neox;
+    }
+    KvCacheLayer cache_cpu{kc.cpu, vc.cpu}, cache_gpu{kc.gpu, vc.gpu};
+    cpu().rope(q->cpu, k->cpu, a_cpu);
+    cpu().kv_write(k->cpu, v->cpu, slot_map.cpu, cache_cpu);
+    gpu().rope_kv_write(q->gpu, k->gpu, v->gpu, a_gpu, slot_map.gpu, cache_gpu);
+    gpu().synchronize();
+    EXPECT_LT(rel_error(q->gpu_values(), q->cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(k->gpu_values(), k->cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(kc.gpu_values(), kc.cpu_values()), kBf16Tol);
+    EXPECT_EQ(vc.gpu_values(), vc.cpu_values());
+    // Cache rows the slots do not name keep their old contents on both backends.
+    const auto k_gpu = kc.gpu_values(), k_cpu = kc.cpu_values();
+    size_t untouched_equal = 0, untouched = 0;
+    std::vector<bool> written(size_t(pages * c.page_size), false);
+    for (float sl : slots)
+      if (sl >= 0) written[size_t(sl)] = true;
+    const size_t row = size_t(hk * c.head_dim);
+    for (size_t sl = 0; sl < written.size(); ++sl) {
+      if (written[sl]) continue;
+      for (size_t e = 0; e < row; ++e, ++untouched) untouched_equal += k_gpu[sl * row + e] == k_cpu[sl * row + e];
+    }
+    EXPECT_EQ(untouched_equal, untouched);
+    q->check_guards("rope_kv_write q", true);
+    k->check_guards("rope_kv_write k", true);
+    kc.check_guards("k cache", false);
+    vc.check_guards("v cache", false);
+    v->check_unchanged("v");
+  }
+}
+
 // ---- GEMM
 
 struct GemmCase {
