@@ -89,6 +89,7 @@ class Graph {
 // sequence). Backends whose attention launch widths are fixed at record time size them from it.
 struct GraphAttentionShape {
   int num_seqs = 0;    // sequences per replay, at most
+  int max_q_len = 1;   // new tokens of any of them, at most
   int max_kv_len = 0;  // kv length of any of them, at most
   int page_size = 0;
   int num_q_heads = 0;

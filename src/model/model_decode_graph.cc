@@ -142,6 +142,7 @@ Result<Tensor> Model::forward_decode_fixed(const BatchView& spec, KvCache& cache
       run_layers(t, cache);
       GraphAttentionShape shape;
       shape.num_seqs = b;
+      shape.max_q_len = 1;  // decode: one new token per sequence
       shape.max_kv_len = int(std::min<int64_t>(int64_t(pages) * page_size, INT32_MAX));
       shape.page_size = page_size;
       shape.num_q_heads = config_.num_q_heads;

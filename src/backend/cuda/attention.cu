@@ -69,6 +69,8 @@ struct AttentionPlanState {
   bool wgmma = false;            // the prefill kernel is attention_wgmma_kernel (else the mma.sync one)
   bool plan_wgmma = false;       // the current plan's prefill items are for the wgmma kernel
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
+  int plan_max_q_len = 0, plan_max_kv_len = 0;  // of the current plan's batch
+  int graph_max_q_len = 0, graph_max_kv_len = 0;  // set_graph_bounds (0: none)
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -110,6 +112,15 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std
 }
 
 void AttentionKernel::use_prefill_kernel(bool on) { state_->prefill_kernel = on; }
+
+void AttentionKernel::set_graph_bounds(int max_q_len, int max_kv_len) {
+  state_->graph_max_q_len = std::max(0, max_q_len);
+  state_->graph_max_kv_len = std::max(0, max_kv_len);
+}
+
+bool AttentionKernel::plan_within(int max_q_len, int max_kv_len) const {
+  return state_->planned && state_->plan_max_q_len <= max_q_len && state_->plan_max_kv_len <= max_kv_len;
+}
 
 void AttentionKernel::use_wgmma(bool on) { state_->wgmma = on && state_->wgmma_available; }
 
@@ -171,11 +182,14 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   const bool wgmma = s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
   std::vector<Tile> tiles;
   int64_t total_work = 0;
+  int max_q_len = 0, max_kv_len = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
     const int q_start = batch.host_cu_seqlens_q[q];
     const int q_len = batch.host_cu_seqlens_q[q + 1] - q_start;
     const int kv_len = batch.host_seqlens_kv[q];
     if (q_len <= 0) continue;
+    max_q_len = std::max(max_q_len, q_len);
+    max_kv_len = std::max(max_kv_len, kv_len);
     FG_CHECK(kv_len >= q_len, "attention plan: sequence " + std::to_string(q) + " has seqlens_kv " +
                                   std::to_string(kv_len) + " < its " + std::to_string(q_len) + " new tokens");
     const int rows = q_len * group;
@@ -295,6 +309,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   s.num_prefill = n_items - n_general;
   s.num_merges = n_merges;
   s.plan_wgmma = wgmma;
+  s.plan_max_q_len = max_q_len;
+  s.plan_max_kv_len = max_kv_len;
   s.num_q_heads = num_q_heads;
   s.num_kv_heads = num_kv_heads;
   s.head_dim = head_dim;
@@ -435,6 +451,10 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     prefill_grid = s.num_prefill == 0 ? 1 : wgmma ? s.num_sms : std::max(prefill_grid, 2 * s.num_sms);
     main_grid = std::max(main_grid, 1);
     merge_grid = std::max(merge_grid, 1);
+    // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
+    // needs more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
+    if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
+    if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= kMinSplitKeys) merge_grid = 0;
   }
 
   if (q.dtype == DType::kBF16) {

@@ -40,6 +40,14 @@ class AttentionKernel {
   void use_wgmma(bool on);
   bool wgmma_active() const;
 
+  // While a graph is recorded for batches of at most max_q_len new tokens and max_kv_len keys per
+  // sequence (GraphAttentionShape), run() records only the launches such batches can need: no
+  // prefill kernel when max_q_len x group packs at most 64 rows (no 128-row tile can occur), no
+  // merge when max_kv_len is too short to be split. (0, 0): no bounds, every launch is recorded.
+  void set_graph_bounds(int max_q_len, int max_kv_len);
+  // Whether the current plan's batch is within such bounds (checked before a graph replays).
+  bool plan_within(int max_q_len, int max_kv_len) const;
+
   // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16. Launches the prefill
   // kernel (when the plan has tiles for it), the general kernel, and the split-KV merge.
   void run(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch, const AttentionParams& params,

@@ -462,16 +462,18 @@ namespace {
 
 class CudaGraph final : public Graph {
  public:
-  explicit CudaGraph(cudaGraphExec_t exec) : exec_(exec) {}
+  CudaGraph(cudaGraphExec_t exec, const GraphAttentionShape& bounds) : exec_(exec), bounds_(bounds) {}
   ~CudaGraph() override {
     if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
   }
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
   cudaGraphExec_t exec() const { return exec_; }
+  const GraphAttentionShape& bounds() const { return bounds_; }
 
  private:
   cudaGraphExec_t exec_ = nullptr;
+  GraphAttentionShape bounds_;  // the batches it may be replayed for
 };
 
 }  // namespace
@@ -504,6 +506,16 @@ std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& r
 #else
   (void)shape;
 #endif
+#if defined(FG_CUDA_HAVE_ATTENTION)
+  // Attention records only the launches batches within the shape can need.
+  if (shape.num_seqs > 0) attention_->set_graph_bounds(std::max(1, shape.max_q_len), std::max(1, shape.max_kv_len));
+  struct ClearBounds {
+    AttentionKernel* a;
+    ~ClearBounds() {
+      if (a != nullptr) a->set_graph_bounds(0, 0);
+    }
+  } clear_bounds{attention_.get()};
+#endif
   CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   record();
   cudaGraph_t graph = nullptr;
@@ -512,12 +524,17 @@ std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& r
   cudaError_t err = cudaGraphInstantiateWithFlags(&exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   CUDA_CHECK(err);
-  return std::make_unique<CudaGraph>(exec);
+  return std::make_unique<CudaGraph>(exec, shape);
 }
 
 void CudaBackend::replay_graph(Graph& graph) {
   auto* g = dynamic_cast<CudaGraph*>(&graph);
   FG_CHECK(g != nullptr, "replay_graph: the graph was not recorded by the CUDA backend");
+#if defined(FG_CUDA_HAVE_ATTENTION)
+  const GraphAttentionShape& b = g->bounds();
+  FG_CHECK(b.num_seqs <= 0 || attention_->plan_within(std::max(1, b.max_q_len), std::max(1, b.max_kv_len)),
+           "replay_graph: the planned attention batch exceeds the bounds the graph was recorded for");
+#endif
   CUDA_CHECK(cudaGraphLaunch(g->exec(), stream_));
 }
 

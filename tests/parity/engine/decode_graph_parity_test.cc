@@ -71,12 +71,13 @@ float top2_margin(const float* row, int64_t vocab) {
   return a - b;
 }
 
-// Prompts of 2..20 tokens (page size 4: several pages, some crossing a page during decode).
-std::vector<std::vector<int32_t>> make_prompts(int n, int vocab, uint32_t seed) {
+// Prompts of min_len..min_len + 18 tokens (page size 4: several pages, some crossing a page during
+// decode).
+std::vector<std::vector<int32_t>> make_prompts(int n, int vocab, uint32_t seed, int min_len) {
   std::mt19937 rng(seed);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
   for (auto& p : out) {
-    p.resize(size_t(2 + rng() % 19));
+    p.resize(size_t(min_len + rng() % 19));
     for (int32_t& t : p) t = int32_t(1 + rng() % uint32_t(vocab - 1));
   }
   return out;
@@ -155,7 +156,7 @@ bool page0_intact(Backend& backend, KvCache& cache) {
 
 // Eager steps, then the same tokens through the decode graph path; compares every decode step.
 void check_fixture(Backend& backend, const std::string& name, int num_seqs, const DecodeGraphOptions& options,
-                   float tolerance, bool expect_padded) {
+                   float tolerance, bool expect_padded, int min_prompt = 2) {
   SCOPED_TRACE(name + ", " + std::to_string(num_seqs) + " sequences, graph batch cap " +
                std::to_string(options.max_batch_size));
   auto loaded = Model::load(fixture(name), backend);
@@ -163,8 +164,8 @@ void check_fixture(Backend& backend, const std::string& name, int num_seqs, cons
   Model& model = **loaded;
   const int64_t vocab = model.config().vocab_size;
   const int steps = 12;
-  const auto prompts = make_prompts(num_seqs, int(vocab), 7u + uint32_t(num_seqs));
-  const int pages_per_seq = kv_pages_for(20 + steps + 1, kPageSize);
+  const auto prompts = make_prompts(num_seqs, int(vocab), 7u + uint32_t(num_seqs), min_prompt);
+  const int pages_per_seq = kv_pages_for(min_prompt + 18 + steps + 1, kPageSize);
   const int num_pages = 1 + num_seqs * pages_per_seq;
 
   auto eager_cache = model.make_kv_cache(num_pages, kPageSize);
@@ -263,6 +264,10 @@ TEST(DecodeGraphCuda, ReplaysMatchEager) {
   check_fixture(*cuda, "llama", 1, o, kCudaTolerance, true);    // bucket 1
   check_fixture(*cuda, "llama", 13, o, kCudaTolerance, true);   // bucket 16 (the cap)
   check_fixture(*cuda, "llama", 17, o, kCudaTolerance, false);  // above the cap: eager
+  // Short KV (above) records no split-KV merge in the graphs; long KV splits at small batches and
+  // must record it.
+  check_fixture(*cuda, "llama", 1, o, kCudaTolerance, true, 300);
+  check_fixture(*cuda, "chat_llama", 3, o, kCudaTolerance, true, 400);
 }
 
 TEST(DecodeGraphCuda, GpuMemoryInfoIsReported) {
