@@ -409,7 +409,8 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   } else {
     // page_index() divides by a multiply-high, exact for key positions below 2^32 / page_size;
     // no sequence reaches more keys than its block table row holds.
-    const int64_t max_keys = int64_t(batch.block_table.numel()) * batch.page_size;
+    const int64_t row_pages = batch.block_table.ndim == 2 ? batch.block_table.shape[1] : batch.block_table.numel();
+    const int64_t max_keys = row_pages * batch.page_size;
     FG_CHECK(max_keys <= (int64_t(1) << 32) / batch.page_size,
              "attention: page size " + std::to_string(batch.page_size) + " with " + std::to_string(max_keys) +
                  " addressable keys is beyond the kernels' key indexing");

@@ -171,6 +171,12 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
 __device__ __forceinline__ int page_index(const KernelParams& p, int j) {
   return p.page_shift >= 0 ? j >> p.page_shift : int(__umulhi(uint32_t(j), p.page_magic));
 }
+// Chunk 0 of kv head kvh's row in a K or V cache (`cache` is p.k or p.v): kv_row_chunk offsets from
+// here, plus the copying thread's chunk within the row.
+template <typename T>
+__device__ __forceinline__ const uint4* kv_head_base(const KernelParams& p, const void* cache, int kvh) {
+  return reinterpret_cast<const uint4*>(static_cast<const T*>(cache) + int64_t(kvh) * p.kv_stride_head);
+}
 __device__ __forceinline__ uint32_t kv_row_chunk(const KernelParams& p, int page_id, int j) {
   const int in_page = j - page_index(p, j) * p.page_size;
   return uint32_t(page_id) * p.kv_page_chunks + uint32_t(in_page) * p.kv_slot_chunks;
@@ -411,8 +417,8 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   constexpr int kPasses = S::kBn / kRowsPerPass;
   const int my_row = tid / kChunks;
   const int my_chunk = tid % kChunks;
-  const uint4* kbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
-  const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
+  const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + my_chunk;
+  const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + my_chunk;
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   int pages[kPasses];
   auto fetch_pages = [&](int b) {

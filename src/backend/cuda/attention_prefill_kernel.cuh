@@ -91,8 +91,8 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
 
   const int my_row = tid / kChunks;
   const int my_chunk = tid % kChunks;
-  const uint4* kbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
-  const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + my_chunk;
+  const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + my_chunk;
+  const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + my_chunk;
   const uint32_t in_page_mask = p.page_size - 1;
   auto load_block = [&](int b) {  // K/V block b -> stage b & 1, pages from ring slot b & 1
     const int j0 = geo.block_begin + b * kPfBn;

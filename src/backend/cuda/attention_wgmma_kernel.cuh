@@ -113,8 +113,8 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     const int kvh = u % p.num_kv_heads;
     const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
 
-    const uint4* kbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + int64_t(kvh) * p.kv_stride_head) + c;
-    const uint4* vbase = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + int64_t(kvh) * p.kv_stride_head) + c;
+    const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + c;
+    const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + c;
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
     auto load_block = [&](int b) {  // K/V block b -> the next ring stage
       mbar_wait(base + L::kBarOffset + 8 * (kWgStages + stage), phase ^ 1);  // empty[stage]

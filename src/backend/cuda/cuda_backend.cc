@@ -340,7 +340,9 @@ RopeParams rope_params(Tensor& q, Tensor& k, const RopeArgs& args) {
 
 }  // namespace
 
-void CudaBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) { launch_rope(rope_params(q, k, args), q.dtype, stream_); }
+void CudaBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
+  launch_rope(rope_params(q, k, args), q.dtype, stream_);
+}
 
 void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args,
                                 const Tensor& slot_mapping, KvCacheLayer& cache) {
