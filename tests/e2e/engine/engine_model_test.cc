@@ -11,21 +11,14 @@
 #include "engine/model_runner.h"
 #include "model/generate.h"
 #include "reference_tokens.h"
+#include "support/engine_test_util.h"
 
 namespace fg {
 namespace {
 
-const std::string kModel = std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/llama";
-
+// The llama fixture on the CPU, pages of page_size tokens.
 std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes, int page_size = 4) {
-  ModelRunnerOptions o;
-  o.model_dir = kModel;
-  o.backend = "cpu";
-  o.page_size = page_size;
-  o.kv_cache_bytes = kv_bytes;
-  auto r = ModelRunner::create(o);
-  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-  return r.is_ok() ? std::move(r).value() : nullptr;
+  return test::make_cpu_runner("llama", kv_bytes, page_size);
 }
 
 // KV bytes one token takes in the fixture (all layers, K and V), from a probe runner.

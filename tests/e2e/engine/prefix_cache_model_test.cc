@@ -14,22 +14,10 @@
 #include "engine/model_runner.h"
 #include "model/generate.h"
 #include "reference_tokens.h"
+#include "support/engine_test_util.h"
 
 namespace fg {
 namespace {
-
-const std::string kModel = std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/llama";
-
-std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes, int page_size) {
-  ModelRunnerOptions o;
-  o.model_dir = kModel;
-  o.backend = "cpu";
-  o.page_size = page_size;
-  o.kv_cache_bytes = kv_bytes;
-  auto r = ModelRunner::create(o);
-  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-  return r.is_ok() ? std::move(r).value() : nullptr;
-}
 
 // Fills one page of every layer's K and V with NaN (all-ones bytes are a NaN in f32, f16, bf16).
 void poison_page(KvCache& cache, int32_t page) {
@@ -126,11 +114,11 @@ class PrefixCacheModel : public ::testing::TestWithParam<int> {};
 TEST_P(PrefixCacheModel, SharedPrefixWorkloadMatchesCacheOffAndGenerate) {
   const int page_size = GetParam();
   // A 96-token pool, for requests of up to 52 prompt + 12 output tokens arriving together.
-  auto probe = make_runner(1 << 20, page_size);
+  auto probe = test::make_cpu_runner("llama", 1 << 20, page_size);
   ASSERT_NE(probe, nullptr);
   const int64_t bytes_per_token = probe->kv_cache_bytes() / (int64_t(probe->kv_num_pages()) * page_size);
   probe.reset();
-  auto runner = make_runner(96 * bytes_per_token, page_size);
+  auto runner = test::make_cpu_runner("llama", 96 * bytes_per_token, page_size);
   ASSERT_NE(runner, nullptr);
   ASSERT_EQ(int64_t(runner->kv_num_pages()) * page_size, 96);
   const Workload w = shared_prefix_workload(32, runner->vocab_size(), 40 + uint32_t(page_size));
@@ -168,7 +156,7 @@ TEST_P(PrefixCacheModel, SharedPrefixWorkloadMatchesCacheOffAndGenerate) {
 // The control for the poisoning above: a poisoned page that IS served changes the output, so the
 // workload test would notice a stale page.
 TEST(PrefixCacheModelControl, ServingAPoisonedPageChangesTheTokens) {
-  auto runner = make_runner(1 << 20, 4);
+  auto runner = test::make_cpu_runner("llama", 1 << 20, 4);
   ASSERT_NE(runner, nullptr);
   Request r;
   for (int i = 0; i < 21; ++i) r.prompt_ids.push_back(int32_t(3 + (i * 37) % 200));

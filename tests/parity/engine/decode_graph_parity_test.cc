@@ -24,6 +24,7 @@
 #include "engine/model_runner.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "support/model_test_util.h"
 
 namespace fg {
 namespace {
@@ -33,9 +34,9 @@ constexpr float kCudaTolerance = 2e-2f;
 constexpr int kPageSize = 4;
 constexpr uint8_t kSentinel = 0x3c;
 
-std::string fixture(const std::string& name) {
-  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
+using test::argmax;
+using test::top2_margin;
+using test::model_fixture;
 
 std::unique_ptr<Backend> cuda_or_null() {
   auto cuda = make_cuda_backend(0);
@@ -53,23 +54,6 @@ std::vector<float> to_host(Backend& backend, const Tensor& t) {
   return out;
 }
 
-int32_t argmax(const float* row, int64_t vocab) {
-  return int32_t(std::max_element(row, row + vocab) - row);
-}
-
-// Best minus second-best logit.
-float top2_margin(const float* row, int64_t vocab) {
-  float a = -INFINITY, b = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) {
-    if (row[i] > a) {
-      b = a;
-      a = row[i];
-    } else if (row[i] > b) {
-      b = row[i];
-    }
-  }
-  return a - b;
-}
 
 // Prompts of min_len..min_len + 18 tokens (page size 4: several pages, some crossing a page during
 // decode).
@@ -159,7 +143,7 @@ void check_fixture(Backend& backend, const std::string& name, int num_seqs, cons
                    float tolerance, bool expect_padded, int min_prompt = 2) {
   SCOPED_TRACE(name + ", " + std::to_string(num_seqs) + " sequences, graph batch cap " +
                std::to_string(options.max_batch_size));
-  auto loaded = Model::load(fixture(name), backend);
+  auto loaded = Model::load(model_fixture(name), backend);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   Model& model = **loaded;
   const int64_t vocab = model.config().vocab_size;
@@ -228,7 +212,7 @@ TEST(DecodeGraphBucket, LadderAndCap) {
 
 TEST(DecodeGraphCpu, RejectsCaptureWithoutGraphs) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  auto model = Model::load(fixture("llama"), *cpu);
+  auto model = Model::load(model_fixture("llama"), *cpu);
   ASSERT_TRUE(model.is_ok());
   DecodeGraphOptions o;
   o.max_pages_per_seq = 8;
@@ -297,7 +281,7 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
   }
   auto run = [&](bool graphs, DecodeGraphStats* stats) {
     ModelRunnerOptions o;
-    o.model_dir = fixture("llama");
+    o.model_dir = model_fixture("llama");
     o.backend = "cuda";
     o.page_size = 8;
     o.kv_cache_bytes = int64_t(16) << 20;
@@ -336,7 +320,7 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
   EXPECT_GT(on_stats.replays, 0) << "the engine's decode steps should replay graphs";
 
   std::unique_ptr<Backend> cuda = cuda_or_null();
-  auto reference = Model::load(fixture("llama"), *cuda);
+  auto reference = Model::load(model_fixture("llama"), *cuda);
   ASSERT_TRUE(reference.is_ok());
   const int64_t vocab = (*reference)->config().vocab_size;
   for (size_t i = 0; i < requests.size(); ++i) {

@@ -20,13 +20,14 @@
 #include "model/generate.h"
 #include "model/model.h"
 #include "model/npy.h"
+#include "support/model_test_util.h"
 
 namespace fg {
 namespace {
 
-std::string fixture(const std::string& name) {
-  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
+using test::argmax;
+using test::top2_margin;
+using test::model_fixture;
 
 struct Reference {
   std::vector<std::vector<int32_t>> prompts;
@@ -94,28 +95,10 @@ class ModelParity : public ::testing::TestWithParam<std::string> {
   float tolerance_ = 1e-4f;
 };
 
-int argmax(const float* row, int64_t n) {
-  int best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (row[i] > row[best]) best = int(i);
-  return best;
-}
 
-float top2_margin(const float* row, int64_t n) {
-  float a = -INFINITY, b = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
-    if (row[i] > a) {
-      b = a;
-      a = row[i];
-    } else if (row[i] > b) {
-      b = row[i];
-    }
-  }
-  return a - b;
-}
 
 TEST_P(ModelParity, LogitsMatchTransformers) {
-  const std::string dir = fixture(GetParam());
+  const std::string dir = model_fixture(GetParam());
   Reference ref = load_reference(dir);
   auto model = Model::load(dir, *backend_);
   ASSERT_TRUE(model.is_ok()) << model.status().message();
@@ -152,7 +135,7 @@ TEST_P(ModelParity, LogitsMatchTransformers) {
 }
 
 TEST_P(ModelParity, GreedyMatchesTransformersGenerate) {
-  const std::string dir = fixture(GetParam());
+  const std::string dir = model_fixture(GetParam());
   Reference ref = load_reference(dir);
   auto model = Model::load(dir, *backend_);
   ASSERT_TRUE(model.is_ok()) << model.status().message();

@@ -11,15 +11,15 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "support/model_test_util.h"
 
 namespace fg {
 namespace {
 
 constexpr int kNewTokens = 12;
 
-std::string fixture(const std::string& name) {
-  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
+using test::argmax;
+using test::model_fixture;
 
 std::vector<std::vector<int32_t>> load_prompts(const std::string& dir) {
   auto text = read_text_file(dir + "/reference.json");
@@ -32,12 +32,6 @@ struct SeqResult {
   std::vector<int32_t> generated;    // kNewTokens greedy ids
 };
 
-int argmax(const float* row, int64_t n) {
-  int best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (row[i] > row[best]) best = int(i);
-  return best;
-}
 
 // Runs every prompt to its end and then kNewTokens greedy decode steps. together: all sequences
 // share each step; otherwise one sequence at a time. chunk: prefill tokens per step (0 = all).
@@ -125,10 +119,10 @@ class BatchInvariance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     backend_ = make_cpu_backend();
-    auto m = Model::load(fixture(GetParam()), *backend_);
+    auto m = Model::load(model_fixture(GetParam()), *backend_);
     ASSERT_TRUE(m.is_ok()) << m.status().message();
     model_ = std::move(m).value();
-    prompts_ = load_prompts(fixture(GetParam()));
+    prompts_ = load_prompts(model_fixture(GetParam()));
     baseline_ = run(*model_, prompts_, /*page_size=*/16, /*chunk=*/0, /*together=*/false);
     ASSERT_EQ(baseline_.size(), prompts_.size());
     for (const SeqResult& r : baseline_) ASSERT_EQ(int(r.generated.size()), kNewTokens);
@@ -179,9 +173,9 @@ TEST_P(BatchInvariance, PrefillChunks) {
 // prefilled at once: transformers rescales the dynamic-NTK base from each call's largest position.
 TEST(DynamicRope, FollowsEachStepsLength) {
   auto backend = make_cpu_backend();
-  auto model = Model::load(fixture("llama_dynamic"), *backend);
+  auto model = Model::load(model_fixture("llama_dynamic"), *backend);
   ASSERT_TRUE(model.is_ok()) << model.status().message();
-  std::vector<std::vector<int32_t>> longest = {load_prompts(fixture("llama_dynamic")).back()};
+  std::vector<std::vector<int32_t>> longest = {load_prompts(model_fixture("llama_dynamic")).back()};
   ASSERT_GT(int64_t(longest[0].size()), (*model)->config().max_position_embeddings);
   std::vector<SeqResult> whole = run(**model, longest, 16, 0, false);
   std::vector<SeqResult> chunked = run(**model, longest, 16, 7, false);
