@@ -109,6 +109,18 @@ TEST(BackendParity, EmbeddingAndGatherRowsExact) {
   }
 }
 
+// n distinct cache slots of `capacity` in random order; every `skip_every`-th from `skip_from`
+// is -1 (a token the write skips).
+std::vector<float> random_slots(std::mt19937_64& rng, int64_t capacity, int64_t n, size_t skip_from,
+                                size_t skip_every) {
+  std::vector<float> slots(static_cast<size_t>(capacity));
+  std::iota(slots.begin(), slots.end(), 0.0f);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(size_t(n));
+  for (size_t i = skip_from; i < slots.size(); i += skip_every) slots[i] = -1.0f;
+  return slots;
+}
+
 TEST(BackendParity, KvWriteEveryPageSizeExact) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(3);
@@ -125,14 +137,8 @@ TEST(BackendParity, KvWriteEveryPageSizeExact) {
       Twin vc({pages, page_size, heads, head_dim}, DType::kBF16);
       kc.fill_random(rng, -1.0f, 1.0f);
       vc.fill_random(rng, -1.0f, 1.0f);
-      // Distinct slots in random order; every fifth token skipped (slot -1).
-      std::vector<float> slots(size_t(pages * page_size));
-      std::iota(slots.begin(), slots.end(), 0.0f);
-      std::shuffle(slots.begin(), slots.end(), rng);
-      slots.resize(size_t(n));
-      for (size_t i = 0; i < slots.size(); i += 5) slots[i] = -1.0f;
       Twin slot_map({n}, DType::kI32, DType::kI32);
-      slot_map.set(slots);
+      slot_map.set(random_slots(rng, pages * page_size, n, 0, 5));  // every fifth token skipped
       KvCacheLayer cache_cpu{kc.cpu, vc.cpu}, cache_gpu{kc.gpu, vc.gpu};
       cpu().kv_write(k->cpu, v->cpu, slot_map.cpu, cache_cpu);
       gpu().kv_write(k->gpu, v->gpu, slot_map.gpu, cache_gpu);
@@ -223,6 +229,36 @@ struct RopeCase {
   float scaling;
 };
 
+// RoPE arguments of n tokens for both backends: random positions, inv_freq from `theta` or random
+// per-token bases. Owns the tensors the arguments point into.
+struct RopeInputs {
+  RopeInputs(std::mt19937_64& rng, int64_t n, const RopeCase& rc, float theta)
+      : pos({n}, DType::kI32, DType::kI32), inv_freq({rc.rotary_dim / 2}, DType::kF32), base({n}, DType::kF32) {
+    pos.fill_random(rng, 0.0f, 32768.0f);
+    const int half = rc.rotary_dim / 2;
+    auto f = std::vector<float>(size_t(half));
+    for (int i = 0; i < half; ++i) f[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rc.rotary_dim));
+    inv_freq.set(f);
+    base.fill_random(rng, 10000.0f, 500000.0f);
+    cpu.positions = pos.cpu;
+    gpu.positions = pos.gpu;
+    if (rc.per_token_base) {
+      cpu.per_token_base = base.cpu;
+      gpu.per_token_base = base.gpu;
+    } else {
+      cpu.inv_freq = inv_freq.cpu;
+      gpu.inv_freq = inv_freq.gpu;
+    }
+    for (RopeArgs* a : {&cpu, &gpu}) {
+      a->rotary_dim = rc.rotary_dim;
+      a->neox = rc.neox;
+      a->attention_scaling = rc.scaling;
+    }
+  }
+  Twin pos, inv_freq, base;
+  RopeArgs cpu, gpu;
+};
+
 TEST(BackendParity, RopeEveryVariant) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(7);
@@ -239,32 +275,9 @@ TEST(BackendParity, RopeEveryVariant) {
     auto k = heads_twin({n, hk, rc.head_dim, width, hq * rc.head_dim});
     q->fill_random(rng, -2.0f, 2.0f);
     k->fill_random(rng, -2.0f, 2.0f);
-    Twin pos({n}, DType::kI32, DType::kI32);
-    pos.fill_random(rng, 0.0f, 32768.0f);
-    const int half = rc.rotary_dim / 2;
-    Twin inv_freq({half}, DType::kF32);
-    auto f = std::vector<float>(size_t(half));
-    for (int i = 0; i < half; ++i) f[size_t(i)] = 1.0f / std::pow(10000.0f, float(2 * i) / float(rc.rotary_dim));
-    inv_freq.set(f);
-    Twin base({n}, DType::kF32);
-    base.fill_random(rng, 10000.0f, 500000.0f);
-    RopeArgs a_cpu, a_gpu;
-    a_cpu.positions = pos.cpu;
-    a_gpu.positions = pos.gpu;
-    if (rc.per_token_base) {
-      a_cpu.per_token_base = base.cpu;
-      a_gpu.per_token_base = base.gpu;
-    } else {
-      a_cpu.inv_freq = inv_freq.cpu;
-      a_gpu.inv_freq = inv_freq.gpu;
-    }
-    for (RopeArgs* a : {&a_cpu, &a_gpu}) {
-      a->rotary_dim = rc.rotary_dim;
-      a->neox = rc.neox;
-      a->attention_scaling = rc.scaling;
-    }
-    cpu().rope(q->cpu, k->cpu, a_cpu);
-    gpu().rope(q->gpu, k->gpu, a_gpu);
+    const RopeInputs r(rng, n, rc, 10000.0f);
+    cpu().rope(q->cpu, k->cpu, r.cpu);
+    gpu().rope(q->gpu, k->gpu, r.gpu);
     gpu().synchronize();
     EXPECT_LT(rel_error(q->gpu_values(), q->cpu_values()), kBf16Tol);
     EXPECT_LT(rel_error(k->gpu_values(), k->cpu_values()), kBf16Tol);
@@ -301,33 +314,14 @@ TEST(BackendParity, RopeKvWriteMatchesRopeThenKvWrite) {
     Twin vc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
     kc.fill_random(rng, -1.0f, 1.0f);
     vc.fill_random(rng, -1.0f, 1.0f);
-    std::vector<float> slots(size_t(pages * c.page_size));
-    std::iota(slots.begin(), slots.end(), 0.0f);
-    std::shuffle(slots.begin(), slots.end(), rng);
-    slots.resize(size_t(n));
-    for (size_t i = 2; i < slots.size(); i += 7) slots[i] = -1.0f;
+    const std::vector<float> slots = random_slots(rng, pages * c.page_size, n, 2, 7);
     Twin slot_map({n}, DType::kI32, DType::kI32);
     slot_map.set(slots);
-    Twin pos({n}, DType::kI32, DType::kI32);
-    pos.fill_random(rng, 0.0f, 32768.0f);
-    const int half = c.rotary_dim / 2;
-    Twin inv_freq({half}, DType::kF32);
-    auto f = std::vector<float>(size_t(half));
-    for (int i = 0; i < half; ++i) f[size_t(i)] = 1.0f / std::pow(500000.0f, float(2 * i) / float(c.rotary_dim));
-    inv_freq.set(f);
-    RopeArgs a_cpu, a_gpu;
-    a_cpu.positions = pos.cpu;
-    a_gpu.positions = pos.gpu;
-    a_cpu.inv_freq = inv_freq.cpu;
-    a_gpu.inv_freq = inv_freq.gpu;
-    for (RopeArgs* a : {&a_cpu, &a_gpu}) {
-      a->rotary_dim = c.rotary_dim;
-      a->neox = c.neox;
-    }
+    const RopeInputs r(rng, n, {c.head_dim, c.rotary_dim, c.neox, false, 1.0f}, 500000.0f);
     KvCacheLayer cache_cpu{kc.cpu, vc.cpu}, cache_gpu{kc.gpu, vc.gpu};
-    cpu().rope(q->cpu, k->cpu, a_cpu);
+    cpu().rope(q->cpu, k->cpu, r.cpu);
     cpu().kv_write(k->cpu, v->cpu, slot_map.cpu, cache_cpu);
-    gpu().rope_kv_write(q->gpu, k->gpu, v->gpu, a_gpu, slot_map.gpu, cache_gpu);
+    gpu().rope_kv_write(q->gpu, k->gpu, v->gpu, r.gpu, slot_map.gpu, cache_gpu);
     gpu().synchronize();
     EXPECT_LT(rel_error(q->gpu_values(), q->cpu_values()), kBf16Tol);
     EXPECT_LT(rel_error(k->gpu_values(), k->cpu_values()), kBf16Tol);
