@@ -1,4 +1,5 @@
-// Helpers shared by the engine tests that run a fixture model on the CPU reference backend.
+// Helpers shared by the engine tests that run a fixture model on the CPU reference backend: the
+// runner, and the reference they compare against.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -6,8 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/model_runner.h"
+#include "engine/request.h"
+#include "model/generate.h"
 #include "support/model_test_util.h"
 
 namespace fg::test {
@@ -23,6 +27,25 @@ inline std::unique_ptr<ModelRunner> make_cpu_runner(const std::string& name, int
   auto r = ModelRunner::create(o);
   EXPECT_TRUE(r.is_ok()) << r.status().to_string();
   return r.is_ok() ? std::move(r).value() : nullptr;
+}
+
+// Each request run alone through the model's single-sequence generate() (model/generate.h), with
+// the request's own sampling settings.
+inline std::vector<std::vector<int32_t>> reference_tokens(Model& model, const std::vector<Request>& requests) {
+  std::vector<std::vector<int32_t>> out;
+  for (const Request& r : requests) {
+    GenerateOptions g;
+    g.max_new_tokens = r.params.max_new_tokens;
+    g.sampling.temperature = r.params.temperature;
+    g.sampling.top_k = r.params.top_k;
+    g.sampling.top_p = r.params.top_p;
+    g.sampling.seed = r.params.seed.value_or(0);
+    g.page_size = 8;
+    auto ids = generate(model, r.prompt_ids, g);
+    EXPECT_TRUE(ids.is_ok()) << ids.status().to_string();
+    out.push_back(ids.is_ok() ? *ids : std::vector<int32_t>{});
+  }
+  return out;
 }
 
 }  // namespace fg::test

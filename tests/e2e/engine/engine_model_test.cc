@@ -10,7 +10,6 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model/generate.h"
-#include "reference_tokens.h"
 #include "support/engine_test_util.h"
 
 namespace fg {
@@ -87,7 +86,7 @@ class EngineModel : public ::testing::Test {
     runner_ = make_runner(4096 * kv_bytes_per_token());  // roomy: no preemption
     ASSERT_NE(runner_, nullptr);
     requests_ = mixed(64, 17, runner_->vocab_size());
-    want_ = reference_tokens(runner_->model(), requests_);
+    want_ = test::reference_tokens(runner_->model(), requests_);
   }
   std::unique_ptr<ModelRunner> runner_;
   std::vector<Request> requests_;
@@ -140,7 +139,7 @@ TEST_F(EngineModel, SeededSamplingIsReproducibleInAnyCompany) {
   probe.params.seed = 1234;
   probe.params.max_new_tokens = 20;
   probe.params.ignore_eos = true;
-  const auto alone = reference_tokens(runner_->model(), {probe})[0];
+  const auto alone = test::reference_tokens(runner_->model(), {probe})[0];
   std::vector<Request> crowd = requests_;
   for (size_t i = 0; i < crowd.size(); i += 3) {
     crowd[i].params.temperature = 0.7f;

@@ -13,7 +13,6 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model/generate.h"
-#include "reference_tokens.h"
 #include "support/engine_test_util.h"
 
 namespace fg {
@@ -122,7 +121,7 @@ TEST_P(PrefixCacheModel, SharedPrefixWorkloadMatchesCacheOffAndGenerate) {
   ASSERT_NE(runner, nullptr);
   ASSERT_EQ(int64_t(runner->kv_num_pages()) * page_size, 96);
   const Workload w = shared_prefix_workload(32, runner->vocab_size(), 40 + uint32_t(page_size));
-  const auto want = reference_tokens(runner->model(), w.requests);
+  const auto want = test::reference_tokens(runner->model(), w.requests);
 
   EngineConfig on;
   on.scheduler.max_batch_tokens = 64;
@@ -163,7 +162,7 @@ TEST(PrefixCacheModelControl, ServingAPoisonedPageChangesTheTokens) {
   r.params.temperature = 0.0f;
   r.params.max_new_tokens = 8;
   r.params.ignore_eos = true;
-  const auto want = reference_tokens(runner->model(), {r})[0];
+  const auto want = test::reference_tokens(runner->model(), {r})[0];
   EngineCore core(EngineConfig{}, *runner);
   auto run = [&] {
     auto h = core.submit(r);
