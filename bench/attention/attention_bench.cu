@@ -269,7 +269,8 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
     return row;
   }
   Workload w(q_lens, kv_lens, page_size, seed, copies);
-  cuda::AttentionKernel kernel(w.layout.total_q, w.layout.num_seqs());
+  BenchKernel owned(w.layout.total_q, w.layout.num_seqs());
+  cuda::AttentionKernel& kernel = owned.kernel;
   kernel.use_prefill_kernel(g_prefill_kernel);
   kernel.use_wgmma(g_wgmma);
   kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
@@ -295,7 +296,8 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   Workload w(q_lens, kv_lens, page, seed, copies);
   const AttentionParams params = llama_params();
   if (one_call) {
-    cuda::AttentionKernel kernel(w.layout.total_q, 64);
+    BenchKernel owned(w.layout.total_q, 64);
+    cuda::AttentionKernel& kernel = owned.kernel;
     kernel.use_prefill_kernel(g_prefill_kernel);
     kernel.use_wgmma(g_wgmma);
     kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
@@ -312,7 +314,8 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   for (int s = 0; s < 63; ++s)
     for (int j = 0; j < pps; ++j) dec_l.block_table[size_t(s) * pps + j] = w.layout.block_table[size_t(s + 1) * pps + j];
   DeviceBatch pre(pre_l), dec(dec_l);
-  cuda::AttentionKernel k_pre(2048, 1), k_dec(63, 63);
+  BenchKernel owned_pre(2048, 1), owned_dec(63, 63);
+  cuda::AttentionKernel &k_pre = owned_pre.kernel, &k_dec = owned_dec.kernel;
   k_pre.use_prefill_kernel(g_prefill_kernel);
   k_dec.use_prefill_kernel(g_prefill_kernel);
   k_pre.use_wgmma(g_wgmma);
@@ -362,7 +365,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   {
-    fg::cuda::AttentionKernel probe(16, 1);
+    BenchKernel owned_probe(16, 1);
+    fg::cuda::AttentionKernel& probe = owned_probe.kernel;
     probe.use_prefill_kernel(g_prefill_kernel);
     probe.use_wgmma(g_wgmma);
     std::printf("prefill tiles: %s\n", !g_prefill_kernel        ? "general kernel"

@@ -161,7 +161,8 @@ bool run_case(const CheckCase& c, uint64_t seed, bool verbose) {
   BENCH_CUDA(cudaDeviceSynchronize());
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cuda::AttentionKernel kernel(std::max(total_q, 1) + 16, n + 4);
+  BenchKernel owned(std::max(total_q, 1) + 16, n + 4);
+  cuda::AttentionKernel& kernel = owned.kernel;
   kernel.use_wgmma(!c.mma_prefill);
   if (!c.kv_lens_capture.empty()) {
     // Capture under a plan of other kv lengths (no splits), then replay under this case's plan.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention.h"
 
 namespace fg::bench {
 
@@ -26,6 +27,26 @@ namespace fg::bench {
       std::exit(2);                                                                             \
     }                                                                                           \
   } while (0)
+
+// An attention plan (cuda::AttentionKernel) with a workspace of its own; the engine's plans get
+// theirs from the backend's arena (Backend::make_attention_plan).
+struct BenchKernel {
+  BenchKernel(int max_total_q, int max_num_seqs)
+      : workspace(alloc_workspace(max_total_q, max_num_seqs)), kernel(max_total_q, max_num_seqs, workspace) {}
+  ~BenchKernel() { cudaFree(workspace); }
+  BenchKernel(const BenchKernel&) = delete;
+  BenchKernel& operator=(const BenchKernel&) = delete;
+
+  void* workspace;  // before kernel: made first, freed last
+  cuda::AttentionKernel kernel;
+
+ private:
+  static void* alloc_workspace(int max_total_q, int max_num_seqs) {
+    void* p = nullptr;
+    BENCH_CUDA(cudaMalloc(&p, cuda::AttentionKernel::workspace_bytes(max_total_q, max_num_seqs)));
+    return p;
+  }
+};
 
 __device__ __forceinline__ uint32_t hash_u32(uint64_t x) {
   x ^= x >> 33;

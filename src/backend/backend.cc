@@ -1,4 +1,5 @@
-// Backend selection by name. The CUDA factory lives in backend/cuda when it is built; otherwise
+// Backend selection by name, and attention plans with their workspace from the backend itself.
+// The CUDA factory lives in backend/cuda when it is built; otherwise
 // asking for cuda is a clear error rather than a silent fallback.
 #include "backend/backend.h"
 
@@ -10,6 +11,10 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
   return unsupported("this flashgen was built without the CUDA backend (nvcc was not found at build time)");
 }
 #endif
+
+std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const AttentionPlanShape& shape) {
+  return backend.make_attention_plan(shape, backend.alloc(backend.attention_workspace_bytes(shape)));
+}
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name) {
   if (name == "cpu") return make_cpu_backend();

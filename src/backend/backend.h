@@ -34,7 +34,8 @@ struct AttentionParams {
   float softcap = 0.0f;    // 0 = off; else score = softcap * tanh(score / softcap)
 };
 
-// Per-step batch metadata shared by every layer (built once by the batch builder).
+// Per-step batch metadata shared by every layer (written once per step by the step builder,
+// model/batch.h, and uploaded with one copy).
 // Query tokens of sequence s are rows [cu_seqlens_q[s], cu_seqlens_q[s+1]) of q.
 struct AttentionBatch {
   Tensor cu_seqlens_q;  // [num_seqs + 1] i32, device
@@ -48,6 +49,32 @@ struct AttentionBatch {
   // Host copies of the same metadata, for planning (valid until the step ends).
   std::span<const int32_t> host_cu_seqlens_q;
   std::span<const int32_t> host_seqlens_kv;
+};
+
+// What an attention plan is made for: the model's head geometry and the largest step it plans.
+struct AttentionPlanShape {
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int max_total_q = 0;   // new tokens of one step, at most
+  int max_num_seqs = 0;  // sequences of one step, at most
+};
+
+// A step's attention work partition (which tiles, which KV splits, in which order), decided on the
+// host by Backend::plan_attention once per step and read by every attention call of that step.
+// The caller owns it (one per model: a target model and its draft model each hold their own, so
+// their steps can interleave) and gives it the device workspace it plans into
+// (Backend::attention_workspace_bytes), like a FlashInfer wrapper. A plan is not thread-safe.
+class AttentionPlan {
+ public:
+  virtual ~AttentionPlan() = default;
+  const AttentionPlanShape& shape() const { return shape_; }
+
+ protected:
+  explicit AttentionPlan(const AttentionPlanShape& shape) : shape_(shape) {}
+
+ private:
+  AttentionPlanShape shape_;
 };
 
 // One layer's paged KV cache: [num_pages, page_size, num_kv_heads, head_dim], act dtype.
@@ -85,16 +112,13 @@ class Graph {
   virtual ~Graph() = default;
 };
 
-// The largest attention batch a recorded graph will be replayed for (decode: one new token per
-// sequence). Backends whose attention launch widths are fixed at record time size them from it.
+// The largest attention batches a recorded graph will be replayed for. Backends whose attention
+// launch widths are fixed at record time ask the graph's plan for the widths such batches need.
 struct GraphAttentionShape {
   int num_seqs = 0;    // sequences per replay, at most
   int max_q_len = 1;   // new tokens of any of them, at most
   int max_kv_len = 0;  // kv length of any of them, at most
   int page_size = 0;
-  int num_q_heads = 0;
-  int num_kv_heads = 0;
-  int head_dim = 0;
 };
 
 // A backend: memory, transfers, and the ops. One instance per device; not thread-safe (the engine
@@ -166,17 +190,24 @@ class Backend {
     kv_write(k, v, slot_mapping, cache);
   }
 
-  // Called once per step before the layers run, with the step's metadata; backends that split
-  // work across blocks (split-KV) decide the partition here, into memory they own.
-  virtual void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) = 0;
+  // ---- attention: plan once per step, then one call per layer
+  // Device bytes the workspace of a plan of `shape` needs (0: none).
+  virtual size_t attention_workspace_bytes(const AttentionPlanShape& shape) const = 0;
+  // A plan for batches within `shape`, planning into `workspace` (at least
+  // attention_workspace_bytes(shape) bytes from alloc(); the plan keeps it).
+  virtual std::unique_ptr<AttentionPlan> make_attention_plan(const AttentionPlanShape& shape, Buffer workspace) = 0;
+  // Once per step, before the layers: partitions the step's attention work into `plan` from the
+  // batch's host metadata (and uploads it, asynchronously). The batch must fit the plan's shape.
+  virtual void plan_attention(AttentionPlan& plan, const AttentionBatch& batch) = 0;
 
-  // The one attention op (DESIGN.md's contract). q: [total_q, num_q_heads, head_dim] act (strided
-  // ok), RoPE applied; out: [total_q, num_q_heads, head_dim] act, contiguous; lse: optional
-  // [total_q, num_q_heads] f32 (natural log of the softmax denominator, scaled scores).
-  // New tokens' K/V must already be in the cache (kv_write). Every query sees at least its own
-  // position; a row that sees no key (impossible with valid metadata) gets out = 0, lse = -inf.
-  virtual void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
-                         const AttentionParams& params, Tensor& out, Tensor* lse) = 0;
+  // The one attention op (DESIGN.md's contract), run with the plan made for this step's `batch`.
+  // q: [total_q, num_q_heads, head_dim] act (strided ok), RoPE applied; out: [total_q,
+  // num_q_heads, head_dim] act, contiguous; lse: optional [total_q, num_q_heads] f32 (natural log
+  // of the softmax denominator, scaled scores). New tokens' K/V must already be in the cache
+  // (kv_write). Every query sees at least its own position; a row that sees no key (impossible
+  // with valid metadata) gets out = 0, lse = -inf.
+  virtual void attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache,
+                         const AttentionBatch& batch, const AttentionParams& params, Tensor& out, Tensor* lse) = 0;
 
   // out[i, :] = x[indices[i], :]. x: [n, h] act; indices: [m] i32; out: [m, h] act.
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
@@ -187,22 +218,27 @@ class Backend {
   // ---- graphs (optional: supports_graphs() false = the two calls below abort)
   virtual bool supports_graphs() const { return false; }
   // Records the ops `record` enqueues, WITHOUT running them. While recording, `record` may only
-  // enqueue ops: no transfers, synchronize, alloc or plan_attention. Attention ops in the graph use
-  // whichever plan_attention ran last before each replay, so the caller plans every replay's batch
-  // after this returns; `attention` bounds those batches.
-  virtual std::unique_ptr<Graph> capture_graph(const std::function<void()>& record,
-                                               const GraphAttentionShape& attention) {
+  // enqueue ops: no transfers, synchronize, alloc or plan_attention. Its attention ops must use
+  // `plan`; each replay reads whatever `plan` holds then, so the caller plans every replay's batch
+  // (within `bounds`) into the same plan before replaying.
+  virtual std::unique_ptr<Graph> capture_graph(const std::function<void()>& record, AttentionPlan& plan,
+                                               const GraphAttentionShape& bounds) {
     (void)record;
-    (void)attention;
+    (void)plan;
+    (void)bounds;
     FG_CHECK(false, name() + " backend has no graphs (check supports_graphs())");
     return nullptr;
   }
-  // Enqueues the recorded ops on the backend's stream (async, like any op).
+  // Enqueues the recorded ops on the backend's stream (async, like any op). Aborts when the batch
+  // planned into the graph's plan exceeds the graph's bounds.
   virtual void replay_graph(Graph& graph) {
     (void)graph;
     FG_CHECK(false, name() + " backend has no graphs (check supports_graphs())");
   }
 };
+
+// A plan of `shape` over a workspace allocated from `backend` itself (what models and tests do).
+std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const AttentionPlanShape& shape);
 
 // The CPU reference backend (always available).
 std::unique_ptr<Backend> make_cpu_backend();

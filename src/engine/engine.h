@@ -81,7 +81,6 @@ class EngineCore {
   PagePool pool_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // after pool_ (it registers with the pool)
   Scheduler scheduler_;
-  BatchBuilder builder_;
   Sampler sampler_;
   uint64_t next_id_ = 1;  // for submit(); Engine hands out its own ids
   uint64_t next_arrival_ = 0;

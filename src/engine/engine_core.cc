@@ -23,9 +23,6 @@ EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
       pool_(runner.kv_num_pages(), runner.kv_page_size()),
       prefix_cache_(config.enable_prefix_cache ? std::make_unique<PrefixCache>(pool_, config.prefix_cache) : nullptr),
       scheduler_(config.scheduler, pool_, prefix_cache_.get()),
-      builder_(runner.backend(), config.scheduler.max_batch_tokens,
-               std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens),
-               std::max(1, std::min(pool_.pages_for_tokens(max_model_len_), pool_.num_pages())), pool_.page_size()),
       sampler_(runner.backend(), vocab_, std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens)) {}
 
 Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t id) const {
@@ -136,7 +133,7 @@ Status EngineCore::step() {
   if (plan.empty()) return Status::ok();
 
   auto t1 = Clock::now();
-  const StepBatch& batch = builder_.build(plan);
+  const StepMetadata batch = build_step(plan, runner_);
   counters_.times.build += seconds_since(t1);
 
   auto t2 = Clock::now();
@@ -163,7 +160,7 @@ Status EngineCore::step() {
     postprocess(plan, sampled_);
   }
   ++counters_.steps;
-  if (batch.decode_only) ++counters_.decode_only_steps;
+  if (batch.decode_only() && batch.num_logits() == batch.num_seqs()) ++counters_.decode_only_steps;
   counters_.times.postprocess += seconds_since(t4);
   counters_.last_step_seconds = seconds_since(t0);
   return failure;

@@ -75,18 +75,4 @@ std::vector<int32_t> ModelRunner::eos_token_ids() const {
   return out;
 }
 
-Result<Tensor> ModelRunner::forward(const StepBatch& b) {
-  // The builder's pinned spans go to the model as they are: its staging copy is the only one.
-  BatchView view;
-  view.token_ids = b.token_ids;
-  view.positions = b.positions;
-  view.cu_seqlens_q = b.cu_seqlens_q;
-  view.seqlens_kv = b.seqlens_kv;
-  view.block_table = b.block_table;
-  view.max_pages_per_seq = b.max_pages_per_seq;
-  view.slot_mapping = b.slot_mapping;
-  view.logits_indices = b.logits_indices;
-  return model_->forward(view, *cache_);
-}
-
 }  // namespace fg

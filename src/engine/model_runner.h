@@ -1,8 +1,7 @@
 // ModelRunner: the StepRunner over the model layer. Owns the backend, the model and its paged KV
-// cache (sized from --kv-cache-memory or --gpu-memory-fraction), and hands each StepBatch to the
-// model as a BatchView of the builder's pinned spans (no host copy here). The model copies them
-// once into its staging block, uploads it with one copy and returns the sampled rows' logits on
-// the device.
+// cache (sized from --kv-cache-memory or --gpu-memory-fraction). Each step's metadata is written by
+// the engine straight into the model's pinned staging (Model::begin_step), which the model uploads
+// with one copy; the forward returns the sampled rows' logits on the device.
 //
 // CUDA graphs (ModelRunnerOptions::cuda_graphs, on by default): on a backend that records graphs,
 // decode-only steps of up to max_graph_batch sequences are padded to a batch bucket and replay a
@@ -47,7 +46,8 @@ class ModelRunner final : public StepRunner {
   std::vector<int32_t> eos_token_ids() const override;
   int32_t kv_num_pages() const override { return cache_->num_pages(); }
   int32_t kv_page_size() const override { return cache_->page_size(); }
-  Result<Tensor> forward(const StepBatch& batch) override;
+  StepWriter begin_step(const StepShape& shape) override { return model_->begin_step(shape, cache_->page_size()); }
+  Result<Tensor> forward(const StepMetadata& step) override { return model_->forward(step, *cache_); }
 
   const ModelConfig& config() const { return model_->config(); }
   Model& model() { return *model_; }

@@ -1,5 +1,5 @@
-// StepRunner: what the engine needs from a model — one forward pass over a StepBatch, returning
-// the logits of the rows the step samples. ModelRunner (model_runner.h) implements it over the
+// StepRunner: what the engine needs from a model — a block to write each step's metadata into,
+// and one forward pass over it, returning the logits of the rows the step samples. ModelRunner (model_runner.h) implements it over the
 // model layer; tests implement it with small fakes. The engine knows nothing else of the model.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "engine/step_batch.h"
+#include "model/batch.h"
 
 namespace fg {
 
@@ -26,9 +26,13 @@ class StepRunner {
   virtual int32_t kv_num_pages() const = 0;
   virtual int32_t kv_page_size() const = 0;
 
-  // Runs the model over the batch. Returns logits [batch.num_logits, vocab] f32 on backend(),
-  // row i for batch.logits_indices[i]; valid (and writable by the sampler) until the next call.
-  virtual Result<Tensor> forward(const StepBatch& batch) = 0;
+  // The block the next step's metadata is written into, laid out for `shape` (pinned memory the
+  // forward uploads as it is). Precondition: the previous step's logits have been consumed.
+  virtual StepWriter begin_step(const StepShape& shape) = 0;
+  // Runs the model over the step written into begin_step's block. Returns logits
+  // [step.num_logits(), vocab] f32 on backend(), row i for step.logits_indices[i]; valid (and
+  // writable by the sampler) until the next call.
+  virtual Result<Tensor> forward(const StepMetadata& step) = 0;
 };
 
 }  // namespace fg

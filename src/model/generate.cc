@@ -30,9 +30,7 @@ Result<Tensor> run_chunk(Model& model, SequentialCache& sc, std::span<const int3
   chunk.num_cached = begin;
   chunk.pages = sc.pages;
   chunk.logits = wanted;
-  FG_ASSIGN_OR_RETURN(BatchSpec spec,
-                      build_batch_spec(std::span<const SequenceChunk>(&chunk, 1), sc.cache.page_size()));
-  return model.forward(spec, sc.cache);
+  return model.forward(std::span<const SequenceChunk>(&chunk, 1), sc.cache);
 }
 
 }  // namespace

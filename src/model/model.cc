@@ -49,10 +49,11 @@ void Model::upload_rope_table() {
   backend_.synchronize();
 }
 
-bool Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
+void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
   const ModelConfig& c = config_;
   const size_t act = dtype_size(backend_.act_dtype());
-  bool moved = false;
+  // Recorded graphs read the buffers (and the plan) that are about to move: drop them first.
+  if (total_q > cap_tokens_ || num_logits > cap_logits_) drop_graphs();
   if (total_q > cap_tokens_) {
     const size_t t = size_t(total_q);
     residual_ = backend_.alloc(t * size_t(c.hidden_size) * act);
@@ -60,101 +61,65 @@ bool Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
     delta_ = backend_.alloc(t * size_t(c.hidden_size) * act);
     wide_ = backend_.alloc(t * size_t(std::max(c.qkv_dim(), 2 * c.intermediate_size)) * act);
     narrow_ = backend_.alloc(t * size_t(std::max(c.q_dim(), c.intermediate_size)) * act);
+    // A step has at most one sequence per token; graphs recorded with the old plan go with it.
+    plan_.reset();
+    AttentionPlanShape shape;
+    shape.num_q_heads = c.num_q_heads;
+    shape.num_kv_heads = c.num_kv_heads;
+    shape.head_dim = c.head_dim;
+    shape.max_total_q = total_q;
+    shape.max_num_seqs = total_q;
+    plan_ = make_attention_plan(backend_, shape);
     cap_tokens_ = total_q;
-    moved = true;
   }
   if (num_logits > cap_logits_) {
     const size_t n = size_t(num_logits);
     sel_ = backend_.alloc(3 * n * size_t(c.hidden_size) * act);
     logits_ = backend_.alloc(n * size_t(c.vocab_size) * sizeof(float));
     cap_logits_ = num_logits;
-    moved = true;
   }
   if (meta_bytes > cap_meta_) {  // the eager path's metadata: graphs never read these
     meta_host_ = backend_.alloc_host(meta_bytes);
     meta_dev_ = backend_.alloc(meta_bytes);
     cap_meta_ = meta_bytes;
   }
-  return moved;
 }
 
-Status Model::validate(const BatchView& spec, const KvCache& cache) const {
-  const int T = spec.total_q(), S = spec.num_seqs(), P = spec.max_pages_per_seq;
+Status Model::validate(const StepMetadata& step, const KvCache& cache) const {
   if (cache.num_layers() != config_.num_layers || cache.layer(0).k.dtype != backend_.act_dtype() ||
       cache.layer(0).k.size(2) != config_.num_kv_heads || cache.layer(0).k.size(3) != config_.head_dim)
     return invalid_argument("the KV cache was not made for this model and backend");
-  if (T <= 0 || S <= 0) return invalid_argument("batch is empty");
-  if (int(spec.positions.size()) != T || int(spec.slot_mapping.size()) != T || int(spec.cu_seqlens_q.size()) != S + 1 ||
-      P <= 0 || spec.block_table.size() != size_t(S) * size_t(P))
-    return invalid_argument("batch metadata arrays have inconsistent sizes");
-  if (spec.cu_seqlens_q[0] != 0 || spec.cu_seqlens_q[size_t(S)] != T)
-    return invalid_argument("cu_seqlens_q must start at 0 and end at the number of tokens");
-  const int64_t page_size = cache.page_size();
-  for (int s = 0; s < S; ++s) {
-    int q_len = spec.cu_seqlens_q[size_t(s) + 1] - spec.cu_seqlens_q[size_t(s)];
-    int kv_len = spec.seqlens_kv[size_t(s)];
-    if (q_len <= 0) return invalid_argument("sequence " + std::to_string(s) + " has no new tokens");
-    if (kv_len < q_len) return invalid_argument("sequence " + std::to_string(s) + ": kv length below its new tokens");
-    if (int64_t(kv_len) > int64_t(P) * page_size)
-      return invalid_argument("sequence " + std::to_string(s) + ": kv length exceeds its block table");
-    for (int p = 0; p < kv_pages_for(kv_len, int(page_size)); ++p) {
-      int32_t page = spec.block_table[size_t(s) * size_t(P) + size_t(p)];
-      if (page < 0 || page >= cache.num_pages())
-        return invalid_argument("sequence " + std::to_string(s) + ": page id " + std::to_string(page) +
-                                " outside the KV cache of " + std::to_string(cache.num_pages()) + " pages");
-    }
-  }
-  const int64_t num_slots = int64_t(cache.num_pages()) * page_size;
-  for (int i = 0; i < T; ++i) {
-    int32_t id = spec.token_ids[size_t(i)];
-    if (id < 0 || id >= config_.vocab_size)
-      return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary of " +
-                              std::to_string(config_.vocab_size) + " (" + config_.dir + "/config.json)");
-    if (spec.positions[size_t(i)] < 0) return invalid_argument("negative position in batch");
-    if (spec.slot_mapping[size_t(i)] >= num_slots)
-      return invalid_argument("slot " + std::to_string(spec.slot_mapping[size_t(i)]) + " outside the KV cache");
-  }
-  for (int32_t r : spec.logits_indices)
-    if (r < 0 || r >= T) return invalid_argument("logits row " + std::to_string(r) + " outside the batch");
+  if (step.total_q() <= 0 || step.num_seqs() <= 0) return invalid_argument("batch is empty");
+  if (step.page_size != cache.page_size())
+    return invalid_argument("the step was laid out for pages of " + std::to_string(step.page_size) +
+                            " tokens, the KV cache has " + std::to_string(cache.page_size()));
+  if (step.min_page < 0 || step.max_page >= cache.num_pages())
+    return invalid_argument("page ids " + std::to_string(step.min_page) + ".." + std::to_string(step.max_page) +
+                            " are outside the KV cache of " + std::to_string(cache.num_pages()) + " pages");
+  if (step.min_token < 0 || step.max_token >= config_.vocab_size)
+    return invalid_argument("token id " + std::to_string(step.min_token < 0 ? step.min_token : step.max_token) +
+                            " is outside the vocabulary of " + std::to_string(config_.vocab_size) + " (" +
+                            config_.dir + "/config.json)");
   return Status::ok();
 }
 
-Model::MetaLayout Model::meta_layout(int total_q, int num_seqs, int num_logits, int pages_per_seq) const {
-  MetaLayout m;
-  m.total_q = total_q;
-  m.num_seqs = num_seqs;
-  m.num_logits = num_logits;
-  m.pages_per_seq = pages_per_seq;
-  const bool dynamic = config_.rope.type == RopeScaling::kDynamic;
-  m.ids = 0;
-  m.pos = m.ids + size_t(total_q);
-  m.cu = m.pos + size_t(total_q);
-  m.skv = m.cu + size_t(num_seqs) + 1;
-  m.bt = m.skv + size_t(num_seqs);
-  m.slot = m.bt + size_t(num_seqs) * size_t(pages_per_seq);
-  m.lidx = m.slot + size_t(total_q);
-  m.base = m.lidx + size_t(num_logits);
-  m.words = m.base + (dynamic ? size_t(total_q) : 0);
-  return m;
-}
-
-void Model::fill_rope_bases(const MetaLayout& m, int32_t* words) const {
+void Model::fill_rope_bases(const StepLayout& m, int num_seqs, int32_t* words) const {
   const ModelConfig& c = config_;
-  if (c.rope.type != RopeScaling::kDynamic) return;
+  if (!rope_bases()) return;
   auto* bases = reinterpret_cast<float*>(words + m.base);
-  for (int s = 0; s < m.num_seqs; ++s) {
+  for (int s = 0; s < num_seqs; ++s) {
     const float base =
         float(rope_dynamic_base(c.rope, c.rotary_dim, c.max_position_embeddings, words[m.skv + size_t(s)]));
     for (int i = words[m.cu + size_t(s)]; i < words[m.cu + size_t(s) + 1]; ++i) bases[i] = base;
   }
 }
 
-Model::StepTensors Model::step_tensors(const MetaLayout& m, const Buffer& dev, const int32_t* host, int max_q_len,
-                                       int max_kv_len, int page_size) const {
+Model::StepTensors Model::step_tensors(const StepLayout& m, const Buffer& dev, const StepMetadata& step) const {
   const ModelConfig& c = config_;
   auto meta = [&](size_t off, DType dt, std::initializer_list<int64_t> shape) {
     return view_at(dev, off * 4, dt, shape);
   };
+  // Every array at the layout's capacity: an eager step fills it exactly, a graph step is padded.
   const int T = m.total_q, S = m.num_seqs, L = m.num_logits, P = m.pages_per_seq;
   StepTensors t;
   t.total_q = T;
@@ -168,54 +133,66 @@ Model::StepTensors Model::step_tensors(const MetaLayout& m, const Buffer& dev, c
   ab.block_table = meta(m.bt, DType::kI32, {S, P});
   ab.num_seqs = S;
   ab.total_q = T;
-  ab.max_q_len = max_q_len;
-  ab.max_kv_len = max_kv_len;
-  ab.page_size = page_size;
-  ab.host_cu_seqlens_q = {host + m.cu, size_t(S) + 1};
-  ab.host_seqlens_kv = {host + m.skv, size_t(S)};
+  ab.max_q_len = step.max_q_len;
+  ab.max_kv_len = step.max_kv_len;
+  ab.page_size = step.page_size;
+  ab.host_cu_seqlens_q = {step.words + m.cu, size_t(S) + 1};
+  ab.host_seqlens_kv = {step.words + m.skv, size_t(S)};
   RopeArgs& rope = t.rope;
   rope.positions = meta(m.pos, DType::kI32, {T});
   rope.inv_freq = Tensor::contiguous(inv_freq_.data(), DType::kF32, backend_.device(), {c.rotary_dim / 2});
-  if (c.rope.type == RopeScaling::kDynamic) rope.per_token_base = meta(m.base, DType::kF32, {T});
+  if (rope_bases()) rope.per_token_base = meta(m.base, DType::kF32, {T});
   rope.rotary_dim = c.rotary_dim;
   rope.neox = true;
   return t;
 }
 
-void Model::plan(const StepTensors& t) {
-  backend_.plan_attention(t.attention, config_.num_q_heads, config_.num_kv_heads, config_.head_dim);
+StepWriter Model::begin_step(const StepShape& shape, int page_size) {
+  FG_CHECK(shape.num_seqs > 0 && shape.total_q >= shape.num_seqs && page_size > 0,
+           "begin_step: a step needs sequences, a token per sequence and a page size");
+  pending_ = PendingStep{};
+  pending_.open = true;
+  const int pages_needed = std::max(1, kv_pages_for(shape.max_kv_len, page_size));
+  if (graphs_ && shape.decode_only() && shape.num_seqs <= graphs_->options.max_batch_size &&
+      shape.num_logits <= shape.num_seqs && pages_needed <= graphs_->options.max_pages_per_seq) {
+    const int b = decode_graph_bucket(shape.num_seqs, graphs_->options.max_batch_size);
+    const int pages = decode_graph_pages(pages_needed, graphs_->options.max_pages_per_seq);
+    pending_.graph = true;
+    pending_.layout = StepLayout::make(b, b, b, pages, rope_bases());
+    pending_.words = static_cast<int32_t*>(graphs_->meta_host.data());
+  } else {
+    pending_.layout = StepLayout::make(shape.total_q, shape.num_seqs, shape.num_logits, pages_needed, rope_bases());
+    reserve(shape.total_q, shape.num_logits, pending_.layout.words * 4);
+    pending_.words = static_cast<int32_t*>(meta_host_.data());
+  }
+  return StepWriter(pending_.layout, pending_.words, page_size);
 }
 
-Result<Tensor> Model::forward(const BatchView& spec, KvCache& cache) {
-  FG_RETURN_IF_ERROR(validate(spec, cache));
-  const int T = spec.total_q(), S = spec.num_seqs(), L = spec.num_logits(), P = spec.max_pages_per_seq;
-  int max_q = 0, max_kv = 0;
-  for (int s = 0; s < S; ++s) {
-    max_q = std::max(max_q, spec.cu_seqlens_q[size_t(s) + 1] - spec.cu_seqlens_q[size_t(s)]);
-    max_kv = std::max(max_kv, spec.seqlens_kv[size_t(s)]);
-  }
-  if (graphs_ && max_q == 1 && S <= graphs_->options.max_batch_size) {
-    const int pages_needed = kv_pages_for(max_kv, cache.page_size());
-    if (pages_needed <= graphs_->options.max_pages_per_seq) return forward_decode_fixed(spec, cache, pages_needed);
-  }
+Result<Tensor> Model::forward(std::span<const SequenceChunk> chunks, KvCache& cache) {
+  if (chunks.empty()) return invalid_argument("a batch needs at least one sequence");
+  StepShape shape = step_shape(chunks);
+  if (shape.total_q < shape.num_seqs) return invalid_argument("a sequence of the batch has no new tokens");
+  StepWriter w = begin_step(shape, cache.page_size());
+  for (const SequenceChunk& c : chunks) FG_RETURN_IF_ERROR(w.add(c));
+  return forward(w.finish(), cache);
+}
 
-  // ---- metadata: one host staging buffer, one upload, views shared by every layer
-  const MetaLayout m = meta_layout(T, S, L, P);
-  if (reserve(T, L, m.words * 4) && graphs_ && !graphs_->graphs.empty()) drop_graphs();
-  auto* words = static_cast<int32_t*>(meta_host_.data());
-  std::copy(spec.token_ids.begin(), spec.token_ids.end(), words + m.ids);
-  std::copy(spec.positions.begin(), spec.positions.end(), words + m.pos);
-  std::copy(spec.cu_seqlens_q.begin(), spec.cu_seqlens_q.end(), words + m.cu);
-  std::copy(spec.seqlens_kv.begin(), spec.seqlens_kv.end(), words + m.skv);
-  std::copy(spec.block_table.begin(), spec.block_table.end(), words + m.bt);
-  std::copy(spec.slot_mapping.begin(), spec.slot_mapping.end(), words + m.slot);
-  std::copy(spec.logits_indices.begin(), spec.logits_indices.end(), words + m.lidx);
-  fill_rope_bases(m, words);
-  backend_.copy_from_host(meta_dev_.data(), meta_host_.data(), m.words * 4);
-  const StepTensors t = step_tensors(m, meta_dev_, words, max_q, max_kv, cache.page_size());
-  plan(t);
+Result<Tensor> Model::forward(const StepMetadata& step, KvCache& cache) {
+  FG_CHECK(pending_.open && step.words == pending_.words && step.layout.words == pending_.layout.words,
+           "Model::forward: the step was not written into the block of this model's begin_step");
+  pending_.open = false;
+  FG_RETURN_IF_ERROR(validate(step, cache));
+  if (pending_.graph) return forward_graph(step, cache);
+  // Eager: the block holds exactly the step; one upload, views shared by every layer.
+  const StepLayout& m = pending_.layout;
+  FG_CHECK(step.num_seqs() == m.num_seqs && step.total_q() == m.total_q && step.num_logits() == m.num_logits,
+           "Model::forward: the step does not fill the shape given to begin_step");
+  fill_rope_bases(m, m.num_seqs, step.words);
+  backend_.copy_from_host(meta_dev_.data(), step.words, m.words * 4);
+  const StepTensors t = step_tensors(m, meta_dev_, step);
+  backend_.plan_attention(*plan_, t.attention);
   run_layers(t, cache);
-  return view_at(logits_, 0, DType::kF32, {L, config_.vocab_size});
+  return view_at(logits_, 0, DType::kF32, {m.num_logits, config_.vocab_size});
 }
 
 void Model::run_layers(const StepTensors& t, KvCache& cache) {
@@ -255,7 +232,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     params.scale = 1.0f / std::sqrt(float(c.head_dim));
     params.causal = true;
     params.sliding_window = c.layer_sliding_window[size_t(l)];
-    backend_.attention(q, cache.layer(l), t.attention, params, attn_out, nullptr);
+    backend_.attention(*plan_, q, cache.layer(l), t.attention, params, attn_out, nullptr);
     backend_.gemm(attn_out_2d, w.o, w.o_bias.defined() ? &w.o_bias : nullptr, delta);
 
     backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);

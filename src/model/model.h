@@ -1,9 +1,11 @@
 // Model: the one Llama-family decoder (Llama, Mistral, Qwen2, Qwen3 and their per-family options
 // from the registry) running a ragged batch over a paged KV cache through the Backend interface.
 //
-// One step = one BatchSpec: the model writes all of the step's metadata into a host staging buffer,
-// uploads it with ONE copy into device buffers it owns, plans attention once, runs every layer on
-// those same buffers, and returns logits [num_logits, vocab] f32 on the device. Nothing in the
+// One step: the caller asks for the step's metadata block (begin_step: the model's own pinned
+// staging, laid out for the step), writes the sequences into it once with the returned StepWriter,
+// and calls forward(), which validates the step in O(1) from the writer's summaries, uploads the
+// block with ONE copy, plans attention once into the model's own AttentionPlan, runs every layer
+// on those same buffers and returns logits [num_logits, vocab] f32 on the device. Nothing in the
 // layer loop creates metadata.
 //
 // Per layer: h = rms_norm(x); qkv = h @ Wqkv^T (+b); [q/k per-head rms_norm]; rope(q, k);
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +56,10 @@ struct DecodeGraphStats {
 // 64, then multiples of 32, and never above max_batch_size (itself the last bucket).
 // Precondition: 1 <= num_seqs <= max_batch_size.
 int decode_graph_bucket(int num_seqs, int max_batch_size);
+// The block-table width a decode step whose longest sequence needs `pages_needed` pages is laid
+// out at: the next power of two, capped at max_pages_per_seq. Precondition: 1 <= pages_needed <=
+// max_pages_per_seq.
+int decode_graph_pages(int pages_needed, int max_pages_per_seq);
 
 class Model {
  public:
@@ -67,13 +74,18 @@ class Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
 
-  // Runs one step and returns logits [spec.num_logits(), vocab] f32 on the device, valid until the
-  // next forward. The spec is validated against the model and the cache (ids in range, slots and
-  // pages inside the cache); errors are InvalidArgument and leave the cache untouched.
-  // Precondition: the results of the previous forward have been consumed (copy_to_host +
-  // synchronize), because the host staging buffer is rewritten.
-  Result<Tensor> forward(const BatchView& batch, KvCache& cache);
-  Result<Tensor> forward(const BatchSpec& spec, KvCache& cache) { return forward(spec.view(), cache); }
+  // The block the next step's metadata goes into, laid out for `shape` (at its decode-graph bucket
+  // when the step takes the graph path), as a writer over the model's pinned staging. Grows the
+  // workspace when the step needs more. Precondition: the results of the previous forward have
+  // been consumed (copy_to_host + synchronize), because the staging block is rewritten.
+  StepWriter begin_step(const StepShape& shape, int page_size);
+  // Runs the step written into begin_step's block and returns logits [step.num_logits(), vocab]
+  // f32 on the device, valid until the next forward. The step is validated against the model and
+  // the cache (token ids in the vocabulary, pages inside the cache); errors are InvalidArgument
+  // and leave the cache untouched.
+  Result<Tensor> forward(const StepMetadata& step, KvCache& cache);
+  // begin_step + one StepWriter::add per chunk + forward (tests and the reference loop).
+  Result<Tensor> forward(std::span<const SequenceChunk> chunks, KvCache& cache);
 
   // Sends later decode-only steps that fit `options` through the fixed buffers (and graphs when
   // options.capture). Allocates those buffers and the workspace for max_batch_size rows now, so
@@ -100,11 +112,6 @@ class Model {
     AttentionBatch attention;
     RopeArgs rope;
   };
-  // Offsets (in i32 words) of each metadata array in a staging block.
-  struct MetaLayout {
-    int total_q = 0, num_seqs = 0, num_logits = 0, pages_per_seq = 0;
-    size_t ids = 0, pos = 0, cu = 0, skv = 0, bt = 0, slot = 0, lidx = 0, base = 0, words = 0;
-  };
   // The fixed buffers and recorded graphs of the decode path.
   struct DecodeGraphState {
     DecodeGraphOptions options;
@@ -115,21 +122,28 @@ class Model {
     int cache_page_size = 0;
     DecodeGraphStats stats;
   };
+  // The step begin_step handed out: where its block is and which path runs it.
+  struct PendingStep {
+    bool open = false;
+    bool graph = false;  // laid out at a decode-graph bucket, in graphs_->meta_host
+    StepLayout layout;
+    int32_t* words = nullptr;
+  };
 
   Model(Backend& backend, ModelConfig config) : backend_(backend), config_(std::move(config)) {}
   // Computes the RoPE inverse frequencies of config_ and uploads them to inv_freq_ (both loaders).
   void upload_rope_table();
-  Status validate(const BatchView& spec, const KvCache& cache) const;
-  // Grows the workspace; true when any buffer was reallocated (recorded graphs are then stale).
-  bool reserve(int total_q, int num_logits, size_t meta_bytes);
-  MetaLayout meta_layout(int total_q, int num_seqs, int num_logits, int pages_per_seq) const;
-  StepTensors step_tensors(const MetaLayout& m, const Buffer& dev, const int32_t* host, int max_q_len, int max_kv_len,
-                           int page_size) const;
-  void fill_rope_bases(const MetaLayout& m, int32_t* words) const;
-  void plan(const StepTensors& t);
+  Status validate(const StepMetadata& step, const KvCache& cache) const;
+  // Grows the workspace and the attention plan (dropping recorded graphs, which read them).
+  void reserve(int total_q, int num_logits, size_t meta_bytes);
+  bool rope_bases() const { return config_.rope.type == RopeScaling::kDynamic; }
+  StepTensors step_tensors(const StepLayout& m, const Buffer& dev, const StepMetadata& step) const;
+  void fill_rope_bases(const StepLayout& m, int num_seqs, int32_t* words) const;
+  // Rows [step's, bucket) of a graph step: token 0 at position 0, one key on page 0, slot -1.
+  void pad_decode_rows(const StepMetadata& step, int32_t* words) const;
   // The decoder stack over one step's metadata: embedding .. logits (logits_ rows [0, num_logits)).
   void run_layers(const StepTensors& t, KvCache& cache);
-  Result<Tensor> forward_decode_fixed(const BatchView& batch, KvCache& cache, int pages_needed);
+  Result<Tensor> forward_graph(const StepMetadata& step, KvCache& cache);
   void drop_graphs();
 
   Backend& backend_;
@@ -147,10 +161,12 @@ class Model {
   Buffer narrow_;    // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
   Buffer sel_;       // [3, cap_logits, hidden] act: gathered residual, delta, normed
   Buffer logits_;    // [cap_logits, vocab] f32
+  std::unique_ptr<AttentionPlan> plan_;  // the attention partition of the running step
   size_t cap_meta_ = 0;
-  Buffer meta_host_;                          // staging for one step's metadata (pinned on cuda)
+  Buffer meta_host_;                          // staging of an eager step's metadata (pinned on cuda)
   Buffer meta_dev_;                           // the same bytes on the device
   std::unique_ptr<DecodeGraphState> graphs_;  // null: every step runs eagerly
+  PendingStep pending_;
 };
 
 }  // namespace fg

@@ -38,6 +38,13 @@ int decode_graph_bucket(int num_seqs, int max_batch_size) {
   return std::min(bucket, max_batch_size);
 }
 
+int decode_graph_pages(int pages_needed, int max_pages_per_seq) {
+  FG_CHECK(pages_needed >= 1 && pages_needed <= max_pages_per_seq,
+           "decode_graph_pages: " + std::to_string(pages_needed) + " pages for a maximum of " +
+               std::to_string(max_pages_per_seq));
+  return std::min(next_pow2(pages_needed), max_pages_per_seq);
+}
+
 Status Model::enable_decode_graphs(const DecodeGraphOptions& options) {
   if (options.max_batch_size < 1 || options.max_batch_size > kMaxDecodeGraphBatch)
     return invalid_argument("decode graphs: max batch size " + std::to_string(options.max_batch_size) +
@@ -55,8 +62,8 @@ Status Model::enable_decode_graphs(const DecodeGraphOptions& options) {
   auto state = std::make_unique<DecodeGraphState>();
   state->options = options;
   // The largest padded step: every array at max_batch_size rows, block table at the page cap.
-  const MetaLayout widest =
-      meta_layout(options.max_batch_size, options.max_batch_size, options.max_batch_size, options.max_pages_per_seq);
+  const StepLayout widest = StepLayout::make(options.max_batch_size, options.max_batch_size, options.max_batch_size,
+                                             options.max_pages_per_seq, rope_bases());
   state->meta_host = backend_.alloc_host(widest.words * 4);
   state->meta_dev = backend_.alloc(widest.words * 4);
   if (!state->meta_host.data() || !state->meta_dev.data())
@@ -88,44 +95,35 @@ void Model::drop_graphs() {
   graphs_->graphs.clear();
 }
 
-Result<Tensor> Model::forward_decode_fixed(const BatchView& spec, KvCache& cache, int pages_needed) {
-  DecodeGraphState& g = *graphs_;
-  const int S = spec.num_seqs(), L = spec.num_logits(), P_in = spec.max_pages_per_seq;
-  const int page_size = cache.page_size();
-  const int b = decode_graph_bucket(S, g.options.max_batch_size);
-  const int pages = std::min(next_pow2(std::max(pages_needed, 1)), g.options.max_pages_per_seq);
-  FG_CHECK(cap_tokens_ >= b && cap_logits_ >= b, "decode graphs: workspace below the bucket it was reserved for");
-
-  // ---- the padded step, written once into the fixed staging block and uploaded with one copy.
-  const MetaLayout m = meta_layout(b, b, b, pages);
-  auto* words = static_cast<int32_t*>(g.meta_host.data());
-  int max_kv = 0;
-  for (int s = 0; s < S; ++s) max_kv = std::max(max_kv, spec.seqlens_kv[size_t(s)]);
-  std::copy(spec.token_ids.begin(), spec.token_ids.end(), words + m.ids);
+void Model::pad_decode_rows(const StepMetadata& step, int32_t* words) const {
+  const StepLayout& m = pending_.layout;
+  const int S = step.num_seqs(), b = m.num_seqs, L = step.num_logits();
   std::fill(words + m.ids + S, words + m.ids + b, 0);
-  std::copy(spec.positions.begin(), spec.positions.end(), words + m.pos);
   std::fill(words + m.pos + S, words + m.pos + b, 0);
-  for (int s = 0; s <= b; ++s) words[m.cu + size_t(s)] = s;  // one new token per sequence
-  std::copy(spec.seqlens_kv.begin(), spec.seqlens_kv.end(), words + m.skv);
-  std::fill(words + m.skv + S, words + m.skv + b, 1);  // padded: one key, on page 0
-  const int copy_pages = std::min(P_in, pages);        // pages past pages_needed are never read
-  for (int s = 0; s < b; ++s) {
-    int32_t* row = words + m.bt + size_t(s) * size_t(pages);
-    int n = 0;
-    if (s < S) {
-      const int32_t* src = spec.block_table.data() + size_t(s) * size_t(P_in);
-      std::copy(src, src + copy_pages, row);
-      n = copy_pages;
-    }
-    std::fill(row + n, row + pages, 0);
-  }
-  std::copy(spec.slot_mapping.begin(), spec.slot_mapping.end(), words + m.slot);
+  for (int s = S; s <= b; ++s) words[m.cu + size_t(s)] = s;  // one new token per sequence
+  std::fill(words + m.skv + S, words + m.skv + b, 1);         // one key, on page 0
+  std::fill(words + m.bt + size_t(S) * size_t(m.pages_per_seq), words + m.bt + size_t(b) * size_t(m.pages_per_seq),
+            0);
   std::fill(words + m.slot + S, words + m.slot + b, -1);  // kv_write skips padded rows
-  std::copy(spec.logits_indices.begin(), spec.logits_indices.end(), words + m.lidx);
-  std::fill(words + m.lidx + L, words + m.lidx + b, 0);  // computed, never returned
-  fill_rope_bases(m, words);
-  backend_.copy_from_host(g.meta_dev.data(), g.meta_host.data(), m.words * 4);
-  const StepTensors t = step_tensors(m, g.meta_dev, words, 1, max_kv, page_size);
+  std::fill(words + m.lidx + L, words + m.lidx + b, 0);   // computed, never returned
+}
+
+Result<Tensor> Model::forward_graph(const StepMetadata& step, KvCache& cache) {
+  DecodeGraphState& g = *graphs_;
+  const StepLayout& m = pending_.layout;
+  const int b = m.num_seqs, pages = m.pages_per_seq, page_size = cache.page_size();
+  FG_CHECK(cap_tokens_ >= b && cap_logits_ >= b && plan_ != nullptr,
+           "decode graphs: workspace below the bucket it was reserved for");
+  FG_CHECK(step.num_seqs() == step.total_q() && step.num_seqs() <= b && step.num_logits() <= b,
+           "decode graphs: the step is not a decode step of its bucket");
+
+  // ---- the padded step: the writer filled the real rows in place; pad, then one upload.
+  pad_decode_rows(step, step.words);
+  fill_rope_bases(m, b, step.words);
+  backend_.copy_from_host(g.meta_dev.data(), step.words, m.words * 4);
+  StepMetadata padded = step;
+  padded.max_q_len = 1;
+  const StepTensors t = step_tensors(m, g.meta_dev, padded);
 
   if (g.options.capture) {
     if (g.cache_k != cache.layer(0).k.data || g.cache_page_size != page_size) {
@@ -138,29 +136,26 @@ Result<Tensor> Model::forward_decode_fixed(const BatchView& spec, KvCache& cache
       // The first step of a bucket runs eagerly, which also makes every lazy host-side choice
       // (GEMM algorithms, kernel attributes) outside the recording; then the graph is recorded
       // for the next steps (recording enqueues nothing, so the step's results stand).
-      plan(t);
+      backend_.plan_attention(*plan_, t.attention);
       run_layers(t, cache);
-      GraphAttentionShape shape;
-      shape.num_seqs = b;
-      shape.max_q_len = 1;  // decode: one new token per sequence
-      shape.max_kv_len = int(std::min<int64_t>(int64_t(pages) * page_size, INT32_MAX));
-      shape.page_size = page_size;
-      shape.num_q_heads = config_.num_q_heads;
-      shape.num_kv_heads = config_.num_kv_heads;
-      shape.head_dim = config_.head_dim;
-      graph = backend_.capture_graph([&] { run_layers(t, cache); }, shape);
+      GraphAttentionShape bounds;
+      bounds.num_seqs = b;
+      bounds.max_q_len = 1;  // decode: one new token per sequence
+      bounds.max_kv_len = int(std::min<int64_t>(int64_t(pages) * page_size, INT32_MAX));
+      bounds.page_size = page_size;
+      graph = backend_.capture_graph([&] { run_layers(t, cache); }, *plan_, bounds);
       ++g.stats.captures;
     } else {
-      plan(t);  // the replay reads this step's partition from the backend's plan buffers
+      backend_.plan_attention(*plan_, t.attention);  // the replay reads this step's partition
       backend_.replay_graph(*graph);
       ++g.stats.replays;
     }
   } else {
-    plan(t);
+    backend_.plan_attention(*plan_, t.attention);
     run_layers(t, cache);
   }
   ++g.stats.padded_steps;
-  return Tensor::contiguous(logits_.data(), DType::kF32, backend_.device(), {L, config_.vocab_size});
+  return Tensor::contiguous(logits_.data(), DType::kF32, backend_.device(), {step.num_logits(), config_.vocab_size});
 }
 
 }  // namespace fg

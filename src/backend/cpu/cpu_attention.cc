@@ -12,8 +12,9 @@
 // its own position, so an empty row cannot occur with valid metadata; should one ever be asked
 // for, it gets out = 0 and lse = -inf.
 //
-// The plan step has nothing to decide on CPU; it validates the metadata like attention does, so a
-// batch-builder bug fails at the first step in CI rather than as wrong logits.
+// The CPU plan (CpuAttentionPlan) holds the sequence of every q row; planning validates the
+// metadata like attention does, so a batch-builder bug fails at the first step in CI rather than
+// as wrong logits.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,7 +30,20 @@ using cpu::check_dim;
 using cpu::check_view;
 using cpu::row;
 
-void CpuBackend::validate_batch(const char* op, const AttentionBatch& batch) {
+namespace {
+
+// The CPU plan: which sequence each q row belongs to, for the batch planned last.
+class CpuAttentionPlan final : public AttentionPlan {
+ public:
+  explicit CpuAttentionPlan(const AttentionPlanShape& shape) : AttentionPlan(shape) {}
+  std::vector<int32_t> token_seq;  // [total_q]
+  bool planned = false;
+};
+
+// Checks the batch metadata tensors (shapes, prefix sums, kv >= q lengths, the declared maxima)
+// and, when token_seq is given, fills it with the sequence index of every q row. Aborts on a
+// malformed batch.
+void validate_batch(const char* op, const AttentionBatch& batch, std::vector<int32_t>* token_seq) {
   const int64_t num_seqs = batch.num_seqs;
   FG_CHECK(num_seqs >= 0 && batch.total_q >= 0 && batch.page_size >= 1,
            std::string(op) + ": batch has num_seqs " + std::to_string(num_seqs) + ", total_q " +
@@ -46,7 +60,7 @@ void CpuBackend::validate_batch(const char* op, const AttentionBatch& batch) {
   FG_CHECK(cu[0] == 0 && cu[num_seqs] == batch.total_q,
            std::string(op) + ": cu_seqlens_q must run from 0 to total_q = " + std::to_string(batch.total_q) + ", got " +
                std::to_string(cu[0]) + " .. " + std::to_string(cu[num_seqs]));
-  token_seq_.resize(size_t(batch.total_q));
+  if (token_seq) token_seq->resize(size_t(batch.total_q));
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int64_t q_len = int64_t(cu[s + 1]) - cu[s];
     const std::string where = std::string(op) + ": sequence " + std::to_string(s) + " has q_len " +
@@ -59,16 +73,29 @@ void CpuBackend::validate_batch(const char* op, const AttentionBatch& batch) {
     FG_CHECK((int64_t(kv[s]) + batch.page_size - 1) / batch.page_size <= max_pages,
              where + ": more pages than block_table " + batch.block_table.describe() + " holds at page_size " +
                  std::to_string(batch.page_size));
-    for (int64_t t = cu[s]; t < cu[s + 1]; ++t) token_seq_[size_t(t)] = int32_t(s);
+    if (token_seq)
+      for (int64_t t = cu[s]; t < cu[s + 1]; ++t) (*token_seq)[size_t(t)] = int32_t(s);
   }
 }
 
-void CpuBackend::plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) {
-  FG_CHECK(num_q_heads > 0 && num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 && head_dim > 0,
-           "plan_attention: num_q_heads " + std::to_string(num_q_heads) +
-               " must be a positive multiple of num_kv_heads " + std::to_string(num_kv_heads) + ", head_dim " +
-               std::to_string(head_dim) + " positive");
-  validate_batch("plan_attention", batch);
+}  // namespace
+
+size_t CpuBackend::attention_workspace_bytes(const AttentionPlanShape&) const { return 0; }
+
+std::unique_ptr<AttentionPlan> CpuBackend::make_attention_plan(const AttentionPlanShape& shape, Buffer) {
+  FG_CHECK(shape.num_q_heads > 0 && shape.num_kv_heads > 0 && shape.num_q_heads % shape.num_kv_heads == 0 &&
+               shape.head_dim > 0,
+           "make_attention_plan: num_q_heads " + std::to_string(shape.num_q_heads) +
+               " must be a positive multiple of num_kv_heads " + std::to_string(shape.num_kv_heads) + ", head_dim " +
+               std::to_string(shape.head_dim) + " positive");
+  return std::make_unique<CpuAttentionPlan>(shape);
+}
+
+void CpuBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch) {
+  auto* p = dynamic_cast<CpuAttentionPlan*>(&plan);
+  FG_CHECK(p != nullptr, "plan_attention: the plan was not made by the CPU backend");
+  validate_batch("plan_attention", batch, &p->token_seq);
+  p->planned = true;
   // The host copies must agree with the device metadata the kernels read.
   const int64_t num_seqs = batch.num_seqs;
   FG_CHECK(int64_t(batch.host_cu_seqlens_q.size()) == num_seqs + 1 && int64_t(batch.host_seqlens_kv.size()) == num_seqs,
@@ -150,8 +177,10 @@ float attend_row(const PagedKv& kv, const AttentionRow& r, const AttentionParams
 
 }  // namespace
 
-void CpuBackend::attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
-                           const AttentionParams& params, Tensor& out, Tensor* lse) {
+void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache,
+                           const AttentionBatch& batch, const AttentionParams& params, Tensor& out, Tensor* lse) {
+  const auto* p = dynamic_cast<const CpuAttentionPlan*>(&plan);
+  FG_CHECK(p != nullptr && p->planned, "attention: the plan was not made by the CPU backend or never planned");
   check_view("attention", "q", q, DType::kF32, 3);
   check_view("attention", "out", out, DType::kF32, 3);
   check_view("attention", "cache.k", cache.k, DType::kF32, 4);
@@ -173,7 +202,10 @@ void CpuBackend::attention(const Tensor& q, const KvCacheLayer& cache, const Att
     check_dim("attention", "lse", *lse, 0, total_q);
     check_dim("attention", "lse", *lse, 1, q_heads);
   }
-  validate_batch("attention", batch);
+  validate_batch("attention", batch, nullptr);
+  FG_CHECK(int64_t(p->token_seq.size()) == batch.total_q && plan.shape().num_q_heads == q_heads &&
+               plan.shape().num_kv_heads == kv_heads && plan.shape().head_dim == head_dim,
+           "attention: the batch or the heads differ from those the plan was made and planned for");
   const int32_t* cu = batch.cu_seqlens_q.ptr<int32_t>();
   const int32_t* seqlens_kv = batch.seqlens_kv.ptr<int32_t>();
   const Tensor& bt = batch.block_table;
@@ -192,7 +224,7 @@ void CpuBackend::attention(const Tensor& q, const KvCacheLayer& cache, const Att
   const int64_t window = params.sliding_window;
   int64_t max_kv = 1;
   for (int64_t s = 0; s < batch.num_seqs; ++s) max_kv = std::max<int64_t>(max_kv, seqlens_kv[s]);
-  const int32_t* token_seq = token_seq_.data();
+  const int32_t* token_seq = p->token_seq.data();
 
   // Serial below about a millisecond of work: a parallel region costs more than it saves there.
   int64_t work = 0;

@@ -49,18 +49,15 @@ class CpuBackend final : public Backend {
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
-  void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) override;
-  void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch, const AttentionParams& params,
-                 Tensor& out, Tensor* lse) override;
+  size_t attention_workspace_bytes(const AttentionPlanShape& shape) const override;
+  std::unique_ptr<AttentionPlan> make_attention_plan(const AttentionPlanShape& shape, Buffer workspace) override;
+  void plan_attention(AttentionPlan& plan, const AttentionBatch& batch) override;
+  void attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
+                 const AttentionParams& params, Tensor& out, Tensor* lse) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
 
  private:
-  // Checks the batch metadata tensors (shapes, prefix sums, kv >= q lengths, the declared maxima)
-  // and fills token_seq_ with the sequence index of every q row. Aborts on a malformed batch.
-  void validate_batch(const char* op, const AttentionBatch& batch);
-
-  std::vector<int32_t> token_seq_;                // [total_q] sequence of each q row (attention)
   std::vector<CpuSampleScratch> sample_scratch_;  // one per OpenMP thread (sample)
 };
 

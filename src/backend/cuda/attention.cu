@@ -42,6 +42,36 @@ void set_smem_attr() {
 #endif
 }
 
+// Capacities of the plan buffers for batches of up to max_total_q tokens and max_num_seqs
+// sequences on a GPU of num_sms SMs, and where each buffer sits in the workspace.
+struct WorkspaceLayout {
+  int item_capacity = 0;
+  int merge_capacity = 0;
+  size_t meta = 0, merges = 0, partial_o = 0, partial_lse = 0, bytes = 0;  // byte offsets, total
+
+  WorkspaceLayout(int max_total_q, int max_num_seqs, int num_sms) {
+    // Tiles are at most num_seqs + total_q * group / 64 (group <= 128), splits add at most about
+    // two waves of CTAs (plan() only splits when the tiles leave the GPU under-filled). Both
+    // kernels' items share the list, so the bound covers their sum.
+    item_capacity = max_num_seqs + 2 * max_total_q + 64 * num_sms;
+    merge_capacity = max_num_seqs + 8 * num_sms;
+    auto align = [](size_t n) { return (n + 255) / 256 * 256; };
+    meta = 0;
+    merges = align(meta + meta_bytes());
+    partial_o = align(merges + size_t(merge_capacity) * sizeof(attn::MergeItem));
+    partial_lse = align(partial_o + kPartialFloats * sizeof(float));
+    bytes = align(partial_lse + kPartialFloats / 64 * sizeof(float));
+  }
+  size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
+};
+
+int current_device_sms() {
+  int dev = 0, sms = 0;
+  FG_ATTN_CUDA(cudaGetDevice(&dev));
+  FG_ATTN_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 }  // namespace
 
 struct AttentionPlanState {
@@ -49,7 +79,8 @@ struct AttentionPlanState {
   int ctas_per_sm = 2;
   int item_capacity = 0;
   int merge_capacity = 0;
-  // Device: [kHeaderInts] i32 counts, then [item_capacity] WorkItem; merges separately.
+  // Device, inside the owner's workspace: [kHeaderInts] i32 counts, then [item_capacity]
+  // WorkItem; merges and split-KV partials separately.
   char* d_meta = nullptr;
   attn::MergeItem* d_merges = nullptr;
   float* d_partial_o = nullptr;
@@ -69,26 +100,33 @@ struct AttentionPlanState {
   bool wgmma = false;            // the prefill kernel is attention_wgmma_kernel (else the mma.sync one)
   bool plan_wgmma = false;       // the current plan's prefill items are for the wgmma kernel
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
-  int plan_max_q_len = 0, plan_max_kv_len = 0;  // of the current plan's batch
-  int graph_max_q_len = 0, graph_max_kv_len = 0;  // set_graph_bounds (0: none)
+  int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
+  int graph_max_q_len = 0, graph_max_kv_len = 0;  // begin_capture's bounds (0: none)
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
 
-AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std::make_unique<AttentionPlanState>()) {
+size_t AttentionKernel::workspace_bytes(int max_total_q, int max_num_seqs) {
+  return WorkspaceLayout(max_total_q, max_num_seqs, current_device_sms()).bytes;
+}
+
+AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* workspace)
+    : state_(std::make_unique<AttentionPlanState>()) {
   auto& s = *state_;
+  FG_CHECK(max_total_q > 0 && max_num_seqs > 0 && workspace != nullptr &&
+               (reinterpret_cast<uintptr_t>(workspace) & 255) == 0,
+           "attention kernel: needs positive limits and a 256-byte aligned workspace");
   int dev = 0;
   FG_ATTN_CUDA(cudaGetDevice(&dev));
-  FG_ATTN_CUDA(cudaDeviceGetAttribute(&s.num_sms, cudaDevAttrMultiProcessorCount, dev));
-  // Tiles are at most num_seqs + total_q * group / 64 (group <= 128), splits add at most about two
-  // waves of CTAs (plan() only splits when the tiles leave the GPU under-filled).
-  s.item_capacity = max_num_seqs + 2 * max_total_q + 64 * s.num_sms;
-  // Both kernels' items share the list, so the bound above covers their sum.
-  s.merge_capacity = max_num_seqs + 8 * s.num_sms;
-  FG_ATTN_CUDA(cudaMalloc(&s.d_meta, s.meta_bytes()));
-  FG_ATTN_CUDA(cudaMalloc(&s.d_merges, size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
-  FG_ATTN_CUDA(cudaMalloc(&s.d_partial_o, kPartialFloats * sizeof(float)));
-  FG_ATTN_CUDA(cudaMalloc(&s.d_partial_lse, kPartialFloats / 64 * sizeof(float)));
+  s.num_sms = current_device_sms();
+  const WorkspaceLayout w(max_total_q, max_num_seqs, s.num_sms);
+  s.item_capacity = w.item_capacity;
+  s.merge_capacity = w.merge_capacity;
+  char* base = static_cast<char*>(workspace);
+  s.d_meta = base + w.meta;
+  s.d_merges = reinterpret_cast<attn::MergeItem*>(base + w.merges);
+  s.d_partial_o = reinterpret_cast<float*>(base + w.partial_o);
+  s.d_partial_lse = reinterpret_cast<float*>(base + w.partial_lse);
   FG_ATTN_CUDA(cudaMemset(s.d_meta, 0, kHeaderInts * sizeof(int)));
   // The memset runs on the legacy stream; finish it before any plan uploads on the caller's
   // (possibly non-blocking) stream, or it could land after the upload and zero the counts.
@@ -113,13 +151,42 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs) : state_(std
 
 void AttentionKernel::use_prefill_kernel(bool on) { state_->prefill_kernel = on; }
 
-void AttentionKernel::set_graph_bounds(int max_q_len, int max_kv_len) {
-  state_->graph_max_q_len = std::max(0, max_q_len);
-  state_->graph_max_kv_len = std::max(0, max_kv_len);
+void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads,
+                                    int head_dim, cudaStream_t stream) {
+  auto& s = *state_;
+  FG_CHECK(bounds.num_seqs > 0 && num_kv_heads > 0, "attention begin_capture: empty bounds");
+  // The widest partition a batch within the bounds can get: as many full-length sequences as
+  // still get split-KV (plan() splits only while tiles x kv heads stay under 8/9 of the resident
+  // CTA slots), so the main grid covers about one wave of CTAs and the merge grid one CTA per
+  // split tile.
+  const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
+  const int64_t resident = int64_t(s.num_sms) * s.ctas_per_sm;
+  const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
+  const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(bounds.num_seqs, split_limit)));
+  std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), max_kv);
+  for (int i = 0; i <= seqs; ++i) cu[size_t(i)] = i;
+  AttentionBatch widest;
+  widest.num_seqs = seqs;
+  widest.total_q = seqs;
+  widest.max_q_len = 1;
+  widest.max_kv_len = max_kv;
+  widest.page_size = bounds.page_size;
+  widest.host_cu_seqlens_q = cu;
+  widest.host_seqlens_kv = kv;
+  plan(widest, num_q_heads, num_kv_heads, head_dim, stream);
+  s.graph_max_q_len = max_q;
+  s.graph_max_kv_len = max_kv;
 }
 
-bool AttentionKernel::plan_within(int max_q_len, int max_kv_len) const {
-  return state_->planned && state_->plan_max_q_len <= max_q_len && state_->plan_max_kv_len <= max_kv_len;
+void AttentionKernel::end_capture() {
+  state_->graph_max_q_len = 0;
+  state_->graph_max_kv_len = 0;
+}
+
+bool AttentionKernel::plan_within(const GraphAttentionShape& b) const {
+  const auto& s = *state_;
+  return s.planned && s.plan_num_seqs <= b.num_seqs && s.plan_max_q_len <= std::max(1, b.max_q_len) &&
+         s.plan_max_kv_len <= std::max(1, b.max_kv_len) && s.page_size == b.page_size;
 }
 
 void AttentionKernel::use_wgmma(bool on) { state_->wgmma = on && state_->wgmma_available; }
@@ -135,10 +202,6 @@ AttentionKernel::~AttentionKernel() {
     cudaFreeHost(s.h_meta[i]);
     cudaFreeHost(s.h_merges[i]);
   }
-  cudaFree(s.d_meta);
-  cudaFree(s.d_merges);
-  cudaFree(s.d_partial_o);
-  cudaFree(s.d_partial_lse);
 }
 
 void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim,
@@ -311,6 +374,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   s.plan_wgmma = wgmma;
   s.plan_max_q_len = max_q_len;
   s.plan_max_kv_len = max_kv_len;
+  s.plan_num_seqs = batch.num_seqs;
   s.num_q_heads = num_q_heads;
   s.num_kv_heads = num_kv_heads;
   s.head_dim = head_dim;
@@ -347,7 +411,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 }  // namespace
 
 void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
-                          const AttentionParams& params, Tensor& out, Tensor* lse, cudaStream_t stream) {
+                          const AttentionParams& params, Tensor& out, Tensor* lse, cudaStream_t stream) const {
   auto& s = *state_;
   FG_CHECK(s.planned, "attention run() before plan()");
   FG_CHECK(q.ndim == 3 && out.ndim == 3 && cache.k.ndim == 4 && cache.v.ndim == 4, "attention: tensor ranks");

@@ -1,7 +1,9 @@
 // The one attention kernel of flashgen on CUDA: queries of any length per sequence (cu_seqlens_q)
 // against a paged KV cache (block_table, seqlens_kv, any page size), GQA packing, split-KV with a
 // log-sum-exp merge. The host plans the work partition once per step (plan), into fixed-size
-// buffers it owns, so the per-layer run() only reads them and CUDA graph replays stay valid.
+// buffers carved from a workspace its owner provides, so the per-layer run() only reads them and
+// CUDA graph replays stay valid. One AttentionKernel is one plan (the CUDA backend's AttentionPlan
+// wraps one): two models on one GPU each hold their own.
 // Contract: backend/backend.h (Backend::attention) and DESIGN.md.
 // Included by the CUDA backend only; never by the engine or the model.
 #pragma once
@@ -18,9 +20,13 @@ struct AttentionPlanState;  // defined in attention.cu
 
 class AttentionKernel {
  public:
-  // Allocates the plan/workspace buffers once (cudaMalloc / pinned host memory) — never on the
+  // Device bytes of the workspace for batches of up to max_total_q tokens and max_num_seqs
+  // sequences on the current device (plan items, merge list, split-KV partial outputs).
+  static size_t workspace_bytes(int max_total_q, int max_num_seqs);
+  // Plans into `workspace` (device memory of at least workspace_bytes(), 256-byte aligned, owned
+  // by the caller and outliving this object); allocates its pinned staging once, never on the
   // step path. max_total_q / max_num_seqs bound the batches that plan() accepts.
-  AttentionKernel(int max_total_q, int max_num_seqs);
+  AttentionKernel(int max_total_q, int max_num_seqs, void* workspace);
   ~AttentionKernel();
   AttentionKernel(const AttentionKernel&) = delete;
   AttentionKernel& operator=(const AttentionKernel&) = delete;
@@ -40,18 +46,22 @@ class AttentionKernel {
   void use_wgmma(bool on);
   bool wgmma_active() const;
 
-  // While a graph is recorded for batches of at most max_q_len new tokens and max_kv_len keys per
-  // sequence (GraphAttentionShape), run() records only the launches such batches can need: no
-  // prefill kernel when max_q_len x group packs at most 64 rows (no 128-row tile can occur), no
-  // merge when max_kv_len is too short to be split. (0, 0): no bounds, every launch is recorded.
-  void set_graph_bounds(int max_q_len, int max_kv_len);
-  // Whether the current plan's batch is within such bounds (checked before a graph replays).
-  bool plan_within(int max_q_len, int max_kv_len) const;
+  // Before a graph is recorded for batches within `bounds`: plans the widest partition such a
+  // batch can get (launch widths are fixed at record time and taken from the current plan: about
+  // one wave of CTAs, one merge CTA per split tile) and makes run() record only the launches such
+  // batches can need: no prefill kernel when max_q_len x group packs at most 64 rows (no 128-row
+  // tile can occur), no merge when max_kv_len is too short to be split. end_capture() lifts the
+  // bounds. Only launch widths depend on this, never results.
+  void begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
+                     cudaStream_t stream);
+  void end_capture();
+  // Whether the current plan's batch is within `bounds` (checked before a graph replays).
+  bool plan_within(const GraphAttentionShape& bounds) const;
 
   // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16. Launches the prefill
   // kernel (when the plan has tiles for it), the general kernel, and the split-KV merge.
   void run(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch, const AttentionParams& params,
-           Tensor& out, Tensor* lse, cudaStream_t stream);
+           Tensor& out, Tensor* lse, cudaStream_t stream) const;
 
  private:
   std::unique_ptr<AttentionPlanState> state_;

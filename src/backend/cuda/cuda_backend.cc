@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/attention.h"
@@ -12,14 +13,6 @@
 #include "backend/cuda/kernels.h"
 
 namespace fg::cuda {
-
-void AttentionKernelDeleter::operator()(AttentionKernel* kernel) const {
-#if defined(FG_CUDA_HAVE_ATTENTION)
-  delete kernel;
-#else
-  FG_CHECK(kernel == nullptr, "attention kernel present in a build without it");
-#endif
-}
 
 namespace {
 
@@ -89,20 +82,15 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
-  num_sms_ = prop.multiProcessorCount;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
   arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
   gemm_ = std::make_unique<GemmLt>();
-#if defined(FG_CUDA_HAVE_ATTENTION)
-  attention_.reset(new AttentionKernel(kMaxAttentionTokens, kMaxAttentionSeqs));
-#endif
   ensure_sample_capacity(256);
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
-  attention_.reset();
   gemm_.reset();
   sample_host_.reset();
   sample_device_.reset();
@@ -398,21 +386,60 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
 
 // ---- attention
 
-void CudaBackend::plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) {
-#if defined(FG_CUDA_HAVE_ATTENTION)
-  attention_->plan(batch, num_q_heads, num_kv_heads, head_dim, stream_);
-#else
-  FG_CHECK(false, "this build of the CUDA backend has no attention kernel (src/backend/cuda/attention*.cu missing)");
-#endif
+namespace {
+
+// The CUDA plan: one AttentionKernel (its plan buffers) over the caller's workspace.
+class CudaAttentionPlan final : public AttentionPlan {
+ public:
+  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace)
+      : AttentionPlan(shape),
+        workspace_(std::move(workspace)),
+        kernel_(shape.max_total_q, shape.max_num_seqs, workspace_.data()) {}
+  AttentionKernel& kernel() { return kernel_; }
+  const AttentionKernel& kernel() const { return kernel_; }
+
+ private:
+  Buffer workspace_;  // before kernel_: outlives it
+  AttentionKernel kernel_;
+};
+
+template <class Plan>
+auto& cuda_plan(Plan& plan) {
+  auto* p = dynamic_cast<std::conditional_t<std::is_const_v<Plan>, const CudaAttentionPlan, CudaAttentionPlan>*>(&plan);
+  FG_CHECK(p != nullptr, "attention: the plan was not made by the CUDA backend");
+  return *p;
 }
 
-void CudaBackend::attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
-                            const AttentionParams& params, Tensor& out, Tensor* lse) {
-#if defined(FG_CUDA_HAVE_ATTENTION)
-  attention_->run(q, cache, batch, params, out, lse, stream_);
-#else
-  FG_CHECK(false, "this build of the CUDA backend has no attention kernel (src/backend/cuda/attention*.cu missing)");
-#endif
+}  // namespace
+
+size_t CudaBackend::attention_workspace_bytes(const AttentionPlanShape& shape) const {
+  FG_CHECK(shape.max_total_q > 0 && shape.max_num_seqs > 0, "attention plan: limits must be positive");
+  CUDA_CHECK(cudaSetDevice(device_));
+  return AttentionKernel::workspace_bytes(shape.max_total_q, shape.max_num_seqs);
+}
+
+std::unique_ptr<AttentionPlan> CudaBackend::make_attention_plan(const AttentionPlanShape& shape, Buffer workspace) {
+  FG_CHECK(shape.num_kv_heads > 0 && shape.num_q_heads % shape.num_kv_heads == 0,
+           "attention plan: num_q_heads " + std::to_string(shape.num_q_heads) + " is not a multiple of num_kv_heads " +
+               std::to_string(shape.num_kv_heads));
+  FG_CHECK(workspace.device() == Device::kCuda && workspace.bytes() >= attention_workspace_bytes(shape),
+           "attention plan: the workspace is smaller than attention_workspace_bytes()");
+  CUDA_CHECK(cudaSetDevice(device_));
+  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace));
+}
+
+void CudaBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch) {
+  const AttentionPlanShape& sh = plan.shape();
+  FG_CHECK(batch.total_q <= sh.max_total_q && batch.num_seqs <= sh.max_num_seqs,
+           "plan_attention: a batch of " + std::to_string(batch.total_q) + " tokens in " +
+               std::to_string(batch.num_seqs) + " sequences exceeds the plan's " + std::to_string(sh.max_total_q) +
+               " / " + std::to_string(sh.max_num_seqs));
+  cuda_plan(plan).kernel().plan(batch, sh.num_q_heads, sh.num_kv_heads, sh.head_dim, stream_);
+}
+
+void CudaBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache,
+                            const AttentionBatch& batch, const AttentionParams& params, Tensor& out, Tensor* lse) {
+  cuda_plan(plan).kernel().run(q, cache, batch, params, out, lse, stream_);
 }
 
 // ---- sampling
@@ -464,60 +491,40 @@ namespace {
 
 class CudaGraph final : public Graph {
  public:
-  CudaGraph(cudaGraphExec_t exec, const GraphAttentionShape& bounds) : exec_(exec), bounds_(bounds) {}
+  CudaGraph(cudaGraphExec_t exec, CudaAttentionPlan& plan, const GraphAttentionShape& bounds)
+      : exec_(exec), plan_(plan), bounds_(bounds) {}
   ~CudaGraph() override {
     if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
   }
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
   cudaGraphExec_t exec() const { return exec_; }
+  const CudaAttentionPlan& plan() const { return plan_; }
   const GraphAttentionShape& bounds() const { return bounds_; }
 
  private:
   cudaGraphExec_t exec_ = nullptr;
+  CudaAttentionPlan& plan_;     // the plan its attention launches read (outlives the graph)
   GraphAttentionShape bounds_;  // the batches it may be replayed for
 };
 
 }  // namespace
 
-std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& record,
-                                                  const GraphAttentionShape& shape) {
-#if defined(FG_CUDA_HAVE_ATTENTION)
+std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& record, AttentionPlan& plan,
+                                                  const GraphAttentionShape& bounds) {
   // The attention kernels loop over the plan's work items (counts read from device memory), but
-  // their grid sizes are fixed when recorded: run() takes them from the latest plan. Record after
-  // planning a synthetic batch whose partition is about as wide as any replayed plan can be:
-  // as many full-length sequences as still get split-KV (the planner splits only while tiles x kv
-  // heads stay under 8/9 of the resident CTA slots), so the main grid covers about one wave of CTAs
-  // and the merge grid one CTA per split tile. Only launch widths depend on this, never results.
-  if (shape.num_seqs > 0 && shape.num_kv_heads > 0) {
-    const int64_t resident = 2 * int64_t(num_sms_);  // AttentionPlanState::ctas_per_sm
-    const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(shape.num_kv_heads));
-    const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(shape.num_seqs, split_limit)));
-    std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), std::max(1, shape.max_kv_len));
-    for (int i = 0; i <= seqs; ++i) cu[size_t(i)] = i;
-    AttentionBatch widest;
-    widest.num_seqs = seqs;
-    widest.total_q = seqs;
-    widest.max_q_len = 1;
-    widest.max_kv_len = std::max(1, shape.max_kv_len);
-    widest.page_size = shape.page_size;
-    widest.host_cu_seqlens_q = cu;
-    widest.host_seqlens_kv = kv;
-    attention_->plan(widest, shape.num_q_heads, shape.num_kv_heads, shape.head_dim, stream_);
-  }
-#else
-  (void)shape;
-#endif
-#if defined(FG_CUDA_HAVE_ATTENTION)
-  // Attention records only the launches batches within the shape can need.
-  if (shape.num_seqs > 0) attention_->set_graph_bounds(std::max(1, shape.max_q_len), std::max(1, shape.max_kv_len));
-  struct ClearBounds {
-    AttentionKernel* a;
-    ~ClearBounds() {
-      if (a != nullptr) a->set_graph_bounds(0, 0);
-    }
-  } clear_bounds{attention_.get()};
-#endif
+  // their grid sizes are fixed when recorded: the plan sizes them for the widest batch within the
+  // bounds and records only the launches such batches need.
+  CudaAttentionPlan& p = cuda_plan(plan);
+  const AttentionPlanShape& sh = plan.shape();
+  FG_CHECK(bounds.num_seqs > 0 && bounds.num_seqs <= sh.max_num_seqs && bounds.page_size > 0,
+           "capture_graph: bounds of " + std::to_string(bounds.num_seqs) + " sequences do not fit the plan's " +
+               std::to_string(sh.max_num_seqs));
+  p.kernel().begin_capture(bounds, sh.num_q_heads, sh.num_kv_heads, sh.head_dim, stream_);
+  struct EndCapture {
+    AttentionKernel& k;
+    ~EndCapture() { k.end_capture(); }
+  } end_capture{p.kernel()};
   CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   record();
   cudaGraph_t graph = nullptr;
@@ -526,17 +533,14 @@ std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& r
   cudaError_t err = cudaGraphInstantiateWithFlags(&exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   CUDA_CHECK(err);
-  return std::make_unique<CudaGraph>(exec, shape);
+  return std::make_unique<CudaGraph>(exec, p, bounds);
 }
 
 void CudaBackend::replay_graph(Graph& graph) {
   auto* g = dynamic_cast<CudaGraph*>(&graph);
   FG_CHECK(g != nullptr, "replay_graph: the graph was not recorded by the CUDA backend");
-#if defined(FG_CUDA_HAVE_ATTENTION)
-  const GraphAttentionShape& b = g->bounds();
-  FG_CHECK(b.num_seqs <= 0 || attention_->plan_within(std::max(1, b.max_q_len), std::max(1, b.max_kv_len)),
-           "replay_graph: the planned attention batch exceeds the bounds the graph was recorded for");
-#endif
+  FG_CHECK(g->plan().kernel().plan_within(g->bounds()),
+           "replay_graph: the batch planned into the graph's plan exceeds the bounds the graph was recorded for");
   CUDA_CHECK(cudaGraphLaunch(g->exec(), stream_));
 }
 

@@ -15,17 +15,8 @@
 
 namespace fg::cuda {
 
-class AttentionKernel;
-// Deletes the attention kernel; defined where its implementation is known (cuda_backend.cc).
-struct AttentionKernelDeleter {
-  void operator()(AttentionKernel* kernel) const;
-};
-
 class CudaBackend final : public Backend {
  public:
-  // Limits of the batches plan_attention accepts (the attention kernel's fixed-size plan buffers).
-  static constexpr int kMaxAttentionTokens = 16384;
-  static constexpr int kMaxAttentionSeqs = 1024;
   // Each cudaMalloc of the arena takes at least this much.
   static constexpr size_t kArenaSlabBytes = size_t(1) << 30;
 
@@ -57,16 +48,19 @@ class CudaBackend final : public Backend {
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args, const Tensor& slot_mapping,
                      KvCacheLayer& cache) override;
-  void plan_attention(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim) override;
-  void attention(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
+  // Plans are AttentionKernels (attention.h) over the caller's workspace.
+  size_t attention_workspace_bytes(const AttentionPlanShape& shape) const override;
+  std::unique_ptr<AttentionPlan> make_attention_plan(const AttentionPlanShape& shape, Buffer workspace) override;
+  void plan_attention(AttentionPlan& plan, const AttentionBatch& batch) override;
+  void attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
                  const AttentionParams& params, Tensor& out, Tensor* lse) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
 
   // CUDA graphs: stream capture (thread-local mode) on the backend's stream, instantiated once.
   bool supports_graphs() const override { return true; }
-  std::unique_ptr<Graph> capture_graph(const std::function<void()>& record,
-                                       const GraphAttentionShape& attention) override;
+  std::unique_ptr<Graph> capture_graph(const std::function<void()>& record, AttentionPlan& plan,
+                                       const GraphAttentionShape& bounds) override;
   void replay_graph(Graph& graph) override;
 
   cudaStream_t stream() const { return stream_; }
@@ -76,12 +70,10 @@ class CudaBackend final : public Backend {
   void ensure_sample_capacity(int rows);
 
   int device_ = 0;
-  int num_sms_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceArena> arena_;
   std::unique_ptr<GemmLt> gemm_;
-  std::unique_ptr<AttentionKernel, AttentionKernelDeleter> attention_;  // null when not built
   // Sampling settings staging: pinned host rows copied into device rows before each launch.
   Buffer sample_host_;
   Buffer sample_device_;

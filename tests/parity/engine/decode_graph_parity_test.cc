@@ -93,10 +93,7 @@ DecodeRun run_decode(Model& model, KvCache& cache, const std::vector<std::vector
       inputs[size_t(s)] = step == 0 ? prompts[size_t(s)] : std::vector<int32_t>{next[size_t(s)]};
       chunks.push_back({inputs[size_t(s)], cached[size_t(s)], pages[size_t(s)], LogitsWanted::kLast});
     }
-    auto spec = build_batch_spec(chunks, kPageSize);
-    EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
-    if (!spec.is_ok()) return run;
-    auto logits = model.forward(*spec, cache);
+    auto logits = model.forward(chunks, cache);
     EXPECT_TRUE(logits.is_ok()) << logits.status().to_string();
     if (!logits.is_ok()) return run;
     EXPECT_EQ(logits->shape[0], S) << "padded rows must not be returned";

@@ -72,8 +72,7 @@ Result<std::vector<float>> stepwise_logits(Model& model, const std::vector<int32
   for (size_t begin = 0; begin < seq.size(); begin = begin == 0 ? prompt_len : begin + 1) {
     size_t end = begin == 0 ? prompt_len : begin + 1;
     SequenceChunk c{std::span<const int32_t>(seq).subspan(begin, end - begin), int(begin), pages, LogitsWanted::kLast};
-    FG_ASSIGN_OR_RETURN(BatchSpec spec, build_batch_spec(std::span<const SequenceChunk>(&c, 1), page_size));
-    FG_ASSIGN_OR_RETURN(Tensor logits, model.forward(spec, cache));
+    FG_ASSIGN_OR_RETURN(Tensor logits, model.forward(std::span<const SequenceChunk>(&c, 1), cache));
     out.resize(out.size() + size_t(vocab));
     model.backend().copy_to_host(out.data() + out.size() - size_t(vocab), logits.data, size_t(vocab) * sizeof(float));
     model.backend().synchronize();

@@ -155,8 +155,9 @@ Outputs run_paged(Backend& be, const std::vector<const SeqData*>& seqs, const Sh
   PaddedF32 out({total_q, sh.q_heads, dim}, 0, page_seed + 8), lse({total_q, sh.q_heads}, 0, page_seed + 9);
   out.poison();
   lse.poison();
-  be.plan_attention(batch, int(sh.q_heads), int(sh.kv_heads), int(dim));
-  be.attention(q, cache, batch, params, out.view, &lse.view);
+  auto plan = make_attention_plan(be, {int(sh.q_heads), int(sh.kv_heads), int(dim), int(total_q), int(num_seqs)});
+  be.plan_attention(*plan, batch);
+  be.attention(*plan, q, cache, batch, params, out.view, &lse.view);
   EXPECT_TRUE(out.all_finite());
   EXPECT_TRUE(lse.all_finite());
   EXPECT_TRUE(out.untouched_outside());
@@ -284,7 +285,9 @@ TEST(CpuAttention, LseIsOptional) {
   Tensor o = Tensor::contiguous(out.data(), DType::kF32, Device::kCpu, {5, 4, 16});
   AttentionParams params;
   params.scale = 0.25f;
-  be->attention(q, cache, batch, params, o, nullptr);
+  auto plan = make_attention_plan(*be, {4, 1, 16, 5, 1});
+  be->plan_attention(*plan, batch);
+  be->attention(*plan, q, cache, batch, params, o, nullptr);
   const Outputs want = naive_attention({&s}, sh, params);
   for (size_t e = 0; e < out.size(); ++e) ASSERT_TRUE(test::near(out[e], want.out[e], 1e-5, 1e-5, "out", int64_t(e)));
 }
@@ -303,11 +306,12 @@ TEST(CpuAttention, MalformedMetadataAbortsWithAMessage) {
                        4,
                        cu,
                        kv};
-  EXPECT_DEATH(be->plan_attention(batch, 4, 2, 16), "plan_attention: sequence 0 has q_len 5 and kv_len 4");
+  auto plan = make_attention_plan(*be, {4, 2, 16, 8, 2});
+  EXPECT_DEATH(be->plan_attention(*plan, batch), "plan_attention: sequence 0 has q_len 5 and kv_len 4");
   kv[0] = 9;  // needs 3 pages of 4, the table holds 2
   batch.max_kv_len = 9;
-  EXPECT_DEATH(be->plan_attention(batch, 4, 2, 16), "more pages than block_table");
-  EXPECT_DEATH(be->plan_attention(batch, 4, 3, 16), "must be a positive multiple of num_kv_heads");
+  EXPECT_DEATH(be->plan_attention(*plan, batch), "more pages than block_table");
+  EXPECT_DEATH(make_attention_plan(*be, {4, 3, 16, 8, 2}), "must be a positive multiple of num_kv_heads");
 }
 
 }  // namespace

@@ -209,7 +209,7 @@ TEST(EngineCore, ForwardFailureEndsOnlyThatStepsRequestsWithAnError) {
   class FailingRunner : public FakeRunner {
    public:
     using FakeRunner::FakeRunner;
-    Result<Tensor> forward(const StepBatch& b) override {
+    Result<Tensor> forward(const StepMetadata& b) override {
       if (++calls_ == 2) return internal_error("device fell over");
       return FakeRunner::forward(b);
     }

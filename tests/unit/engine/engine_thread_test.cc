@@ -17,7 +17,7 @@ namespace {
 class GatedRunner : public FakeRunner {
  public:
   GatedRunner(const FakeModelShape& shape, int64_t hold_at) : FakeRunner(shape), hold_at_(hold_at) {}
-  Result<Tensor> forward(const StepBatch& b) override {
+  Result<Tensor> forward(const StepMetadata& b) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       ++calls_;

@@ -49,14 +49,21 @@ class FakeRunner : public StepRunner {
   // prove no step ever writes into a page that is shared or published in the prefix cache).
   void set_write_guard(std::function<bool(int32_t page)> may_write) { may_write_ = std::move(may_write); }
 
-  Result<Tensor> forward(const StepBatch& b) override {
+  StepWriter begin_step(const StepShape& shape) override {
+    const int pages = std::max(1, (shape.max_kv_len + shape_.page_size - 1) / shape_.page_size);
+    const StepLayout layout = StepLayout::make(shape.total_q, shape.num_seqs, shape.num_logits, pages, false);
+    block_.assign(layout.words, -1);
+    return StepWriter(layout, block_.data(), shape_.page_size);
+  }
+
+  Result<Tensor> forward(const StepMetadata& b) override {
     ++num_forwards_;
-    max_step_tokens_ = std::max<int64_t>(max_step_tokens_, b.total_q);
-    max_step_seqs_ = std::max<int64_t>(max_step_seqs_, b.num_seqs);
-    tokens_computed_ += b.total_q;
+    max_step_tokens_ = std::max<int64_t>(max_step_tokens_, b.total_q());
+    max_step_seqs_ = std::max<int64_t>(max_step_seqs_, b.num_seqs());
+    tokens_computed_ += b.total_q();
     const int32_t P = shape_.page_size;
     // 1. Write the new tokens into their slots, checking the slot agrees with the block table.
-    for (int32_t s = 0; s < b.num_seqs; ++s) {
+    for (int32_t s = 0; s < b.num_seqs(); ++s) {
       const int32_t q0 = b.cu_seqlens_q[size_t(s)], q1 = b.cu_seqlens_q[size_t(s) + 1];
       if (b.seqlens_kv[size_t(s)] - (q1 - q0) < 0) return internal_error("kv length shorter than the new tokens");
       for (int32_t q = q0; q < q1; ++q) {
@@ -72,12 +79,12 @@ class FakeRunner : public StepRunner {
       }
     }
     // 2. Logits of the requested rows: hash the sequence's cached tokens [0, pos].
-    if (logits_.bytes() < size_t(b.num_logits) * size_t(shape_.vocab) * 4) {
-      logits_ = backend_->alloc(size_t(std::max(b.num_logits, 64)) * size_t(shape_.vocab) * 4);
+    if (logits_.bytes() < size_t(b.num_logits()) * size_t(shape_.vocab) * 4) {
+      logits_ = backend_->alloc(size_t(std::max(b.num_logits(), 64)) * size_t(shape_.vocab) * 4);
     }
     float* out = static_cast<float*>(logits_.data());
     int32_t s = 0;
-    for (int32_t r = 0; r < b.num_logits; ++r) {
+    for (int32_t r = 0; r < b.num_logits(); ++r) {
       const int32_t row = b.logits_indices[size_t(r)];
       while (b.cu_seqlens_q[size_t(s) + 1] <= row) ++s;
       const int32_t pos = b.positions[size_t(row)];
@@ -95,7 +102,7 @@ class FakeRunner : public StepRunner {
       }
       for (int32_t e : shape_.eos) out[size_t(r) * size_t(shape_.vocab) + size_t(e)] += shape_.eos_bias;
     }
-    return Tensor::contiguous(out, DType::kF32, Device::kCpu, {b.num_logits, shape_.vocab});
+    return Tensor::contiguous(out, DType::kF32, Device::kCpu, {b.num_logits(), shape_.vocab});
   }
 
   // Marks every slot empty again (to check that a fresh run never reads old contents).
@@ -113,6 +120,7 @@ class FakeRunner : public StepRunner {
   FakeModelShape shape_;
   std::unique_ptr<Backend> backend_;
   std::vector<int64_t> slots_;
+  std::vector<int32_t> block_;  // the step metadata block begin_step hands out
   Buffer logits_;
   int64_t num_forwards_ = 0;
   int64_t max_step_tokens_ = 0;

@@ -68,12 +68,10 @@ std::vector<SeqResult> run(Model& model, const std::vector<std::vector<int32_t>>
       if (!together) break;
     }
     if (chunks.empty()) break;
-    auto spec = build_batch_spec(chunks, page_size);
-    EXPECT_TRUE(spec.is_ok()) << spec.status().message();
-    auto logits = model.forward(*spec, *cache);
+    auto logits = model.forward(chunks, *cache);
     EXPECT_TRUE(logits.is_ok()) << logits.status().message();
     if (!logits.is_ok()) return out;
-    host.resize(size_t(spec->num_logits()) * size_t(vocab));
+    host.resize(size_t(logits->shape[0]) * size_t(vocab));
     model.backend().copy_to_host(host.data(), logits->data, host.size() * sizeof(float));
     model.backend().synchronize();
     size_t row = 0;
