@@ -153,12 +153,14 @@ StepWriter Model::begin_step(const StepShape& shape, int page_size) {
   pending_ = PendingStep{};
   pending_.open = true;
   const int pages_needed = std::max(1, kv_pages_for(shape.max_kv_len, page_size));
-  if (graphs_ && shape.decode_only() && shape.num_seqs <= graphs_->options.max_batch_size &&
-      shape.num_logits <= shape.num_seqs && pages_needed <= graphs_->options.max_pages_per_seq) {
+  const int width = shape.max_q_len <= 1 ? 1 : graphs_ ? graphs_->options.max_query_len : 0;
+  if (graphs_ && shape.max_q_len >= 1 && shape.max_q_len <= width &&
+      shape.num_seqs <= graphs_->options.max_batch_size && pages_needed <= graphs_->options.max_pages_per_seq) {
     const int b = decode_graph_bucket(shape.num_seqs, graphs_->options.max_batch_size);
     const int pages = decode_graph_pages(pages_needed, graphs_->options.max_pages_per_seq);
     pending_.graph = true;
-    pending_.layout = StepLayout::make(b, b, b, pages, rope_bases());
+    pending_.width = width;
+    pending_.layout = StepLayout::make(b * width, b, b * width, pages, rope_bases());
     pending_.words = static_cast<int32_t*>(graphs_->meta_host.data());
   } else {
     pending_.layout = StepLayout::make(shape.total_q, shape.num_seqs, shape.num_logits, pages_needed, rope_bases());
@@ -206,10 +208,14 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
   Tensor delta = view_at(delta_, 0, act, {T, c.hidden_size});
   Tensor qkv = view_at(wide_, 0, act, {T, c.qkv_dim()});
   Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
-  Tensor attn_out = view_at(narrow_, 0, act, {T, c.num_q_heads, c.head_dim});
+  // Attention sees the rows that belong to a sequence (all of them but in a padded graph step).
+  const int A = t.attention.total_q;
+  Tensor attn_out = view_at(narrow_, 0, act, {A, c.num_q_heads, c.head_dim});
   Tensor attn_out_2d = view_at(narrow_, 0, act, {T, c.q_dim()});
   Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
   Tensor q = head_view(qkv, 0, c.num_q_heads, c.head_dim);
+  Tensor q_attn = q;
+  q_attn.shape[0] = A;
   Tensor k = head_view(qkv, c.q_dim(), c.num_kv_heads, c.head_dim);
   Tensor v = head_view(qkv, c.q_dim() + c.kv_dim(), c.num_kv_heads, c.head_dim);
   const float eps = float(c.rms_norm_eps);
@@ -232,7 +238,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     params.scale = 1.0f / std::sqrt(float(c.head_dim));
     params.causal = true;
     params.sliding_window = c.layer_sliding_window[size_t(l)];
-    backend_.attention(*plan_, q, cache.layer(l), t.attention, params, attn_out, nullptr);
+    backend_.attention(*plan_, q_attn, cache.layer(l), t.attention, params, attn_out, nullptr);
     backend_.gemm(attn_out_2d, w.o, w.o_bias.defined() ? &w.o_bias : nullptr, delta);
 
     backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);

@@ -13,16 +13,20 @@
 // The model never knows which backend runs it and never allocates KV pages.
 //
 // Decode graphs (enable_decode_graphs): a decode-only step (one new token per sequence) of b
-// sequences is padded up to a bucket (decode_graph_bucket) and its metadata written into
-// fixed-capacity buffers allocated once, so the layer loop sees the same pointers and shapes at
+// sequences, or a verification step (at most max_query_len new tokens per sequence), is padded up
+// to a bucket (decode_graph_bucket; width 1 or max_query_len tokens per sequence) and its
+// metadata written into fixed-capacity buffers allocated once, so the layer loop sees the same pointers and shapes at
 // every step of that bucket and can be recorded once as a backend graph (a CUDA graph) and
 // replayed. Padded rows are harmless: token 0 at position 0, KV slot -1 (kv_write skips it), a
-// one-key sequence on page 0 for attention, and their logits rows are never returned. The
+// one-key sequence on page 0 for attention (padded sequences), or rows of no sequence at all
+// (the tail of a verification step's rows: attention neither reads nor writes them), and their
+// logits rows are never returned. The
 // attention partition is planned on the host before every replay (the kernels read it from
 // memory). Eager and graph steps give the same logits up to GEMM rounding of a different row count.
 #pragma once
 
 #include <map>
+#include <tuple>
 #include <span>
 #include <memory>
 #include <string>
@@ -39,9 +43,12 @@ namespace fg {
 struct DecodeGraphOptions {
   int max_batch_size = 256;   // decode steps of up to this many sequences take the fixed buffers
   int max_pages_per_seq = 0;  // ... when no sequence needs more KV pages than this (> 0)
-  bool capture = true;        // record one graph per (batch bucket, page bucket) and replay it
-                              // (needs Backend::supports_graphs); false runs the same padded ops
-                              // eagerly, which is how the CPU tests check the padding
+  int max_query_len = 1;      // > 1: steps whose sequences each add at most this many tokens
+                              // (speculative verification, 1 + k) take them too, laid out at
+                              // this width per sequence
+  bool capture = true;        // record one graph per (batch bucket, page bucket, width) and
+                              // replay it (needs Backend::supports_graphs); false runs the same
+                              // padded ops eagerly, which is how the CPU tests check the padding
 };
 
 struct DecodeGraphStats {
@@ -117,7 +124,7 @@ class Model {
     DecodeGraphOptions options;
     Buffer meta_host;  // staging of the largest padded step (pinned on cuda)
     Buffer meta_dev;   // the same bytes on the device; never reallocated while graphs exist
-    std::map<std::pair<int, int>, std::unique_ptr<Graph>> graphs;  // (batch, pages) bucket -> graph
+    std::map<std::tuple<int, int, int>, std::unique_ptr<Graph>> graphs;  // (batch, pages, width) -> graph
     const void* cache_k = nullptr;                                 // the KV cache the graphs were recorded against
     int cache_page_size = 0;
     DecodeGraphStats stats;
@@ -126,6 +133,7 @@ class Model {
   struct PendingStep {
     bool open = false;
     bool graph = false;  // laid out at a decode-graph bucket, in graphs_->meta_host
+    int width = 1;       // ... of this many token rows per sequence
     StepLayout layout;
     int32_t* words = nullptr;
   };
@@ -139,8 +147,9 @@ class Model {
   bool rope_bases() const { return config_.rope.type == RopeScaling::kDynamic; }
   StepTensors step_tensors(const StepLayout& m, const Buffer& dev, const StepMetadata& step) const;
   void fill_rope_bases(const StepLayout& m, int num_seqs, int32_t* words) const;
-  // Rows [step's, bucket) of a graph step: token 0 at position 0, one key on page 0, slot -1.
-  void pad_decode_rows(const StepMetadata& step, int32_t* words) const;
+  // Pads a graph step to its bucket in place (see "Decode graphs"); returns the rows that belong
+  // to a sequence (the step's and one per padded sequence).
+  int pad_decode_rows(const StepMetadata& step, int32_t* words) const;
   // The decoder stack over one step's metadata: embedding .. logits (logits_ rows [0, num_logits)).
   void run_layers(const StepTensors& t, KvCache& cache);
   Result<Tensor> forward_graph(const StepMetadata& step, KvCache& cache);

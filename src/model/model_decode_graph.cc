@@ -52,6 +52,9 @@ Status Model::enable_decode_graphs(const DecodeGraphOptions& options) {
   if (options.max_pages_per_seq < 1)
     return invalid_argument("decode graphs: max pages per sequence must be positive, got " +
                             std::to_string(options.max_pages_per_seq));
+  if (options.max_query_len < 1 || options.max_query_len > 64)
+    return invalid_argument("decode graphs: max query length " + std::to_string(options.max_query_len) +
+                            " is outside [1, 64]");
   if (options.capture && !backend_.supports_graphs())
     return unsupported("decode graphs: the " + backend_.name() + " backend cannot record graphs");
   const int64_t bt_words = int64_t(options.max_batch_size) * int64_t(options.max_pages_per_seq);
@@ -62,8 +65,9 @@ Status Model::enable_decode_graphs(const DecodeGraphOptions& options) {
   auto state = std::make_unique<DecodeGraphState>();
   state->options = options;
   // The largest padded step: every array at max_batch_size rows, block table at the page cap.
-  const StepLayout widest = StepLayout::make(options.max_batch_size, options.max_batch_size, options.max_batch_size,
-                                             options.max_pages_per_seq, rope_bases());
+  const int rows = options.max_batch_size * options.max_query_len;
+  const StepLayout widest =
+      StepLayout::make(rows, options.max_batch_size, rows, options.max_pages_per_seq, rope_bases());
   state->meta_host = backend_.alloc_host(widest.words * 4);
   state->meta_dev = backend_.alloc(widest.words * 4);
   if (!state->meta_host.data() || !state->meta_dev.data())
@@ -71,7 +75,7 @@ Status Model::enable_decode_graphs(const DecodeGraphOptions& options) {
                   "decode graphs: cannot allocate " + std::to_string(widest.words * 4) + " bytes of step metadata");
   // The workspace the graphs record: sized now for the largest bucket, so that only a larger
   // eager step (a prefill) can move it, which drops the graphs (re-recorded on next use).
-  reserve(options.max_batch_size, options.max_batch_size, 0);
+  reserve(rows, rows, 0);
   graphs_ = std::move(state);
   return Status::ok();
 }
@@ -95,35 +99,40 @@ void Model::drop_graphs() {
   graphs_->graphs.clear();
 }
 
-void Model::pad_decode_rows(const StepMetadata& step, int32_t* words) const {
+int Model::pad_decode_rows(const StepMetadata& step, int32_t* words) const {
   const StepLayout& m = pending_.layout;
-  const int S = step.num_seqs(), b = m.num_seqs, L = step.num_logits();
-  std::fill(words + m.ids + S, words + m.ids + b, 0);
-  std::fill(words + m.pos + S, words + m.pos + b, 0);
-  for (int s = S; s <= b; ++s) words[m.cu + size_t(s)] = s;  // one new token per sequence
-  std::fill(words + m.skv + S, words + m.skv + b, 1);         // one key, on page 0
+  const int S = step.num_seqs(), b = m.num_seqs, T = step.total_q(), L = step.num_logits();
+  // Sequences [S, b): one token each, right after the step's rows, seeing one key on page 0.
+  const int assigned = T + (b - S);
+  for (int s = S; s < b; ++s) words[m.cu + size_t(s) + 1] = T + (s - S) + 1;
+  std::fill(words + m.skv + S, words + m.skv + b, 1);
   std::fill(words + m.bt + size_t(S) * size_t(m.pages_per_seq), words + m.bt + size_t(b) * size_t(m.pages_per_seq),
             0);
-  std::fill(words + m.slot + S, words + m.slot + b, -1);  // kv_write skips padded rows
-  std::fill(words + m.lidx + L, words + m.lidx + b, 0);   // computed, never returned
+  // Rows [T, capacity): token 0 at position 0, written nowhere; rows past `assigned` belong to
+  // no sequence, so attention neither reads nor writes them.
+  std::fill(words + m.ids + T, words + m.ids + m.total_q, 0);
+  std::fill(words + m.pos + T, words + m.pos + m.total_q, 0);
+  std::fill(words + m.slot + T, words + m.slot + m.total_q, -1);  // kv_write skips padded rows
+  std::fill(words + m.lidx + L, words + m.lidx + m.num_logits, 0);  // computed, never returned
+  return assigned;
 }
 
 Result<Tensor> Model::forward_graph(const StepMetadata& step, KvCache& cache) {
   DecodeGraphState& g = *graphs_;
   const StepLayout& m = pending_.layout;
   const int b = m.num_seqs, pages = m.pages_per_seq, page_size = cache.page_size();
-  FG_CHECK(cap_tokens_ >= b && cap_logits_ >= b && plan_ != nullptr,
+  const int width = pending_.width;
+  FG_CHECK(cap_tokens_ >= m.total_q && cap_logits_ >= m.num_logits && plan_ != nullptr,
            "decode graphs: workspace below the bucket it was reserved for");
-  FG_CHECK(step.num_seqs() == step.total_q() && step.num_seqs() <= b && step.num_logits() <= b,
-           "decode graphs: the step is not a decode step of its bucket");
+  FG_CHECK(step.num_seqs() <= b && step.max_q_len <= width && step.num_logits() <= m.num_logits,
+           "decode graphs: the step does not fit its bucket");
 
   // ---- the padded step: the writer filled the real rows in place; pad, then one upload.
-  pad_decode_rows(step, step.words);
+  const int assigned = pad_decode_rows(step, step.words);
   fill_rope_bases(m, b, step.words);
   backend_.copy_from_host(g.meta_dev.data(), step.words, m.words * 4);
-  StepMetadata padded = step;
-  padded.max_q_len = 1;
-  const StepTensors t = step_tensors(m, g.meta_dev, padded);
+  StepTensors t = step_tensors(m, g.meta_dev, step);
+  t.attention.total_q = assigned;
 
   if (g.options.capture) {
     if (g.cache_k != cache.layer(0).k.data || g.cache_page_size != page_size) {
@@ -131,7 +140,7 @@ Result<Tensor> Model::forward_graph(const StepMetadata& step, KvCache& cache) {
       g.cache_k = cache.layer(0).k.data;
       g.cache_page_size = page_size;
     }
-    std::unique_ptr<Graph>& graph = g.graphs[{b, pages}];
+    std::unique_ptr<Graph>& graph = g.graphs[{b, pages, width}];
     if (!graph) {
       // The first step of a bucket runs eagerly, which also makes every lazy host-side choice
       // (GEMM algorithms, kernel attributes) outside the recording; then the graph is recorded
@@ -140,7 +149,7 @@ Result<Tensor> Model::forward_graph(const StepMetadata& step, KvCache& cache) {
       run_layers(t, cache);
       GraphAttentionShape bounds;
       bounds.num_seqs = b;
-      bounds.max_q_len = 1;  // decode: one new token per sequence
+      bounds.max_q_len = width;
       bounds.max_kv_len = int(std::min<int64_t>(int64_t(pages) * page_size, INT32_MAX));
       bounds.page_size = page_size;
       graph = backend_.capture_graph([&] { run_layers(t, cache); }, *plan_, bounds);

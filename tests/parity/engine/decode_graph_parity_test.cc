@@ -198,6 +198,104 @@ void check_fixture(Backend& backend, const std::string& name, int num_seqs, cons
   }
 }
 
+// Verification-width steps (DecodeGraphOptions::max_query_len > 1): after a prefill, every step
+// feeds each sequence 1..width tokens (a random count, as speculative verification does) and asks
+// for the logits of all of them. The same steps run eagerly and through the graph path (laid out
+// at width tokens per sequence, the tail rows belonging to no sequence) must give the same logits,
+// and padding must never write the KV cache.
+void check_verify_steps(Backend& backend, const std::string& name, int num_seqs, int width, bool capture,
+                        float tolerance) {
+  SCOPED_TRACE(name + ", " + std::to_string(num_seqs) + " sequences, width " + std::to_string(width));
+  auto loaded = Model::load(model_fixture(name), backend);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  Model& model = **loaded;
+  const int64_t vocab = model.config().vocab_size;
+  const int steps = 8;
+  const auto prompts = make_prompts(num_seqs, int(vocab), 31u + uint32_t(num_seqs), 3);
+  std::mt19937 rng(5);
+  // lens[step][s] tokens fed at each step, drawn from stream[s].
+  std::vector<std::vector<int>> lens(steps, std::vector<int>(size_t(num_seqs)));
+  std::vector<std::vector<int32_t>> stream(static_cast<size_t>(num_seqs));
+  for (auto& step : lens)
+    for (int& n : step) n = 1 + int(rng() % uint32_t(width));
+  for (auto& st : stream)
+    for (int i = 0; i < steps * width; ++i) st.push_back(int32_t(1 + rng() % uint32_t(vocab - 1)));
+  const int pages_per_seq = kv_pages_for(3 + 18 + steps * width + 1, kPageSize);
+  const int num_pages = 1 + num_seqs * pages_per_seq;
+
+  auto run = [&](KvCache& cache) {
+    std::vector<std::vector<float>> out;
+    std::vector<std::vector<int32_t>> pages(static_cast<size_t>(num_seqs));
+    for (int s = 0; s < num_seqs; ++s)
+      for (int p = 0; p < pages_per_seq; ++p) pages[size_t(s)].push_back(1 + s * pages_per_seq + p);
+    std::vector<int> cached(static_cast<size_t>(num_seqs), 0), fed(static_cast<size_t>(num_seqs), 0);
+    for (int step = -1; step < steps; ++step) {
+      std::vector<SequenceChunk> chunks;
+      for (int s = 0; s < num_seqs; ++s) {
+        std::span<const int32_t> in =
+            step < 0 ? std::span<const int32_t>(prompts[size_t(s)])
+                     : std::span<const int32_t>(stream[size_t(s)]).subspan(size_t(fed[size_t(s)]),
+                                                                          size_t(lens[size_t(step)][size_t(s)]));
+        chunks.push_back({in, cached[size_t(s)], pages[size_t(s)], step < 0 ? LogitsWanted::kLast : LogitsWanted::kAll});
+      }
+      auto logits = model.forward(chunks, cache);
+      EXPECT_TRUE(logits.is_ok()) << logits.status().to_string();
+      if (!logits.is_ok()) return out;
+      for (int s = 0; s < num_seqs; ++s) {
+        cached[size_t(s)] += int(chunks[size_t(s)].new_tokens.size());
+        if (step >= 0) fed[size_t(s)] += lens[size_t(step)][size_t(s)];
+      }
+      if (step >= 0) out.push_back(to_host(backend, *logits));
+    }
+    return out;
+  };
+  auto eager_cache = model.make_kv_cache(num_pages, kPageSize);
+  ASSERT_TRUE(eager_cache.is_ok());
+  const auto eager = run(*eager_cache);
+  ASSERT_EQ(int(eager.size()), steps);
+
+  DecodeGraphOptions o;
+  o.max_batch_size = 8;
+  o.max_pages_per_seq = pages_per_seq;
+  o.max_query_len = width;
+  o.capture = capture;
+  ASSERT_TRUE(model.enable_decode_graphs(o).is_ok());
+  auto graph_cache = model.make_kv_cache(num_pages, kPageSize);
+  ASSERT_TRUE(graph_cache.is_ok());
+  poison_page0(backend, *graph_cache);
+  const auto graph = run(*graph_cache);
+  ASSERT_EQ(int(graph.size()), steps);
+  const DecodeGraphStats stats = model.decode_graph_stats();
+  EXPECT_EQ(stats.padded_steps, steps) << "every verification step should take the fixed-buffer path";
+  if (capture) EXPECT_GT(stats.replays, 0);
+  EXPECT_TRUE(page0_intact(backend, *graph_cache)) << "a padded row wrote into the KV cache";
+  for (int step = 0; step < steps; ++step) {
+    const std::vector<float>& a = eager[size_t(step)];
+    const std::vector<float>& b = graph[size_t(step)];
+    ASSERT_EQ(a.size(), b.size()) << "step " << step;
+    float scale = 0.0f, diff = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::fabs(a[i]));
+      diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    EXPECT_LE(diff, tolerance * std::max(scale, 1e-3f)) << "step " << step;
+  }
+}
+
+TEST(DecodeGraphCpu, VerificationWidthStepsMatchEager) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  check_verify_steps(*cpu, "llama", 3, 5, false, kCpuTolerance);
+  check_verify_steps(*cpu, "llama_dynamic", 8, 3, false, kCpuTolerance);
+}
+
+TEST(DecodeGraphCuda, VerificationWidthReplaysMatchEager) {
+  std::unique_ptr<Backend> cuda = cuda_or_null();
+  if (!cuda) GTEST_SKIP() << kNoGpu;
+  check_verify_steps(*cuda, "llama", 3, 5, true, kCudaTolerance);
+  check_verify_steps(*cuda, "qwen3", 8, 5, true, kCudaTolerance);
+  check_verify_steps(*cuda, "llama_dynamic", 5, 3, true, kCudaTolerance);
+}
+
 TEST(DecodeGraphBucket, LadderAndCap) {
   const std::vector<std::pair<int, int>> want = {{1, 1},   {2, 2},     {3, 4},     {5, 8},     {8, 8},
                                                  {9, 16},  {17, 24},   {25, 32},   {33, 48},   {49, 64},
