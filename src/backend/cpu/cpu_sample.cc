@@ -71,10 +71,17 @@ constexpr int64_t kParallelSampleLogits = int64_t(1) << 20;
 
 }  // namespace
 
-int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch) {
-  FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
-  if (row.temperature <= 0.0f) return argmax(logits, vocab);
+namespace {
 
+// Rule steps 2-3 for a row with temperature > 0: fills scratch.probs with p and returns the kept
+// candidates (the first `keep` of `order`, in rule order) and their mass. Returns false when the
+// row has no finite maximum (the caller falls back to the greedy rule).
+struct Kept {
+  int64_t keep = 0;
+  double mass = 0.0;
+};
+bool kept_candidates(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
+                     LazyOrder& order_out, Kept& kept) {
   // Rule step 2: p = softmax(logits / temperature).
   scratch.probs.resize(size_t(vocab));
   float* p = scratch.probs.data();
@@ -83,7 +90,7 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
     p[i] = logits[i] / row.temperature;
     z_max = std::max(z_max, p[i]);
   }
-  if (!std::isfinite(z_max)) return argmax(logits, vocab);
+  if (!std::isfinite(z_max)) return false;
   double sum = 0.0;
   for (int64_t i = 0; i < vocab; ++i) {
     p[i] = std::exp(p[i] - z_max);
@@ -103,7 +110,8 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
   int64_t count = 0;
   for (int64_t i = 0; i < vocab; ++i)
     if (p[i] >= min_p_floor) ids[count++] = int32_t(i);
-  LazyOrder order(ids, count, p);
+  order_out = LazyOrder(ids, count, p);
+  LazyOrder& order = order_out;
   int64_t keep = count;
   if (row.top_k > 0) keep = std::min<int64_t>(keep, row.top_k);
   double kept_mass = -1.0;
@@ -126,16 +134,46 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
       for (int64_t i = 0; i < keep; ++i) kept_mass += p[order.at(i)];
     }
   }
+  kept.keep = keep;
+  kept.mass = kept_mass;
+  return true;
+}
 
+}  // namespace
+
+int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch) {
+  FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
+  if (row.temperature <= 0.0f) return argmax(logits, vocab);
+  LazyOrder order(nullptr, 0, nullptr);
+  Kept kept;
+  if (!kept_candidates(logits, vocab, row, scratch, order, kept)) return argmax(logits, vocab);
+  const float* p = scratch.probs.data();
   // Rule step 4: walk the kept candidates in order until the cumulative p exceeds u * kept mass.
-  const double target = double(sample_uniform(row.seed, row.counter)) * kept_mass;
+  const double target = double(sample_uniform(row.seed, row.counter)) * kept.mass;
   double cum = 0.0;
-  for (int64_t i = 0; i < keep; ++i) {
+  for (int64_t i = 0; i < kept.keep; ++i) {
     const int32_t id = order.at(i);
     cum += p[id];
     if (cum > target) return id;
   }
-  return order.at(keep - 1);
+  return order.at(kept.keep - 1);
+}
+
+void cpu_sampling_distribution(const float* logits, int64_t vocab, const SamplingRow& row,
+                               CpuSampleScratch& scratch, float* dist) {
+  FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
+  std::fill(dist, dist + vocab, 0.0f);
+  LazyOrder order(nullptr, 0, nullptr);
+  Kept kept;
+  if (row.temperature <= 0.0f || !kept_candidates(logits, vocab, row, scratch, order, kept)) {
+    dist[argmax(logits, vocab)] = 1.0f;
+    return;
+  }
+  const float* p = scratch.probs.data();
+  for (int64_t i = 0; i < kept.keep; ++i) {
+    const int32_t id = order.at(i);
+    dist[id] = float(double(p[id]) / kept.mass);
+  }
 }
 
 void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {

@@ -241,5 +241,36 @@ TEST(CpuSample, LargeVocabMatchesNaiveRuleExactly) {
   }
 }
 
+// cpu_sampling_distribution is the distribution cpu_sample_row draws from: zero exactly where the
+// rule never picks, and the draws' frequencies follow it.
+TEST(CpuSample, DistributionIsWhatTheRowDrawsFrom) {
+  const int64_t vocab = 9;
+  std::vector<float> logits = test::random_floats(size_t(vocab), 17, -2.0f, 2.0f);
+  CpuSampleScratch scratch;
+  std::vector<float> dist(static_cast<size_t>(vocab));
+  for (const SamplingRow base : {SamplingRow{0.8f, 0, 1.0f, 0.0f, 5, 0}, SamplingRow{1.0f, 4, 1.0f, 0.0f, 5, 0},
+                                 SamplingRow{1.2f, 0, 0.7f, 0.0f, 5, 0}, SamplingRow{1.0f, 0, 1.0f, 0.3f, 5, 0}}) {
+    cpu_sampling_distribution(logits.data(), vocab, base, scratch, dist.data());
+    double sum = 0.0;
+    for (float d : dist) sum += d;
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+    const int n = 40000;
+    std::vector<int> count(static_cast<size_t>(vocab), 0);
+    for (int i = 0; i < n; ++i) {
+      SamplingRow row = base;
+      row.counter = uint64_t(i);
+      ++count[size_t(cpu_sample_row(logits.data(), vocab, row, scratch))];
+    }
+    for (int64_t id = 0; id < vocab; ++id) {
+      const double want = dist[size_t(id)], got = double(count[size_t(id)]) / n;
+      if (want == 0.0) EXPECT_EQ(count[size_t(id)], 0) << "token " << id << " drawn outside the distribution";
+      EXPECT_NEAR(got, want, 6.0 * std::sqrt(want * (1.0 - want) / n) + 1e-9) << "token " << id;
+    }
+  }
+  SamplingRow greedy{0.0f, 0, 1.0f, 0.0f, 5, 0};
+  cpu_sampling_distribution(logits.data(), vocab, greedy, scratch, dist.data());
+  EXPECT_EQ(dist[size_t(cpu_sample_row(logits.data(), vocab, greedy, scratch))], 1.0f) << "greedy: a point mass";
+}
+
 }  // namespace
 }  // namespace fg
