@@ -84,11 +84,7 @@ Status Sampler::sample(Tensor& logits, std::span<Sequence* const> seqs, std::vec
 
   rows_.clear();
   for (const Sequence* s : seqs) {
-    SamplingRow r;
-    r.temperature = s->params.temperature;
-    r.top_k = s->params.top_k;
-    r.top_p = s->params.top_p;
-    r.min_p = s->params.min_p;
+    SamplingRow r{s->params.rule()};
     r.seed = s->seed;
     r.counter = uint64_t(s->num_output());
     rows_.push_back(r);
