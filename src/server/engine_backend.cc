@@ -51,7 +51,8 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::create(const EngineBackend
     info.id = name;
   } else {
     info.id = options.served_model_names[0];
-    info.aliases.assign(options.served_model_names.begin() + 1, options.served_model_names.end());
+    for (const std::string& name : options.served_model_names)
+      if (!info.has_name(name)) info.aliases.push_back(name);
   }
   info.model_dir = options.runner.model_dir;
   info.max_model_len = (*runner)->max_model_len();

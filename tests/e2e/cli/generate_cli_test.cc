@@ -41,9 +41,11 @@ class GenerateCli : public ::testing::Test {
 
   CliResult run(const std::string& args, const std::string& input = "") { return run_flashgen(args, tmp_, input); }
 
-  // `generate ... --json` on the chat model; one parsed object per output line.
-  std::vector<Json> generate_json(const std::string& args) {
-    CliResult r = run("generate --model " + kChatModel + kCommon + " --json " + args);
+  // `generate ... --json` on the chat model (through the engine, or the reference loop, which
+  // takes no engine flags); one parsed object per output line.
+  std::vector<Json> generate_json(const std::string& args, bool reference = false) {
+    CliResult r = run("generate --model " + kChatModel + (reference ? " --backend cpu --reference" : kCommon) +
+                      " --json " + args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::vector<Json> out;
     std::istringstream lines(r.out);
@@ -86,7 +88,7 @@ TEST_F(GenerateCli, TextPromptUsesTheTokenizerAndBothPathsAgree) {
   EXPECT_NE(text.find(detok.out.substr(lead)), std::string::npos)
       << "text '" << text << "' vs detokenized '" << detok.out << "'";
 
-  const std::vector<Json> reference = generate_json(flags + " --reference");
+  const std::vector<Json> reference = generate_json(flags, /*reference=*/true);
   ASSERT_EQ(reference.size(), 1u);
   EXPECT_EQ(reference[0]["prompt_ids"], engine[0]["prompt_ids"]);
   EXPECT_EQ(reference[0]["output_ids"], engine[0]["output_ids"]);
@@ -120,7 +122,7 @@ TEST_F(GenerateCli, ChatAppliesTheTemplateLikeAMessagesLine) {
   ASSERT_EQ(tok.exit_code, 0) << tok.err;
   EXPECT_EQ(chat[0]["prompt_ids"], Json::parse(tok.out)["ids"]);
   // --reference takes --chat too, and agrees.
-  const std::vector<Json> reference = generate_json("--prompt Hi --chat --max-new-tokens 8 --reference");
+  const std::vector<Json> reference = generate_json("--prompt Hi --chat --max-new-tokens 8", /*reference=*/true);
   ASSERT_EQ(reference.size(), 1u);
   EXPECT_EQ(reference[0]["output_ids"], chat[0]["output_ids"]);
 }
