@@ -48,9 +48,9 @@ using ojson = nlohmann::ordered_json;
 struct GenerateArgs {
   std::string model_dir;
   std::string backend = "auto";
-  std::string prompt;       // --prompt (text)
-  std::string prompt_ids;   // --prompt-ids "1,2,3"
-  std::string prompts_file; // --prompts FILE
+  std::string prompt;        // --prompt (text)
+  std::string prompt_ids;    // --prompt-ids "1,2,3"
+  std::string prompts_file;  // --prompts FILE
   bool chat = false;
   bool reference = false;
   int page_size = 16;

@@ -54,8 +54,8 @@ std::vector<int32_t> ModelText::encode_chat(const nlohmann::ordered_json& messag
   if (!template_) throw std::runtime_error(where + ": " + dir_ + " has no chat template (" + template_error_ + ")");
   if (!messages.is_array() || messages.empty())
     throw std::runtime_error(where + ": \"messages\" must be a non-empty array of {\"role\", \"content\"} objects");
-  Result<std::string> text = template_->render(messages, nullptr, /*add_generation_prompt=*/true,
-                                               nlohmann::ordered_json::object());
+  Result<std::string> text =
+      template_->render(messages, nullptr, /*add_generation_prompt=*/true, nlohmann::ordered_json::object());
   if (!text.is_ok()) throw std::runtime_error(where + ": " + text.status().message());
   std::vector<int32_t> ids = tokenizer_->encode(*text, /*add_special_tokens=*/false);
   if (ids.empty()) throw std::runtime_error(where + ": the rendered chat encodes to zero tokens");

@@ -10,7 +10,7 @@ namespace fg {
 
 struct TokenLogprob {
   int32_t id = 0;
-  float logprob = 0.0f;  // natural log, of the distribution after penalties, before temperature
+  float logprob = 0.0f;   // natural log, of the distribution after penalties, before temperature
   std::string text = {};  // the token's own bytes (may be part of a UTF-8 character); empty in the engine
 };
 

@@ -638,8 +638,12 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
 Reply openai_models(ApiContext& ctx, std::string_view model_id) {
   const ModelInfo& info = ctx.backend.model_info();
   auto card = [&](const std::string& name) {
-    return json{{"id", name},          {"object", "model"},      {"created", info.created},
-                {"owned_by", "flashgen"}, {"root", info.model_dir}, {"max_model_len", info.max_model_len}};
+    return json{{"id", name},
+                {"object", "model"},
+                {"created", info.created},
+                {"owned_by", "flashgen"},
+                {"root", info.model_dir},
+                {"max_model_len", info.max_model_len}};
   };
   if (!model_id.empty()) {
     if (!info.has_name(model_id))

@@ -25,11 +25,14 @@ inline std::string slurp_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-inline std::string flashgen_binary() { return std::string(FG_BINARY_DIR) + "/flashgen"; }
+inline std::string flashgen_binary() {
+  return std::string(FG_BINARY_DIR) + "/flashgen";
+}
 
 // Runs `flashgen <args>` (args are passed to the shell as written) with `input` on stdin; the
 // files it needs live in `tmp`.
-inline CliResult run_flashgen(const std::string& args, const std::filesystem::path& tmp, const std::string& input = "") {
+inline CliResult run_flashgen(const std::string& args, const std::filesystem::path& tmp,
+                              const std::string& input = "") {
   const std::filesystem::path in = tmp / "stdin.txt", out = tmp / "stdout.txt", err = tmp / "stderr.txt";
   std::ofstream(in, std::ios::binary | std::ios::trunc) << input;
   const std::string cmd =

@@ -65,7 +65,9 @@ class GenerateCli : public ::testing::Test {
   fs::path tmp_;
 };
 
-std::vector<int32_t> ids_of(const Json& j) { return j.get<std::vector<int32_t>>(); }
+std::vector<int32_t> ids_of(const Json& j) {
+  return j.get<std::vector<int32_t>>();
+}
 
 TEST_F(GenerateCli, TextPromptUsesTheTokenizerAndBothPathsAgree) {
   const std::string flags = "--prompt " + shell_quote("Hello world, this is") + " --max-new-tokens 10 --ignore-eos";
@@ -98,7 +100,8 @@ TEST_F(GenerateCli, TextPromptUsesTheTokenizerAndBothPathsAgree) {
   CliResult plain = run("generate --model " + kChatModel + kCommon + " " + flags);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   std::string want_ids;
-  for (const Json& id : engine[0]["output_ids"]) want_ids += (want_ids.empty() ? "" : " ") + std::to_string(id.get<int>());
+  for (const Json& id : engine[0]["output_ids"])
+    want_ids += (want_ids.empty() ? "" : " ") + std::to_string(id.get<int>());
   EXPECT_EQ(plain.out, "[0] length: " + want_ids + "\n" + text + "\n");
 }
 
@@ -114,8 +117,8 @@ TEST_F(GenerateCli, ChatAppliesTheTemplateLikeAMessagesLine) {
   // The rendered template, encoded without special tokens.
   const fs::path messages = tmp_ / "messages.json";
   std::ofstream(messages) << R"([{"role": "user", "content": "Hi"}])";
-  CliResult rendered = run("template --model " + kChatModel + " --messages " + messages.string() +
-                           " --add-generation-prompt");
+  CliResult rendered =
+      run("template --model " + kChatModel + " --messages " + messages.string() + " --add-generation-prompt");
   ASSERT_EQ(rendered.exit_code, 0) << rendered.err;
   EXPECT_NE(rendered.out.find("Hi"), std::string::npos);
   CliResult tok = run("tokenize --model " + kChatModel + " --text " + shell_quote(rendered.out) + " --json");
@@ -211,7 +214,8 @@ TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {
 }
 
 TEST_F(GenerateCli, ChatKeepsTheHistoryAndStreamsReplies) {
-  CliResult chat = run("chat --model " + kChatModel + kCommon + " --max-new-tokens 12", "Hi\n\nHow are you?\n/exit\nignored\n");
+  CliResult chat =
+      run("chat --model " + kChatModel + kCommon + " --max-new-tokens 12", "Hi\n\nHow are you?\n/exit\nignored\n");
   ASSERT_EQ(chat.exit_code, 0) << chat.err;
   // Turn one is `generate --chat`; turn two sees turn one and its reply.
   const std::vector<Json> first = generate_json("--prompt Hi --chat --max-new-tokens 12");

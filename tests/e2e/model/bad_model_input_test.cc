@@ -257,9 +257,9 @@ TEST_F(ModelCli, GenerateMatchesReference) {
       EXPECT_NE(r.err.find("--kv-cache-memory"), std::string::npos) << r.err;
     }
   }
-  RunResult plain = run("generate --model " + model_.string() + " --prompt-ids " + ids +
-                            " --backend cpu --page-size 5 --reference",
-                        tmp_);
+  RunResult plain =
+      run("generate --model " + model_.string() + " --prompt-ids " + ids + " --backend cpu --page-size 5 --reference",
+          tmp_);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.out.substr(plain.out.find(": ") + 2), want + "\n");
 

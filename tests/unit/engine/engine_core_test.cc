@@ -162,6 +162,7 @@ TEST(EngineCore, StopMatcherEndsTheRequest) {
   class CountingMatcher : public StopMatcher {
    public:
     bool feed(int32_t) override { return ++n_ == 3; }
+
    private:
     int n_ = 0;
   };
@@ -213,6 +214,7 @@ TEST(EngineCore, ForwardFailureEndsOnlyThatStepsRequestsWithAnError) {
       if (++calls_ == 2) return internal_error("device fell over");
       return FakeRunner::forward(b);
     }
+
    private:
     int calls_ = 0;
   };

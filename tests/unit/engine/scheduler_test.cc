@@ -1,8 +1,8 @@
 // Scheduler policy on its own: decodes first, budgets, max_running, preemption newest-first,
 // removal freeing pages at once.
-#include <gtest/gtest.h>
-
 #include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
 
 namespace fg {
 namespace {

@@ -137,8 +137,8 @@ TEST_F(ApiTest, AnyModelNameIsAcceptedAndTheServedNameReported) {
   auto r = call(post("/v1/completions", R"({"model":"tgi","prompt":"hi","max_tokens":2})"));
   EXPECT_EQ(r.first, 200) << r.second.dump();
   EXPECT_EQ(r.second["model"], "fake-model");
-  auto chat = call(post("/v1/chat/completions",
-                        R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}],"max_tokens":2})"));
+  auto chat = call(
+      post("/v1/chat/completions", R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}],"max_tokens":2})"));
   EXPECT_EQ(chat.first, 200) << chat.second.dump();
   EXPECT_EQ(chat.second["model"], "fake-model");
   EXPECT_EQ(call(get("/v1/models/gpt-9")).first, 404) << "only served names have a model card";

@@ -2,14 +2,14 @@
 // tokenizer, on the CPU: its event pump sleeps while nothing happens and wakes per engine event
 // (never polls), the /metrics batch-size histogram records each engine step's batch once, a stop
 // string's final event carries the last token, and max_new_tokens 0 finishes at once.
+#include "server/engine_backend.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-
-#include "server/engine_backend.h"
 
 namespace fg::server {
 namespace {

@@ -66,7 +66,8 @@ Result<uint64_t> FakeBackend::submit(GenerationRequest request, EventCallback on
   std::lock_guard<std::mutex> lock(mu_);
   if (int64_t(active_.size()) >= opt_.max_active)
     return Status(ErrorCode::kResourceExhausted, "the fake backend's queue is full");
-  const int64_t max_new = request.sampling.max_new_tokens.value_or(opt_.max_model_len - int64_t(request.prompt_ids.size()));
+  const int64_t max_new =
+      request.sampling.max_new_tokens.value_or(opt_.max_model_len - int64_t(request.prompt_ids.size()));
   const int64_t need = (int64_t(request.prompt_ids.size()) + max_new + opt_.page_size - 1) / opt_.page_size;
   if (need > opt_.pages_total)
     return Status(ErrorCode::kContextTooLong, "request needs " + std::to_string(need) + " KV pages, the pool has " +
