@@ -217,7 +217,7 @@ void print_outcome(size_t index, const Outcome& o, const ModelText& text, bool j
       }
       j["top_logprobs"] = tops;
     }
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
   }
   std::string ids;
