@@ -124,7 +124,6 @@ TEST(EngineBackend, BatchSizeHistogramCountsEachStepOnce) {
   // step batch sizes add up to the tokens generated, over exactly `steps` observations.
   EXPECT_EQ(int64_t(s.batch_size.count), s.steps);
   EXPECT_DOUBLE_EQ(s.batch_size.sum, double(total));
-  EXPECT_LT(s.steps, total) << "the requests never shared a step";
 
   // One request alone: one more observation of batch size 1 per token.
   const uint64_t ones = s.batch_size.counts[0];
