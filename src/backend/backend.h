@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/sampling_rule.h"
 #include "core/tensor.h"
 
 namespace fg {
@@ -95,12 +96,9 @@ struct RopeArgs {
   float attention_scaling = 1.0f;  // multiplies cos and sin (YaRN-style mscale; 1 otherwise)
 };
 
-// Sampling settings of one logits row. temperature <= 0 means greedy (argmax, lowest id on ties).
-struct SamplingRow {
-  float temperature = 0.0f;
-  int top_k = 0;         // 0 = off
-  float top_p = 1.0f;    // 1 = off
-  float min_p = 0.0f;    // 0 = off
+// Sampling settings of one logits row: the rule's settings (sampling_rule.h; temperature <= 0 is
+// greedy: argmax, lowest id on ties) and where its random draw comes from.
+struct SamplingRow : SamplingRule {
   uint64_t seed = 0;     // with `counter`, the only source of randomness: same (seed, counter,
   uint64_t counter = 0;  // logits) -> same token on every backend and in every batch
 };

@@ -30,6 +30,16 @@ FG_HOST_DEVICE inline uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The settings of the rule above: one definition that the backend's per-row input (SamplingRow)
+// and a request's SamplingParams both build on. The defaults are greedy with nothing truncated;
+// each API sets its own default temperature (docs/api.md).
+struct SamplingRule {
+  float temperature = 0.0f;  // <= 0: greedy
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+};
+
 // A uniform float in [0, 1) with 24 random bits, a pure function of (seed, counter).
 FG_HOST_DEVICE inline float sample_uniform(uint64_t seed, uint64_t counter) {
   uint64_t r = mix64(mix64(seed) ^ (counter * 0xd1b54a32d192ed03ull));

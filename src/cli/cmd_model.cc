@@ -1,11 +1,8 @@
-// flashgen model commands:
-//   generate --model DIR --prompt-ids "1,2,3" [--max-new-tokens N] [--temperature T] [--top-k K]
-//            [--top-p P] [--seed S] [--backend cpu|cuda|auto] [--page-size P] [--ignore-eos] [--json]
-//   logits   --model DIR --prompt-ids "..." --output FILE.npy [--backend ...] [--page-size P]
+// flashgen model commands (the model layer alone, no engine):
+//   logits --model DIR --prompt-ids "..." --output FILE.npy [--backend ...] [--page-size P]
 // User errors (bad flags, a broken checkpoint, ids outside the vocabulary) are thrown as one-line
 // std::runtime_error messages that name the file and the problem; main prints them and exits 1.
-// The prompt comes from --prompt-ids; text prompts plug into resolve_prompt() once the tokenizer
-// layer exists.
+// (`generate`, which runs the engine or the model layer's reference loop, is cmd_generate.cc.)
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -22,7 +19,6 @@
 namespace fg::cli {
 namespace {
 
-// `generate` reads its flags into GenerateDefaults (cli/commands.h), which the engine path shares.
 struct LogitsArgs {
   std::string model_dir;
   std::string prompt_ids;
@@ -41,7 +37,7 @@ T value_or_fail(Result<T> r) {
   return std::move(r).value();
 }
 
-// The prompt's token ids. (A --prompt text option goes through the tokenizer here.)
+// The prompt's token ids.
 template <class Args>
 std::vector<int32_t> resolve_prompt(const Args& a) {
   std::vector<int32_t> ids = parse_token_ids(a.prompt_ids, "--prompt-ids");
@@ -63,35 +59,6 @@ Loaded load(const Args& a) {
   return l;
 }
 
-std::string join_ids(const std::vector<int32_t>& ids, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? sep : "") + std::to_string(ids[i]);
-  return s;
-}
-
-void run_generate(const GenerateDefaults& a) {
-  std::vector<int32_t> prompt = resolve_prompt(a);
-  if (a.max_new_tokens < 0) fail("--max-new-tokens must be >= 0");
-  if (a.top_k < 0) fail("--top-k must be >= 0");
-  if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) fail("--top-p must be in (0, 1]");
-  Loaded l = load(a);
-  GenerateOptions o;
-  o.max_new_tokens = a.max_new_tokens;
-  o.sampling.temperature = a.temperature;
-  o.sampling.top_k = a.top_k;
-  o.sampling.top_p = a.top_p;
-  o.sampling.seed = a.seed;
-  o.page_size = a.page_size;
-  if (!a.ignore_eos) o.stop_ids = l.model->config().eos_token_ids;
-  std::vector<int32_t> out = value_or_fail(generate(*l.model, prompt, o));
-  if (a.json) {
-    std::printf("{\"prompt_ids\": [%s], \"output_ids\": [%s]}\n", join_ids(prompt, ", ").c_str(),
-                join_ids(out, ", ").c_str());
-  } else {
-    std::printf("%s\n", join_ids(out, " ").c_str());
-  }
-}
-
 void run_logits(const LogitsArgs& a) {
   std::vector<int32_t> prompt = resolve_prompt(a);
   Loaded l = load(a);
@@ -111,23 +78,6 @@ void add_model_options(CLI::App* cmd, Args& a) {
 }  // namespace
 
 void register_model_commands(CLI::App& app) {
-  auto gen = std::make_shared<GenerateDefaults>();
-  CLI::App* g = app.add_subcommand("generate", "generate token ids from a prompt");
-  add_model_options(g, *gen);
-  g->add_option("--max-new-tokens", gen->max_new_tokens, "tokens to generate (default 32)");
-  g->add_option("--temperature", gen->temperature, "sampling temperature (0 = greedy, the default)");
-  g->add_option("--top-k", gen->top_k, "keep the k most likely tokens (0 = off)");
-  g->add_option("--top-p", gen->top_p, "nucleus sampling mass (1 = off)");
-  g->add_option("--seed", gen->seed, "sampling seed");
-  g->add_flag("--ignore-eos", gen->ignore_eos, "do not stop at end-of-sequence ids");
-  g->add_flag("--json", gen->json, "print {\"prompt_ids\": [...], \"output_ids\": [...]}");
-  // --prompts FILE / --dummy-weights / KV sizing: the engine path (cmd_engine.cc).
-  g->get_option("--prompt-ids")->required(false);
-  auto run_engine = add_engine_generate_options(g);
-  g->callback([gen, run_engine] {
-    if (!run_engine(*gen)) run_generate(*gen);
-  });
-
   auto lg = std::make_shared<LogitsArgs>();
   CLI::App* l = app.add_subcommand("logits", "write the logits of every prompt position as float32 .npy");
   add_model_options(l, *lg);

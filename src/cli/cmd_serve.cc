@@ -1,5 +1,6 @@
 // `flashgen serve`: the OpenAI- and TGI-compatible HTTP server over the engine.
-//   serve --model DIR [--host 127.0.0.1] [--port 8080] [--served-model-name NAME] [engine flags]
+//   serve --model DIR [--host 127.0.0.1] [--port 8080] [--served-model-name NAME [ALIAS ...]]
+//         [--strict-model-name] [engine flags]
 // Loads the tokenizer (and chat template) and the model, starts the engine, and serves until
 // SIGTERM/SIGINT, then drains in-flight requests (up to --drain-timeout) and exits 0.
 // Endpoints and parameters: docs/api.md.
@@ -10,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -23,7 +25,8 @@ namespace {
 struct ServeArgs {
   std::string model_dir;
   std::string tokenizer_dir;
-  std::string served_model_name;
+  std::vector<std::string> served_model_names;
+  bool strict_model_name = false;
   std::string chat_template;
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -53,7 +56,7 @@ void run_serve(const ServeArgs& a) {
   if (a.max_concurrent_requests <= 0) fail("--max-concurrent-requests must be positive");
 
   server::EngineBackendOptions o;
-  o.served_model_name = a.served_model_name;
+  o.served_model_names = a.served_model_names;
   o.tokenizer_dir = a.tokenizer_dir;
   o.chat_template_file = a.chat_template;
   o.runner.model_dir = a.model_dir;
@@ -75,6 +78,7 @@ void run_serve(const ServeArgs& a) {
   so.http.drain_timeout_s = a.drain_timeout;
   so.api.max_concurrent_requests = a.max_concurrent_requests;
   so.api.log_requests = !a.no_log_requests;
+  so.api.strict_model_name = a.strict_model_name;
 
   spdlog::info("flashgen serve: loading {}", a.model_dir);
   auto backend = server::EngineBackend::create(o);
@@ -94,7 +98,12 @@ void register_serve_commands(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI- and TGI-compatible HTTP server (docs/api.md)");
   cmd->add_option("--model", a->model_dir, "model folder (config.json, *.safetensors, tokenizer.json)")->required();
   cmd->add_option("--tokenizer", a->tokenizer_dir, "folder with tokenizer.json if not the model folder");
-  cmd->add_option("--served-model-name", a->served_model_name, "the `model` name clients use (default: folder name)");
+  cmd->add_option("--served-model-name", a->served_model_names,
+                  "the model's name (reported by /v1/models and in replies; default: the folder name), then any "
+                  "aliases it also answers to");
+  cmd->add_flag("--strict-model-name", a->strict_model_name,
+                "answer 404 to requests whose `model` is not a served name (by default any name is accepted, as "
+                "text-generation-inference does)");
   cmd->add_option("--chat-template", a->chat_template, "a .jinja file replacing the model's chat template");
   cmd->add_option("--host", a->host, "address to listen on (127.0.0.1)");
   cmd->add_option("--port", a->port, "TCP port (8080; 0 picks a free one, printed at start)");

@@ -3,32 +3,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <cstdint>
-#include <functional>
-#include <string>
 
 namespace fg::cli {
 
-// generate, logits (model runtime)
+// logits (the model layer alone, cmd_model.cc)
 void register_model_commands(CLI::App& app);
-// The single-request settings of `generate` that the engine path (cmd_engine.cc) also uses.
-struct GenerateDefaults {
-  std::string model_dir;
-  std::string backend = "auto";
-  std::string prompt_ids;  // "1,2,3" (used when no --prompts file is given)
-  int page_size = 16;
-  int max_new_tokens = 32;
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  uint64_t seed = 0;
-  bool ignore_eos = false;
-  bool json = false;
-};
-// Adds --prompts FILE and the engine flags (cli/engine_flags.h) to `generate`. The returned function runs
-// the request(s) through the engine and returns true when one of --prompts, --dummy-weights or
-// --kv-cache-memory was given; otherwise it returns false and `generate` keeps its direct path.
-std::function<bool(const GenerateDefaults&)> add_engine_generate_options(CLI::App* generate);
+// generate (the engine, or --reference: the model layer's reference loop; cmd_generate.cc)
+void register_generate_command(CLI::App& app);
+// chat (an interactive conversation through the engine, cmd_chat.cc)
+void register_chat_command(CLI::App& app);
 // tokenize, detokenize
 void register_tokenizer_commands(CLI::App& app);
 // template (chat-template rendering)

@@ -1,6 +1,8 @@
+// The engine flags and the engine start of the offline commands (see engine_flags.h).
 #include "cli/engine_flags.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 #include "kvcache/kv_sizing.h"
@@ -42,6 +44,25 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   engine.scheduler.max_batch_tokens = f.max_batch_tokens;
   engine.scheduler.max_running = f.max_running;
   engine.enable_prefix_cache = !f.no_prefix_cache;
+}
+
+std::unique_ptr<Engine> start_engine(const EngineStart& start, const EngineFlags& flags) {
+  if (start.page_size <= 0) throw std::runtime_error("--page-size must be positive");
+  ModelRunnerOptions o;
+  EngineConfig config;
+  o.model_dir = start.model_dir;
+  o.backend = start.backend;
+  o.dummy_seed = start.seed;
+  o.page_size = start.page_size;
+  apply_engine_flags(flags, o, config);
+  config.seed = start.seed;
+  config.stop_matcher_factory = start.stop_matcher_factory;
+  auto runner = ModelRunner::create(o);
+  if (!runner.is_ok()) throw std::runtime_error(runner.status().message());
+  std::fprintf(stderr, "flashgen: KV cache %d pages of %d tokens (%s) on %s\n", (*runner)->kv_num_pages(),
+               start.page_size, format_byte_size((*runner)->kv_cache_bytes()).c_str(),
+               (*runner)->backend().name().c_str());
+  return std::make_unique<Engine>(config, std::move(runner).value());
 }
 
 }  // namespace fg::cli

@@ -1,10 +1,11 @@
-// The engine settings shared by every command that runs the engine (`generate --prompts`, `serve`):
-// one definition of the flags, their defaults and their validation, so the two commands cannot
-// drift apart.
+// The engine settings shared by every command that runs the engine (`generate`, `chat`, `serve`):
+// one definition of the flags, their defaults and their validation, so the commands cannot drift
+// apart; and the engine start of the offline commands.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/engine.h"
@@ -30,5 +31,18 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 // Writes the flags into the runner and engine settings; throws std::runtime_error with a one-line
 // message naming the flag when a value is impossible.
 void apply_engine_flags(const EngineFlags& flags, ModelRunnerOptions& runner, EngineConfig& engine);
+
+// What an offline command (`generate`, `chat`) gives the engine besides the flags.
+struct EngineStart {
+  std::string model_dir;
+  std::string backend = "auto";
+  int page_size = 16;
+  uint64_t seed = 0;                        // for requests that bring none, and --dummy-weights
+  StopMatcherFactory stop_matcher_factory;  // empty: stop strings are refused
+};
+
+// Loads the model, starts the engine thread and says on stderr how large its KV cache is.
+// Throws std::runtime_error with a one-line message (the model's folder or file, or the flag).
+std::unique_ptr<Engine> start_engine(const EngineStart& start, const EngineFlags& flags);
 
 }  // namespace fg::cli

@@ -9,6 +9,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"flashgen: LLM inference server (one ragged batch per step, one attention kernel)"};
   app.require_subcommand(1);
+  fg::cli::register_generate_command(app);
+  fg::cli::register_chat_command(app);
   fg::cli::register_model_commands(app);
   fg::cli::register_tokenizer_commands(app);
   fg::cli::register_template_commands(app);

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -35,12 +36,20 @@
 
 namespace fg {
 
+// What one step ran, for observers such as the server's batch-size histogram.
+struct StepSummary {
+  int64_t step = 0;      // 1 for the engine's first step
+  int32_t num_seqs = 0;  // sequences in the step's batch
+};
+
 struct EngineConfig {
   SchedulerConfig scheduler;
   uint64_t seed = 0;                        // seeds requests that bring none (mixed with the request id)
   StopMatcherFactory stop_matcher_factory;  // empty: requests with stop strings are refused
   bool enable_prefix_cache = true;          // share KV pages of common prefixes (--no-prefix-cache: false)
   PrefixCacheOptions prefix_cache;          // its knobs (tests narrow the hash to force collisions)
+  // Called on the engine thread after every step that ran a batch; must be cheap and never block.
+  std::function<void(const StepSummary&)> on_step;
 };
 
 class EngineCore {
@@ -70,7 +79,8 @@ class EngineCore {
   PrefixCache* prefix_cache() { return prefix_cache_.get(); }
 
  private:
-  void finish(Sequence& seq, FinishReason reason, Status status = Status::ok());
+  // Ends the sequence with `e` (which may carry its last token) as the stream's finishing event.
+  void finish(Sequence& seq, FinishReason reason, Status status = Status::ok(), RequestEvent e = {});
   void postprocess(const StepPlan& plan, const std::vector<SampledToken>& sampled);
 
   EngineConfig config_;

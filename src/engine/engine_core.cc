@@ -40,24 +40,26 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   const std::string pool_text = "the KV pool holds " + std::to_string(pool_tokens) + " tokens (" +
                                 std::to_string(pool_.num_pages()) + " pages of " + std::to_string(pool_.page_size()) +
                                 "); raise --kv-cache-memory";
-  int64_t max_tokens;
-  if (p.max_new_tokens > 0) {
-    max_tokens = prompt_len + p.max_new_tokens;
-    if (max_tokens > max_model_len_) {
+  // Output tokens at most: the request's own limit, else what the context and the pool leave room
+  // for. The last sampled token is never run through the model, so it needs no KV slot.
+  const int64_t room = std::min<int64_t>(max_model_len_, pool_tokens + 1) - prompt_len;
+  int64_t max_output;
+  if (p.max_new_tokens.has_value()) {
+    max_output = *p.max_new_tokens;
+    if (prompt_len + max_output > max_model_len_) {
       return Status(ErrorCode::kContextTooLong, "prompt (" + std::to_string(prompt_len) +
-                                                    " tokens) + max_new_tokens (" + std::to_string(p.max_new_tokens) +
+                                                    " tokens) + max_new_tokens (" + std::to_string(max_output) +
                                                     ") exceeds the model's context of " +
                                                     std::to_string(max_model_len_) + " tokens");
     }
-    // The last sampled token is never run through the model, so it needs no KV slot.
-    if (max_tokens - 1 > pool_tokens) {
+    if (max_output > room) {
       return Status(ErrorCode::kContextTooLong, "prompt (" + std::to_string(prompt_len) +
-                                                    " tokens) + max_new_tokens (" + std::to_string(p.max_new_tokens) +
+                                                    " tokens) + max_new_tokens (" + std::to_string(max_output) +
                                                     ") can never fit: " + pool_text);
     }
   } else {
-    max_tokens = std::min<int64_t>(max_model_len_, pool_tokens + 1);
-    if (prompt_len >= max_tokens) {
+    max_output = room;
+    if (max_output <= 0) {
       return Status(ErrorCode::kContextTooLong, "prompt of " + std::to_string(prompt_len) +
                                                     " tokens leaves no room to generate: the model's "
                                                     "context is " +
@@ -81,8 +83,8 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   seq->seed = seq->params.seed.has_value() ? *seq->params.seed : mix64(config_.seed ^ mix64(id));
   seq->tokens = std::move(request.prompt_ids);
   seq->num_prompt = int32_t(prompt_len);
-  seq->max_tokens = int32_t(max_tokens);
-  seq->events = std::make_shared<EventStream>();
+  seq->max_output_tokens = int32_t(max_output);
+  seq->events = std::make_shared<EventStream>(std::move(request.ready), id);
   seq->submit_time = Clock::now();
   return seq;
 }
@@ -90,6 +92,14 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
 void EngineCore::add(std::unique_ptr<Sequence> seq) {
   seq->arrival = next_arrival_++;
   ++counters_.submitted;
+  if (seq->max_output_tokens == 0) {
+    // max_new_tokens 0: nothing to generate, so nothing to schedule.
+    ++counters_.finished;
+    RequestEvent e;
+    e.finish = FinishReason::kLength;
+    seq->events->push(std::move(e));
+    return;
+  }
   scheduler_.add(std::move(seq));
 }
 
@@ -101,14 +111,13 @@ Result<RequestHandle> EngineCore::submit(Request request) {
   return h;
 }
 
-void EngineCore::finish(Sequence& seq, FinishReason reason, Status status) {
+void EngineCore::finish(Sequence& seq, FinishReason reason, Status status, RequestEvent e) {
   std::unique_ptr<Sequence> owned = scheduler_.remove(seq.id);
   FG_CHECK(owned != nullptr, "finishing an unknown sequence");
   ++counters_.finished;
   counters_.cached_prompt_tokens += owned->num_cached_tokens;
   if (reason == FinishReason::kCancelled) ++counters_.cancelled;
   if (reason == FinishReason::kError) ++counters_.failed;
-  RequestEvent e;
   e.finish = reason;
   e.status = std::move(status);
   e.cached_tokens = owned->num_cached_tokens;
@@ -160,6 +169,7 @@ Status EngineCore::step() {
     postprocess(plan, sampled_);
   }
   ++counters_.steps;
+  if (config_.on_step) config_.on_step(StepSummary{counters_.steps, int32_t(plan.seqs.size())});
   if (batch.decode_only() && batch.num_logits() == batch.num_seqs()) ++counters_.decode_only_steps;
   counters_.times.postprocess += seconds_since(t4);
   counters_.last_step_seconds = seconds_since(t0);
@@ -185,12 +195,12 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampledToke
     std::optional<FinishReason> reason;
     const auto& stops = seq.params.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), st.token) != stops.end()) {
-      reason = FinishReason::kStop;
+      reason = FinishReason::kStopToken;
     } else if (!seq.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), st.token) != eos_ids_.end()) {
       reason = FinishReason::kEos;
     }
-    if (seq.stop_matcher && seq.stop_matcher->feed(st.token) && !reason) reason = FinishReason::kStop;
-    if (!reason && seq.num_tokens() >= seq.max_tokens) reason = FinishReason::kLength;
+    if (seq.stop_matcher && seq.stop_matcher->feed(st.token) && !reason) reason = FinishReason::kStopString;
+    if (!reason && seq.num_output() >= seq.max_output_tokens) reason = FinishReason::kLength;
 
     RequestEvent e;
     e.token = st.token;
@@ -200,8 +210,12 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampledToke
       e.logprob = st.logprob;
       e.top_logprobs = st.top_logprobs;
     }
-    seq.events->push(std::move(e));
-    if (reason) finish(seq, *reason);
+    // The last token travels in the finishing event, so a consumer sees both at once.
+    if (reason) {
+      finish(seq, *reason, Status::ok(), std::move(e));
+    } else {
+      seq.events->push(std::move(e));
+    }
   }
 }
 

@@ -1,17 +1,44 @@
-// EventStream and the helpers of request.h.
+// ReadyQueue, EventStream and the helpers of request.h.
 #include "engine/request.h"
 
 namespace fg {
 
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+void ReadyQueue::mark(uint64_t id) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_.push_back(id);
+    wake = sleeping_;
+    sleeping_ = false;
   }
-  return "?";
+  if (wake) cv_.notify_one();
+}
+
+bool ReadyQueue::wait(std::vector<uint64_t>& out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (ready_.empty() && !closed_) {
+    sleeping_ = true;
+    cv_.wait(lock);
+  }
+  sleeping_ = false;
+  ++wakeups_;
+  if (closed_) return false;
+  out.insert(out.end(), ready_.begin(), ready_.end());
+  ready_.clear();
+  return true;
+}
+
+void ReadyQueue::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+uint64_t ReadyQueue::wakeups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wakeups_;
 }
 
 void EventStream::push(RequestEvent event) {
@@ -22,6 +49,7 @@ void EventStream::push(RequestEvent event) {
     queue_.push_back(std::move(event));
   }
   cv_.notify_all();
+  if (ready_) ready_->mark(id_);
 }
 
 std::optional<RequestEvent> EventStream::next() {

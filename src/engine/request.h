@@ -1,7 +1,14 @@
 // A request as a client submits it, and the thread-safe stream of events the engine sends back.
 //
 // Threads: the engine thread is the only producer of a request's events; any number of client
-// threads may wait on the stream. A stream ends with exactly one event carrying a finish reason.
+// threads may wait on the stream. A stream ends with exactly one event carrying a finish reason
+// (the request's last token, if any, travels in that same event).
+//
+// Consumers are woken, never made to poll: one waiting on a single stream blocks in next(); one
+// serving many requests on one thread (the server's event pump) gives each request the same
+// ReadyQueue and sleeps in ReadyQueue::wait() until some stream has events.
+// The vocabulary a request shares with the other layers (SamplingParams, FinishReason,
+// TokenLogprob) lives in src/request/.
 #pragma once
 
 #include <condition_variable>
@@ -14,18 +21,34 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/sampling_params.h"
+#include "request/finish_reason.h"
+#include "request/sampling_params.h"
+#include "request/token_logprob.h"
 
 namespace fg {
 
-enum class FinishReason : uint8_t {
-  kLength,     // max_new_tokens, the model's context, or the KV pool's capacity reached
-  kStop,       // a stop token id or a stop string
-  kEos,        // the model's end-of-sequence token
-  kCancelled,  // cancel(id) or shutdown
-  kError,      // the request failed; the event's status says why
+// A wake-up shared by many event streams. Each push onto an attached stream marks the stream's
+// request id; the consumer takes every marked id at once. Marking costs one short lock, plus a
+// notify only while the consumer sleeps, so the engine thread never waits on a consumer.
+class ReadyQueue {
+ public:
+  // Producer side (the engine thread, via EventStream::push).
+  void mark(uint64_t id);
+  // Consumer side. Blocks until an id is marked or close() was called; then appends the marked
+  // ids (in marking order; an id may appear more than once) to `out`. False once closed.
+  bool wait(std::vector<uint64_t>& out);
+  void close();
+  // Times wait() returned (tests check that an idle consumer does not spin).
+  uint64_t wakeups() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<uint64_t> ready_;
+  bool sleeping_ = false;
+  bool closed_ = false;
+  uint64_t wakeups_ = 0;
 };
-const char* finish_reason_name(FinishReason r);  // "length", "stop", "eos", "cancelled", "error"
 
 struct Request {
   std::vector<int32_t> prompt_ids;
@@ -34,12 +57,8 @@ struct Request {
   // Prefix-cache namespace: pages are shared only between requests with the same salt. Anything
   // that changes the KV of the same tokens (a LoRA adapter, later) or a tenant boundary goes here.
   uint64_t cache_salt = 0;
-};
-
-// One candidate of a logprobs list.
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
+  // Optional: marked with the request's id whenever its stream gets events.
+  std::shared_ptr<ReadyQueue> ready;
 };
 
 // One step's output for one request.
@@ -58,6 +77,10 @@ struct RequestEvent {
 
 class EventStream {
  public:
+  EventStream() = default;
+  // Every push also marks `id` in `ready` (when not null).
+  EventStream(std::shared_ptr<ReadyQueue> ready, uint64_t id) : ready_(std::move(ready)), id_(id) {}
+
   // Producer side (engine thread).
   void push(RequestEvent event);
   // Consumer side. Blocks until an event arrives; nullopt once the stream ended and was drained.
@@ -71,6 +94,8 @@ class EventStream {
   std::condition_variable cv_;
   std::deque<RequestEvent> queue_;
   bool ended_ = false;  // the finishing event was pushed
+  std::shared_ptr<ReadyQueue> ready_;
+  uint64_t id_ = 0;
 };
 
 // Everything a request produced, gathered from its stream.

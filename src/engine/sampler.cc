@@ -46,9 +46,8 @@ void Sampler::fill_logprobs(const float* row, int32_t token, int n, SampledToken
   const int k = std::min<int>(n, vocab_);
   std::vector<int32_t> ids(static_cast<size_t>(vocab_));
   for (int32_t i = 0; i < vocab_; ++i) ids[size_t(i)] = i;
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-    return row[a] != row[b] ? row[a] > row[b] : a < b;
-  });
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
   for (int i = 0; i < k; ++i) out.top_logprobs.push_back({ids[size_t(i)], row[ids[size_t(i)]] - log_z});
 }
 
@@ -76,7 +75,8 @@ Status Sampler::sample(Tensor& logits, std::span<Sequence* const> seqs, std::vec
     backend_.synchronize();
     if (any_penalty) {
       for (int32_t i = 0; i < m; ++i) {
-        if (seqs[size_t(i)]->params.needs_penalties()) apply_penalties(*seqs[size_t(i)], host + size_t(i) * size_t(vocab_));
+        if (seqs[size_t(i)]->params.needs_penalties())
+          apply_penalties(*seqs[size_t(i)], host + size_t(i) * size_t(vocab_));
       }
       backend_.copy_from_host(logits.data, host, block_bytes);
     }
@@ -84,11 +84,7 @@ Status Sampler::sample(Tensor& logits, std::span<Sequence* const> seqs, std::vec
 
   rows_.clear();
   for (const Sequence* s : seqs) {
-    SamplingRow r;
-    r.temperature = s->params.temperature;
-    r.top_k = s->params.top_k;
-    r.top_p = s->params.top_p;
-    r.min_p = s->params.min_p;
+    SamplingRow r{s->params.rule()};
     r.seed = s->seed;
     r.counter = uint64_t(s->num_output());
     rows_.push_back(r);

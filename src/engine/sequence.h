@@ -26,7 +26,9 @@ struct Sequence {
                                 // fixes every random draw, so preemption and batch mates change nothing
   std::vector<int32_t> tokens;  // prompt then output
   int32_t num_prompt = 0;
-  int32_t max_tokens = 0;      // prompt + the most output tokens this request may produce
+  // Output tokens at most: max_new_tokens, or the room the context and the KV pool leave when the
+  // request set no limit.
+  int32_t max_output_tokens = 0;
   int32_t num_computed = 0;    // leading tokens whose K/V are in the cache
   std::vector<int32_t> pages;  // block table: page i holds token slots [i*P, (i+1)*P)
   SeqState state = SeqState::kWaiting;

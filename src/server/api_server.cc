@@ -32,6 +32,7 @@ ApiServer::ApiServer(GenerationBackend& backend, ApiServerConfig config)
     : backend_(backend), config_(std::move(config)), ctx_(backend, metrics_) {
   ctx_.max_concurrent_requests = config_.max_concurrent_requests;
   ctx_.log_requests = config_.log_requests;
+  ctx_.strict_model_name = config_.strict_model_name;
   ctx_.id_prefix = random_prefix();
 }
 

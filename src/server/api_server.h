@@ -24,6 +24,9 @@ struct ApiServerConfig {
   OpenAiLimits openai;
   TgiLimits tgi;
   bool log_requests = true;
+  // A request whose `model` is none of the served names: accepted (false, as text-generation-
+  // inference does with one model) or answered 404 model_not_found (true, --strict-model-name).
+  bool strict_model_name = false;
 };
 
 class ApiServer {

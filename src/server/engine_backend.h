@@ -6,15 +6,14 @@
 // a match ends the request, cuts the text and cancels the engine sequence so its pages are freed
 // at once), token texts for logprobs, finish reasons and cached-token counts.
 //
-// One pump thread drains every live request's stream with try_next() (the engine's streams have
-// no completion callback) and calls the server's callbacks. It sleeps on a condition variable
-// while nothing is live and backs off from 50 us to 250 us between empty sweeps, so it costs little
-// when idle and adds at most a quarter millisecond to a token when busy. It also records the engine's
-// batch size per step for /metrics.
+// Events are pushed, never polled: every request's stream marks one ReadyQueue, and one pump
+// thread sleeps in it until some request has events, so an idle server spends no CPU here and a
+// token is handed to its HTTP handler as soon as the engine step that made it ends. The heavy
+// part of delivery (detokenization, stop strings, the callbacks into the HTTP layer) runs on the
+// pump thread, never on the engine thread. The engine reports each step's batch size
+// (EngineConfig::on_step) for the /metrics histogram.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,7 +31,8 @@
 namespace fg::server {
 
 struct EngineBackendOptions {
-  std::string served_model_name;   // "" -> the model folder's name
+  // The names clients may use; the first is the one reported. Empty -> the model folder's name.
+  std::vector<std::string> served_model_names;
   std::string tokenizer_dir;       // "" -> runner.model_dir
   std::string chat_template_file;  // "" -> the tokenizer folder's template
   ModelRunnerOptions runner;
@@ -55,6 +55,9 @@ class EngineBackend final : public GenerationBackend {
   void cancel(uint64_t handle) override;
   BackendStats stats() override;
 
+  // Times the pump thread woke up (tests check that it sleeps while nothing happens).
+  uint64_t pump_wakeups() const { return ready_->wakeups(); }
+
  private:
   struct Live;
   EngineBackend() = default;
@@ -70,11 +73,9 @@ class EngineBackend final : public GenerationBackend {
   std::unique_ptr<Engine> engine_;
   int64_t kv_pages_total_ = 0;
 
+  std::shared_ptr<ReadyQueue> ready_ = std::make_shared<ReadyQueue>();
   std::mutex mu_;
-  std::condition_variable cv_;
   std::unordered_map<uint64_t, std::unique_ptr<Live>> live_;  // by engine id; guarded by mu_
-  std::vector<uint64_t> cancels_;                             // guarded by mu_
-  bool stopping_ = false;                                     // guarded by mu_
   Histogram batch_sizes_{{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}};
   std::thread pump_;
 };

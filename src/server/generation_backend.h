@@ -8,12 +8,13 @@
 // Threading contract (every implementation must honour it):
 //  - every method may be called from any HTTP thread, concurrently;
 //  - `submit` returns at once; the request's events are delivered through its EventCallback, from
-//    any thread, in order, one call at a time per request; exactly one event has `finished` set and
+//    any thread, in order, one call at a time per request; exactly one event has `finish` set and
 //    it is the last one; after it the callback is destroyed;
 //  - `cancel` may be called at any time, also after the request finished (then it does nothing);
 //    a cancelled request still ends with one finished event (reason kCancelled) and frees its KV
 //    pages before that event is delivered.
-// This file must never include engine, tokenizer or Boost headers.
+// The request vocabulary (sampling settings, finish reasons, token logprobs) is the one every layer
+// shares (src/request/). This file must never include engine, tokenizer or Boost headers.
 #pragma once
 
 #include <cstdint>
@@ -26,51 +27,23 @@
 #include <vector>
 
 #include "core/status.h"
+#include "request/finish_reason.h"
+#include "request/sampling_params.h"
+#include "request/token_logprob.h"
 
 namespace fg::server {
-
-// Sampling and stopping settings of one generation, already validated by the protocol layer.
-struct SamplingOptions {
-  float temperature = 1.0f;         // <= 0: greedy
-  float top_p = 1.0f;               // 1 = off
-  int top_k = 0;                    // 0 = off
-  float min_p = 0.0f;               // 0 = off
-  float repetition_penalty = 1.0f;  // 1 = off (multiplicative, over prompt and output)
-  float presence_penalty = 0.0f;    // 0 = off (OpenAI semantics, over output)
-  float frequency_penalty = 0.0f;   // 0 = off
-  std::optional<uint64_t> seed;     // unset: the backend picks one
-  int64_t max_new_tokens = 16;      // >= 0
-  std::vector<std::string> stop;    // stop strings; the text from the match on is not sent
-  std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  bool include_stop_str_in_output = false;
-  bool skip_special_tokens = true;  // leave special tokens out of the text deltas
-  // -1: no logprobs; 0: the chosen token's logprob; n > 0: also the n most likely tokens.
-  int logprobs = -1;
-};
 
 struct GenerationRequest {
   std::string request_id;  // for logs; the backend may add a suffix per choice
   std::vector<int32_t> prompt_ids;
-  SamplingOptions sampling;
-  bool prompt_logprobs = false;  // TGI decoder_input_details (backends may not support it)
-  int priority = 0;              // larger first when the scheduler honours priorities
-};
-
-enum class FinishReason {
-  kNone,        // not finished
-  kLength,      // max_new_tokens reached (or the context is full)
-  kStopString,  // one of `stop` matched
-  kStopToken,   // EOS or one of stop_token_ids
-  kCancelled,   // cancel() or the server shutting down
-  kError,       // `error` says why
-};
-const char* finish_reason_name(FinishReason r);
-
-struct TokenLogprob {
-  int32_t id = 0;
-  std::string text;  // the token's own text (may be a partial UTF-8 sequence)
-  float logprob = 0.0f;
+  // What to sample and when to stop (request/sampling_params.h), already validated by the
+  // protocol layer. Stop strings are matched on the text by the backend, which cuts them out.
+  SamplingParams sampling;
+  // How the text deltas are made.
+  bool skip_special_tokens = true;          // leave special tokens out of the text
+  bool include_stop_str_in_output = false;  // keep a matched stop string at the end of the text
+  bool prompt_logprobs = false;             // TGI decoder_input_details (backends may not support it)
+  int priority = 0;                         // larger first when the scheduler honours priorities
 };
 
 struct GeneratedToken {
@@ -78,29 +51,31 @@ struct GeneratedToken {
   std::string text;      // the token's own text (may be a partial UTF-8 sequence)
   float logprob = 0.0f;  // meaningful when logprobs >= 0 was asked
   bool special = false;
-  std::vector<TokenLogprob> top;  // size = SamplingOptions::logprobs when > 0
+  std::vector<TokenLogprob> top;  // size = SamplingParams::logprobs when > 0
 };
 
 struct GenerationEvent {
   std::vector<GeneratedToken> tokens;  // new tokens since the previous event (may be empty)
   std::string text_delta;              // new, complete UTF-8 text, stop strings already cut
-  bool finished = false;
-  FinishReason finish_reason = FinishReason::kNone;
-  std::string stop_string;  // the matched stop string (kStopString)
-  Status error;             // kError only
+  std::optional<FinishReason> finish;  // set on the request's last event, and only there
+  std::string stop_string;             // the matched stop string (kStopString)
+  Status error;                        // kError only
   // Set on the finished event.
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t generated_tokens = 0;
   uint64_t seed = 0;                          // the seed actually used
   std::vector<TokenLogprob> prompt_logprobs;  // when asked and supported; first logprob is NaN
+
+  bool finished() const { return finish.has_value(); }
 };
 
 using EventCallback = std::function<void(GenerationEvent&&)>;
 
 // Static facts about the served model.
 struct ModelInfo {
-  std::string id;  // the served model name (OpenAI `model`)
+  std::string id;                    // the name the server reports (OpenAI `model`, TGI `model_id`)
+  std::vector<std::string> aliases;  // further names it answers to (--served-model-name A B ...)
   std::string model_dir;
   int64_t max_model_len = 0;  // prompt + output tokens, at most
   int64_t vocab_size = 0;
@@ -110,6 +85,14 @@ struct ModelInfo {
   int64_t max_batch_tokens = 0;
   int64_t max_running = 0;
   bool has_chat_template = false;
+
+  // True when `name` is the id or one of the aliases.
+  bool has_name(std::string_view name) const {
+    if (name == id) return true;
+    for (const std::string& a : aliases)
+      if (name == a) return true;
+    return false;
+  }
 };
 
 // Histogram counts for fixed upper bounds (a Prometheus histogram without the _sum rounding).

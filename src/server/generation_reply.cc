@@ -106,15 +106,15 @@ bool GenerationReply::poll(std::string& out) {
     }
     c.text += ev.text_delta;
     if (keep_tokens_) c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
-    if (ev.finished) {
+    if (ev.finished()) {
       c.finished = true;
       if (ev.prompt_tokens == 0) ev.prompt_tokens = c.prompt_tokens;
       if (ev.generated_tokens == 0) ev.generated_tokens = c.generated;
-      ctx_.metrics.count_finish(ev.finish_reason);
+      ctx_.metrics.count_finish(*ev.finish);
       ctx_.metrics.add_tokens(ev.prompt_tokens, ev.cached_prompt_tokens, ev.generated_tokens);
     }
     on_event(index, ev, out);
-    if (ev.finished) {
+    if (ev.finished()) {
       ev.tokens.clear();
       c.final = std::move(ev);
     }
@@ -149,13 +149,13 @@ int64_t GenerationReply::total_generated_tokens() const {
 
 const GenerationEvent* GenerationReply::first_error() const {
   for (const Choice& c : choices_)
-    if (c.finished && c.final.finish_reason == FinishReason::kError) return &c.final;
+    if (c.finished && c.final.finish == FinishReason::kError) return &c.final;
   return nullptr;
 }
 
 bool GenerationReply::any_cancelled() const {
   for (const Choice& c : choices_)
-    if (c.finished && c.final.finish_reason == FinishReason::kCancelled) return true;
+    if (c.finished && c.final.finish == FinishReason::kCancelled) return true;
   return false;
 }
 
@@ -172,25 +172,13 @@ void GenerationReply::finish_request() {
   std::string reasons;
   for (const Choice& c : choices_) {
     if (!reasons.empty()) reasons += ',';
-    reasons += finish_reason_name(c.final.finish_reason);
+    reasons += c.final.finish ? finish_reason_name(*c.final.finish) : "none";
   }
   spdlog::info(
       "{} {} status={} prompt_tokens={} cached_tokens={} completion_tokens={} ttft_ms={:.1f} duration_ms={:.1f} "
       "finish={}",
       request_id_, route_, status, total_prompt_tokens(), total_cached_tokens(), total_generated_tokens(), ttft_ms,
       e2e * 1000.0, reasons);
-}
-
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStopString: return "stop_string";
-    case FinishReason::kStopToken: return "stop_token";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-  }
-  return "unknown";
 }
 
 }  // namespace fg::server

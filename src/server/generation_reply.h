@@ -31,6 +31,7 @@ struct ApiContext {
   std::atomic<uint64_t> next_id{0};
   std::string id_prefix;  // random per process, so ids differ across restarts
   bool log_requests = true;
+  bool strict_model_name = false;  // a `model` that is not a served name gets 404 (else it is accepted)
 
   ApiContext(GenerationBackend& b, Metrics& m) : backend(b), metrics(m) {}
   // "cmpl-" + unique suffix.
@@ -70,7 +71,7 @@ class GenerationReply : public ReplySource {
   };
 
   // Called for each event, in order per choice. `choice.text`/`tokens`/`generated` already
-  // include this event; `ev.finished` marks the last one of the choice.
+  // include this event; `ev.finished()` marks the last one of the choice.
   virtual void on_event(size_t index, const GenerationEvent& ev, std::string& out) = 0;
   // Called once, after every choice finished. Deferred replies set final_head_ here.
   virtual void on_complete(std::string& out) = 0;

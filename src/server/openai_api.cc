@@ -25,22 +25,34 @@ ApiError unsupported_param(const std::string& param, const std::string& why) {
 
 // Settings common to both endpoints, after validation.
 struct CommonParams {
+  std::string model;  // the name replies report
   bool stream = false;
   bool include_usage = false;
   int64_t n = 1;
   std::optional<int64_t> max_tokens;
   std::string max_tokens_param = "max_tokens";
-  SamplingOptions sampling;
+  SamplingParams sampling;
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
   int logprobs = -1;
 };
 
 // Reads model, stream, stream_options, n, max_tokens, sampling, stop, seed and the extensions.
-void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& info, CommonParams& p) {
+// With one model served, any `model` name is accepted (as text-generation-inference does, so
+// clients that send a placeholder work) unless strict_model_name; replies report the name the
+// client sent when it is one of the served names, else the served id.
+void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& info, bool strict_model_name,
+                 CommonParams& p) {
   auto model = f.get_string("model");
   if (f.ok() && !model) f.fail(missing_parameter("model"));
-  if (f.ok() && *model != info.id) {
-    f.fail(not_found_error("The model '" + *model + "' does not exist; this server serves '" + info.id + "'.",
-                           "model_not_found"));
+  if (f.ok() && !info.has_name(*model)) {
+    if (strict_model_name) {
+      f.fail(not_found_error("The model '" + *model + "' does not exist; this server serves '" + info.id + "'.",
+                             "model_not_found"));
+    }
+    p.model = info.id;
+  } else if (f.ok()) {
+    p.model = *model;
   }
   p.stream = f.get_bool("stream").value_or(false);
   if (const json* so = f.get_object("stream_options")) {
@@ -60,7 +72,8 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& inf
       f.fail(range_error("n", "must be between 1 and " + std::to_string(limits.max_n), double(*n)));
     p.n = *n;
   }
-  SamplingOptions& s = p.sampling;
+  SamplingParams& s = p.sampling;
+  s.temperature = 1.0f;  // OpenAI's default
   if (auto t = f.get_number("temperature")) {
     if (!(*t >= 0.0 && *t <= 2.0)) f.fail(range_error("temperature", "must be between 0 and 2", *t));
     s.temperature = float(*t);
@@ -115,8 +128,8 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& inf
     s.repetition_penalty = float(*v);
   }
   s.ignore_eos = f.get_bool("ignore_eos").value_or(false);
-  s.skip_special_tokens = f.get_bool("skip_special_tokens").value_or(true);
-  s.include_stop_str_in_output = f.get_bool("include_stop_str_in_output").value_or(false);
+  p.skip_special_tokens = f.get_bool("skip_special_tokens").value_or(true);
+  p.include_stop_str_in_output = f.get_bool("include_stop_str_in_output").value_or(false);
   if (const json* ids = f.get_array("stop_token_ids")) {
     for (const json& e : *ids) {
       if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= info.vocab_size) {
@@ -180,11 +193,13 @@ json completion_logprobs(const std::vector<GeneratedToken>& tokens, size_t offse
 const char* openai_finish(FinishReason r) {
   switch (r) {
     case FinishReason::kLength: return "length";
-    case FinishReason::kStopString:
-    case FinishReason::kStopToken: return "stop";
+    case FinishReason::kEos:
+    case FinishReason::kStopToken:
+    case FinishReason::kStopString: return "stop";
     case FinishReason::kCancelled: return "abort";
-    default: return "error";
+    case FinishReason::kError: return "error";
   }
+  return "error";
 }
 
 ApiError generation_error(const GenerationEvent& ev) {
@@ -220,7 +235,7 @@ class OpenAiReply final : public GenerationReply {
  protected:
   void on_event(size_t index, const GenerationEvent& ev, std::string& out) override {
     if (!stream_) return;
-    if (ev.finish_reason == FinishReason::kError) {
+    if (ev.finish == FinishReason::kError) {
       out += sse_event(json::parse(openai_error_body(generation_error(ev))));
       return;
     }
@@ -249,8 +264,8 @@ class OpenAiReply final : public GenerationReply {
       json delta = chat_ ? json{{"content", text}} : json(text);
       out += sse_event(chunk(index, delta, lp, nullptr));
     }
-    if (ev.finished) {
-      out += sse_event(chunk(index, chat_ ? json::object() : json(""), nullptr, openai_finish(ev.finish_reason)));
+    if (ev.finished()) {
+      out += sse_event(chunk(index, chat_ ? json::object() : json(""), nullptr, openai_finish(*ev.finish)));
     }
   }
 
@@ -292,13 +307,13 @@ class OpenAiReply final : public GenerationReply {
           lp = completion_logprobs(c.tokens, 0, logprobs_);
         }
       }
-      json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", openai_finish(c.final.finish_reason)}};
+      json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", openai_finish(*c.final.finish)}};
       if (chat_) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       } else {
         choice["text"] = echo_prefix_.empty() ? c.text : echo_prefix_[i / n_] + c.text;
       }
-      if (c.final.finish_reason == FinishReason::kStopString) choice["stop_reason"] = c.final.stop_string;
+      if (c.final.finish == FinishReason::kStopString) choice["stop_reason"] = c.final.stop_string;
       choices.push_back(std::move(choice));
     }
     json body = base_object();
@@ -367,7 +382,7 @@ std::optional<ApiError> read_token_prompt(const json& arr, int64_t vocab, std::v
 
 // Submits prompts x n choices and builds the reply (or the error reply).
 Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vector<std::vector<int32_t>> prompts,
-                   std::vector<std::string> echo_prefix, int64_t default_max) {
+                   std::vector<std::string> echo_prefix, std::optional<int64_t> default_max) {
   const ModelInfo& info = ctx.backend.model_info();
   std::vector<GenerationRequest> requests;
   const std::string id = ctx.make_id(chat ? "chatcmpl" : "cmpl");
@@ -382,6 +397,8 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
       r.sampling = p.sampling;
       r.sampling.max_new_tokens = lc.max_new_tokens;
       r.sampling.logprobs = p.logprobs;
+      r.skip_special_tokens = p.skip_special_tokens;
+      r.include_stop_str_in_output = p.include_stop_str_in_output;
       if (p.sampling.seed) r.sampling.seed = *p.sampling.seed + uint64_t(i);
       requests.push_back(std::move(r));
     }
@@ -393,7 +410,7 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
                                 "rate_limit_error", "", "queue_full"},
                        ApiDialect::kOpenAi);
   }
-  auto reply = std::make_unique<OpenAiReply>(ctx, chat, id, info.id, p, std::move(echo_prefix));
+  auto reply = std::make_unique<OpenAiReply>(ctx, chat, id, p.model, p, std::move(echo_prefix));
   reply->prepare(requests.size());
   if (auto err = reply->submit_all(std::move(requests), size_t(p.n))) return error_reply(*err, ApiDialect::kOpenAi);
   Reply out;
@@ -418,7 +435,7 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
   const ModelInfo& info = ctx.backend.model_info();
   JsonFields f(body);
   CommonParams p;
-  read_common(f, limits, info, p);
+  read_common(f, limits, info, ctx.strict_model_name, p);
   read_max_tokens(f, p, /*chat=*/false);
   if (auto lp = f.get_int("logprobs")) {
     if (*lp < 0 || *lp > limits.max_logprobs)
@@ -512,7 +529,7 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   const ModelInfo& info = ctx.backend.model_info();
   JsonFields f(body);
   CommonParams p;
-  read_common(f, limits, info, p);
+  read_common(f, limits, info, ctx.strict_model_name, p);
   read_max_tokens(f, p, /*chat=*/true);
   const bool logprobs = f.get_bool("logprobs").value_or(false);
   if (logprobs) p.logprobs = 0;
@@ -614,21 +631,31 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
                        ApiDialect::kOpenAi);
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(std::move(*ids));
-  return submit_reply(ctx, true, p, std::move(prompts), {}, INT64_MAX);
+  // Chat's default is no limit: the rest of the context (or of the KV pool).
+  return submit_reply(ctx, true, p, std::move(prompts), {}, std::nullopt);
 }
 
 Reply openai_models(ApiContext& ctx, std::string_view model_id) {
   const ModelInfo& info = ctx.backend.model_info();
-  json card = {{"id", info.id},          {"object", "model"},      {"created", info.created},
-               {"owned_by", "flashgen"}, {"root", info.model_dir}, {"max_model_len", info.max_model_len}};
+  auto card = [&](const std::string& name) {
+    return json{{"id", name},
+                {"object", "model"},
+                {"created", info.created},
+                {"owned_by", "flashgen"},
+                {"root", info.model_dir},
+                {"max_model_len", info.max_model_len}};
+  };
   if (!model_id.empty()) {
-    if (model_id != info.id)
+    if (!info.has_name(model_id))
       return error_reply(
           not_found_error("The model '" + std::string(model_id) + "' does not exist.", "model_not_found"),
           ApiDialect::kOpenAi);
-    return json_reply(200, card);
+    return json_reply(200, card(std::string(model_id)));
   }
-  return json_reply(200, {{"object", "list"}, {"data", json::array({card})}});
+  // Every served name, the reported one first.
+  json data = json::array({card(info.id)});
+  for (const std::string& alias : info.aliases) data.push_back(card(alias));
+  return json_reply(200, {{"object", "list"}, {"data", std::move(data)}});
 }
 
 }  // namespace fg::server

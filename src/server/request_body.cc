@@ -1,6 +1,8 @@
 // Request-body helpers (see request_body.h).
 #include "server/request_body.h"
 
+#include <algorithm>
+
 #include "server/utf8.h"
 
 namespace fg::server {
@@ -47,7 +49,7 @@ Reply error_reply(const ApiError& error, ApiDialect dialect) {
   return r;
 }
 
-LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested, int64_t default_max,
+LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested, std::optional<int64_t> default_max,
                          int64_t max_model_len, const std::string& max_tokens_param) {
   LengthCheck out;
   if (max_model_len > 0 && prompt_tokens >= max_model_len) {
@@ -68,9 +70,9 @@ LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested
                                   max_tokens_param, "context_length_exceeded");
       return out;
     }
-    out.max_new_tokens = *requested;
-  } else {
-    out.max_new_tokens = std::min(default_max, room);
+    out.max_new_tokens = int32_t(std::min<int64_t>(*requested, INT32_MAX));
+  } else if (default_max) {
+    out.max_new_tokens = int32_t(std::min<int64_t>({*default_max, room, INT32_MAX}));
   }
   return out;
 }

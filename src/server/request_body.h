@@ -25,12 +25,14 @@ Reply error_reply(const ApiError& error, ApiDialect dialect);
 
 // The context rule shared by every generating route: the prompt must leave room for at least one
 // generated token, and prompt + max_new_tokens must fit max_model_len. With no max_new_tokens
-// asked, `default_max` is used, capped to the room left. Returns the max_new_tokens to use.
+// asked, the route's `default_max` is used, capped to the room left; a default of std::nullopt
+// means no limit (the engine then stops at the context or the KV pool). Returns the
+// SamplingParams::max_new_tokens to use.
 struct LengthCheck {
-  int64_t max_new_tokens = 0;
+  std::optional<int32_t> max_new_tokens;
   std::optional<ApiError> error;
 };
-LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested, int64_t default_max,
+LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested, std::optional<int64_t> default_max,
                          int64_t max_model_len, const std::string& max_tokens_param);
 
 // "data: <json>\n\n"

@@ -19,11 +19,13 @@ ApiError validation(std::string message, std::string param = {}) {
 const char* tgi_finish(FinishReason r) {
   switch (r) {
     case FinishReason::kLength: return "length";
+    case FinishReason::kEos:
     case FinishReason::kStopToken: return "eos_token";
     case FinishReason::kStopString: return "stop_sequence";
     case FinishReason::kCancelled: return "cancelled";
-    default: return "error";
+    case FinishReason::kError: return "error";
   }
+  return "error";
 }
 
 json token_json(const GeneratedToken& t, const std::string& text) {
@@ -45,7 +47,7 @@ struct TgiParams {
   int top_n_tokens = 0;
   int64_t truncate = 0;
   std::optional<int64_t> max_new_tokens;
-  SamplingOptions s;
+  SamplingParams s;
 };
 
 class TgiReply final : public GenerationReply {
@@ -68,7 +70,7 @@ class TgiReply final : public GenerationReply {
  protected:
   void on_event(size_t index, const GenerationEvent& ev, std::string& out) override {
     if (!stream_) return;
-    if (ev.finish_reason == FinishReason::kError) {
+    if (ev.finish == FinishReason::kError) {
       ApiError e = api_error_from_status(ev.error, ApiDialect::kTgi);
       e.http_status = 424;
       out += "data:" + tgi_error_body(e) + "\n\n";
@@ -82,10 +84,10 @@ class TgiReply final : public GenerationReply {
                 {"generated_text", nullptr},
                 {"details", nullptr}};
       if (p_.top_n_tokens > 0) e["top_tokens"] = top_tokens_json(ev.tokens[k]);
-      if (last && ev.finished) finish_fields(e, ev);
+      if (last && ev.finished()) finish_fields(e, ev);
       out += "data:" + dump_json(e) + "\n\n";
     }
-    if (n == 0 && ev.finished) {
+    if (n == 0 && ev.finished()) {
       // A finish without a token (cancellation): TGI events always carry one, so send an empty one.
       json e = {{"index", sent_++},
                 {"token", {{"id", 0}, {"text", ev.text_delta}, {"logprob", 0.0}, {"special", true}}},
@@ -107,21 +109,21 @@ class TgiReply final : public GenerationReply {
     final_head_.status = 200;
     if (stream_) return;
     const Choice& c = choices_[0];
-    if (c.final.finish_reason == FinishReason::kError) {
+    if (c.final.finish == FinishReason::kError) {
       ApiError e = api_error_from_status(c.final.error, ApiDialect::kTgi);
       final_head_.status = 424;
       e.http_status = 424;
       out += tgi_error_body(e);
       return;
     }
-    if (c.final.finish_reason == FinishReason::kCancelled) {
+    if (c.final.finish == FinishReason::kCancelled) {
       final_head_.status = 503;
       out += tgi_error_body(ApiError{503, "Request cancelled: the server is shutting down.", "", "", ""});
       return;
     }
     json body = {{"generated_text", full_text(c.text)}};
     if (p_.details) {
-      json d = {{"finish_reason", tgi_finish(c.final.finish_reason)},
+      json d = {{"finish_reason", tgi_finish(*c.final.finish)},
                 {"generated_tokens", c.generated},
                 {"seed", p_.sampling ? json(c.final.seed) : json(nullptr)},
                 {"prefill", prefill(c.final)},
@@ -147,7 +149,7 @@ class TgiReply final : public GenerationReply {
   void finish_fields(json& e, const GenerationEvent& ev) {
     e["generated_text"] = full_text(choices_[0].text);
     if (p_.details) {
-      e["details"] = {{"finish_reason", tgi_finish(ev.finish_reason)},
+      e["details"] = {{"finish_reason", tgi_finish(*ev.finish)},
                       {"generated_tokens", choices_[0].generated},
                       {"seed", p_.sampling ? json(ev.seed) : json(nullptr)}};
     }
@@ -189,7 +191,7 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
   p.decoder_input_details = f.get_bool("decoder_input_details").value_or(false);
   p.details = f.get_bool("details").value_or(false);
   const bool do_sample = f.get_bool("do_sample").value_or(false);
-  SamplingOptions& s = p.s;
+  SamplingParams& s = p.s;
   auto temperature = f.get_number("temperature");
   auto top_p = f.get_number("top_p");
   auto top_k = f.get_int("top_k");
@@ -247,8 +249,6 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
   s.temperature = p.sampling ? float(temperature.value_or(1.0)) : 0.0f;
   s.top_p = float(top_p.value_or(1.0));
   s.top_k = top_k ? int(std::min<int64_t>(*top_k, info.vocab_size)) : 0;
-  s.include_stop_str_in_output = true;  // TGI keeps the stop sequence in generated_text
-  s.skip_special_tokens = true;
   s.logprobs = p.top_n_tokens;  // TGI token events always carry the chosen token's logprob
 }
 
@@ -290,6 +290,8 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
   r.prompt_ids = *ids;
   r.sampling = p.s;
   r.sampling.max_new_tokens = lc.max_new_tokens;
+  r.include_stop_str_in_output = true;  // TGI keeps the stop sequence in generated_text
+  r.skip_special_tokens = true;
   r.prompt_logprobs = p.decoder_input_details;
   auto reply = std::make_unique<TgiReply>(ctx, route, r.request_id, p, *inputs, *ids);
   reply->set_streamed(stream);

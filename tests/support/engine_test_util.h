@@ -35,10 +35,9 @@ inline std::vector<std::vector<int32_t>> reference_tokens(Model& model, const st
   std::vector<std::vector<int32_t>> out;
   for (const Request& r : requests) {
     GenerateOptions g;
-    g.max_new_tokens = r.params.max_new_tokens;
-    g.sampling.temperature = r.params.temperature;
-    g.sampling.top_k = r.params.top_k;
-    g.sampling.top_p = r.params.top_p;
+    EXPECT_TRUE(r.params.max_new_tokens.has_value()) << "the reference loop needs a token limit";
+    g.max_new_tokens = r.params.max_new_tokens.value_or(0);
+    static_cast<SamplingRule&>(g.sampling) = r.params.rule();
     g.sampling.seed = r.params.seed.value_or(0);
     g.page_size = 8;
     auto ids = generate(model, r.prompt_ids, g);

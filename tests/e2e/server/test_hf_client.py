@@ -1,8 +1,12 @@
-"""huggingface_hub's InferenceClient text-generation calls (TGI protocol) against `flashgen serve`."""
+"""huggingface_hub's InferenceClient against `flashgen serve`: text generation (TGI protocol) and
+chat completion with base_url (OpenAI protocol, which the client sends with a placeholder model
+name), streaming and not."""
 import pytest
 from huggingface_hub import InferenceClient
-from huggingface_hub.errors import TextGenerationError
+from huggingface_hub.errors import HfHubHTTPError, TextGenerationError
 from huggingface_hub.inference._generated.types import TextGenerationOutput
+
+from conftest import MODEL_NAME, Server
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +53,46 @@ def test_text_generation_validation_error(client):
     with pytest.raises(TextGenerationError) as e:
         client.text_generation("Hello", max_new_tokens=5, temperature=-1.0)
     assert "temperature" in str(e.value)
+
+
+CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say something."}]
+
+
+@pytest.fixture(scope="module")
+def chat_client(server):
+    return InferenceClient(base_url=server.url, timeout=60)
+
+
+def test_chat_completion(chat_client):
+    out = chat_client.chat_completion(messages=CHAT, max_tokens=6, temperature=0)
+    msg = out.choices[0].message
+    assert msg.role == "assistant"
+    assert isinstance(msg.content, str)
+    assert out.choices[0].finish_reason in ("stop", "length")
+    assert 1 <= out.usage.completion_tokens <= 6
+    assert out.model == MODEL_NAME
+
+
+def test_chat_completion_stream_matches_plain(chat_client):
+    plain = chat_client.chat_completion(messages=CHAT, max_tokens=10, temperature=0,
+                                        extra_body={"ignore_eos": True})
+    chunks = list(chat_client.chat_completion(messages=CHAT, max_tokens=10, temperature=0, stream=True,
+                                              extra_body={"ignore_eos": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == plain.choices[0].message.content
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finish == ["length"]
+    assert plain.usage.completion_tokens == 10
+
+
+def test_chat_completion_strict_model_name_is_404(tokenizer_dir):
+    s = Server(tokenizer_dir, ["--strict-model-name"])
+    try:
+        with pytest.raises(HfHubHTTPError) as e:
+            InferenceClient(base_url=s.url, timeout=60).chat_completion(messages=CHAT, max_tokens=2)
+        assert e.value.response.status_code == 404
+        out = InferenceClient(base_url=s.url, timeout=60).chat_completion(messages=CHAT, model=MODEL_NAME,
+                                                                          max_tokens=2)
+        assert out.model == MODEL_NAME
+    finally:
+        s.kill()

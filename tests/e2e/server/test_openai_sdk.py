@@ -3,7 +3,7 @@ not, usage, stop, seed reproducibility, logprobs, n, and the error cases)."""
 import openai
 import pytest
 
-from conftest import MODEL_NAME
+from conftest import MODEL_NAME, Server
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +118,24 @@ def test_penalties_accepted(client):
     assert r.usage.completion_tokens == 5
 
 
+def test_any_model_name_is_served_unless_strict(client, tokenizer_dir):
+    # One model served: any name works, as with text-generation-inference; replies name the model.
+    r = client.completions.create(model="no-such-model", prompt="x", max_tokens=2)
+    assert r.model == MODEL_NAME and r.usage.completion_tokens >= 1
+    # conftest's Server already names the model; a repeated name is not listed twice.
+    strict = Server(tokenizer_dir, ["--served-model-name", MODEL_NAME, "alias-b", "--strict-model-name"])
+    try:
+        sc = openai.OpenAI(base_url=strict.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        with pytest.raises(openai.NotFoundError) as e:
+            sc.completions.create(model="no-such-model", prompt="x", max_tokens=2)
+        assert e.value.status_code == 404 and e.value.body["code"] == "model_not_found"
+        assert sc.completions.create(model="alias-b", prompt="x", max_tokens=2).model == "alias-b"
+        assert [m.id for m in sc.models.list().data] == [MODEL_NAME, "alias-b"]
+    finally:
+        strict.kill()
+
+
 def test_errors(client):
-    with pytest.raises(openai.NotFoundError) as e:
-        client.completions.create(model="no-such-model", prompt="x", max_tokens=2)
-    assert e.value.status_code == 404
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=MODEL_NAME, prompt="x", max_tokens=-5)
     assert e.value.body["param"] == "max_tokens"

@@ -267,7 +267,9 @@ void check_verify_steps(Backend& backend, const std::string& name, int num_seqs,
   ASSERT_EQ(int(graph.size()), steps);
   const DecodeGraphStats stats = model.decode_graph_stats();
   EXPECT_EQ(stats.padded_steps, steps) << "every verification step should take the fixed-buffer path";
-  if (capture) EXPECT_GT(stats.replays, 0);
+  if (capture) {
+    EXPECT_GT(stats.replays, 0);
+  }
   EXPECT_TRUE(page0_intact(backend, *graph_cache)) << "a padded row wrote into the KV cache";
   for (int step = 0; step < steps; ++step) {
     const std::vector<float>& a = eager[size_t(step)];

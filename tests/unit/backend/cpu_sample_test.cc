@@ -263,7 +263,9 @@ TEST(CpuSample, DistributionIsWhatTheRowDrawsFrom) {
     }
     for (int64_t id = 0; id < vocab; ++id) {
       const double want = dist[size_t(id)], got = double(count[size_t(id)]) / n;
-      if (want == 0.0) EXPECT_EQ(count[size_t(id)], 0) << "token " << id << " drawn outside the distribution";
+      if (want == 0.0) {
+        EXPECT_EQ(count[size_t(id)], 0) << "token " << id << " drawn outside the distribution";
+      }
       EXPECT_NEAR(got, want, 6.0 * std::sqrt(want * (1.0 - want) / n) + 1e-9) << "token " << id;
     }
   }

@@ -131,7 +131,7 @@ TEST(EngineCore, UnboundedRequestEndsAtThePoolCapacity) {
   Request r;
   r.prompt_ids = {4, 5};
   r.params.temperature = 0.0f;
-  r.params.max_new_tokens = 0;
+  r.params.max_new_tokens = std::nullopt;  // no limit of its own
   r.params.ignore_eos = true;
   const RunResult res = run_all(shape, EngineConfig{}, {r});
   EXPECT_EQ(res.outputs[0].finish_reason, FinishReason::kLength);
@@ -154,7 +154,7 @@ TEST(EngineCore, StopTokensEosAndIgnoreEos) {
   EXPECT_EQ(res.outputs[0].output_ids, std::vector<int32_t>(5, 0));
   r.params.stop_token_ids = {0};  // stop ids apply even with ignore_eos
   res = run_all(shape, EngineConfig{}, {r});
-  EXPECT_EQ(res.outputs[0].finish_reason, FinishReason::kStop);
+  EXPECT_EQ(res.outputs[0].finish_reason, FinishReason::kStopToken);
 }
 
 TEST(EngineCore, StopMatcherEndsTheRequest) {
@@ -162,6 +162,7 @@ TEST(EngineCore, StopMatcherEndsTheRequest) {
   class CountingMatcher : public StopMatcher {
    public:
     bool feed(int32_t) override { return ++n_ == 3; }
+
    private:
     int n_ = 0;
   };
@@ -182,7 +183,7 @@ TEST(EngineCore, StopMatcherEndsTheRequest) {
   ASSERT_TRUE(h.is_ok());
   while (core.has_work()) ASSERT_TRUE(core.step().is_ok());
   const RequestOutput out = h->wait();
-  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(out.finish_reason, FinishReason::kStopString);
   EXPECT_EQ(out.output_ids.size(), 3u);
 }
 
@@ -213,6 +214,7 @@ TEST(EngineCore, ForwardFailureEndsOnlyThatStepsRequestsWithAnError) {
       if (++calls_ == 2) return internal_error("device fell over");
       return FakeRunner::forward(b);
     }
+
    private:
     int calls_ = 0;
   };

@@ -203,7 +203,7 @@ TEST(PrefixCacheEngine, PreemptedSequenceRehitsItsOwnCachedPages) {
     s->arrival = id;
     s->tokens = seq_tokens(4, first);
     s->num_prompt = 4;
-    s->max_tokens = 20;
+    s->max_output_tokens = 16;
     s->events = std::make_shared<EventStream>();
     return s;
   };

@@ -88,7 +88,7 @@ TEST(EngineSampling, LogprobsAreANormalisedTopList) {
   for (size_t i = 0; i < 6; ++i) {
     const auto& top = out.top_logprobs[i];
     ASSERT_EQ(top.size(), 5u);
-    EXPECT_EQ(top[0].token, out.output_ids[i]) << "greedy picks the most likely token";
+    EXPECT_EQ(top[0].id, out.output_ids[i]) << "greedy picks the most likely token";
     EXPECT_FLOAT_EQ(top[0].logprob, out.logprobs[i]);
     for (size_t j = 1; j < top.size(); ++j) EXPECT_GE(top[j - 1].logprob, top[j].logprob);
     EXPECT_LT(out.logprobs[i], 0.0f);

@@ -1,8 +1,8 @@
 // Scheduler policy on its own: decodes first, budgets, max_running, preemption newest-first,
 // removal freeing pages at once.
-#include <gtest/gtest.h>
-
 #include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
 
 namespace fg {
 namespace {
@@ -14,7 +14,7 @@ std::unique_ptr<Sequence> make_seq(uint64_t id, int prompt_len, int priority = 0
   s->priority = priority;
   s->tokens.assign(size_t(prompt_len), 1);
   s->num_prompt = prompt_len;
-  s->max_tokens = prompt_len + 100;
+  s->max_output_tokens = 100;
   s->events = std::make_shared<EventStream>();
   return s;
 }

@@ -132,10 +132,56 @@ TEST_F(ApiTest, UnknownFieldsAreRejectedMissingOnesNamed) {
       400, "stream_options");
 }
 
-TEST_F(ApiTest, UnknownModelIs404) {
-  auto r = call(post("/v1/completions", R"({"model":"gpt-9","prompt":"hi"})"));
-  EXPECT_EQ(r.first, 404);
-  EXPECT_EQ(r.second["error"]["code"], "model_not_found");
+TEST_F(ApiTest, AnyModelNameIsAcceptedAndTheServedNameReported) {
+  // As text-generation-inference with one model: clients that send a placeholder name work.
+  auto r = call(post("/v1/completions", R"({"model":"tgi","prompt":"hi","max_tokens":2})"));
+  EXPECT_EQ(r.first, 200) << r.second.dump();
+  EXPECT_EQ(r.second["model"], "fake-model");
+  auto chat = call(
+      post("/v1/chat/completions", R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}],"max_tokens":2})"));
+  EXPECT_EQ(chat.first, 200) << chat.second.dump();
+  EXPECT_EQ(chat.second["model"], "fake-model");
+  EXPECT_EQ(call(get("/v1/models/gpt-9")).first, 404) << "only served names have a model card";
+}
+
+TEST_F(ApiTest, CompletionWithZeroMaxTokensGeneratesNothing) {
+  auto r = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":0,"echo":true})"));
+  ASSERT_EQ(r.first, 200) << r.second.dump();
+  EXPECT_EQ(r.second["choices"][0]["text"], "hello");
+  EXPECT_EQ(r.second["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r.second["usage"]["completion_tokens"], 0);
+}
+
+TEST(ApiModelNames, StrictModelNameRefusesOthersAndAliasesAnswer) {
+  FakeBackend::Options o;
+  o.aliases = {"fake-alias", "other-alias"};
+  FakeBackend backend(o);
+  ApiServerConfig c;
+  c.log_requests = false;
+  c.strict_model_name = true;
+  ApiServer api(backend, c);
+  auto call = [&](HttpRequest req) -> std::pair<int, json> {
+    Reply r = api.handle(std::move(req));
+    if (!r.source) return {r.head.status, json::parse(r.head.body)};
+    HttpResponse head;
+    std::string body = run_source(r, &head);
+    return {head.status, json::parse(body)};
+  };
+  auto unknown = call(post("/v1/completions", R"({"model":"gpt-9","prompt":"hi"})"));
+  EXPECT_EQ(unknown.first, 404);
+  EXPECT_EQ(unknown.second["error"]["code"], "model_not_found");
+  EXPECT_EQ(call(post("/v1/chat/completions", R"({"model":"tgi","messages":[{"role":"user","content":"x"}]})")).first,
+            404);
+  // An alias is served and reported back as the client named it.
+  auto alias = call(post("/v1/completions", R"({"model":"other-alias","prompt":"hi","max_tokens":2})"));
+  EXPECT_EQ(alias.first, 200) << alias.second.dump();
+  EXPECT_EQ(alias.second["model"], "other-alias");
+  auto models = call(get("/v1/models"));
+  ASSERT_EQ(models.first, 200);
+  ASSERT_EQ(models.second["data"].size(), 3u);
+  EXPECT_EQ(models.second["data"][0]["id"], "fake-model");
+  EXPECT_EQ(models.second["data"][1]["id"], "fake-alias");
+  EXPECT_EQ(call(get("/v1/models/fake-alias")).second["id"], "fake-alias");
 }
 
 TEST_F(ApiTest, MaxTokensRangeAndContextLength) {

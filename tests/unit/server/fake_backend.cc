@@ -7,6 +7,7 @@ namespace fg::server::testing {
 
 FakeBackend::FakeBackend(Options options) : opt_(options), tick_us_(options.tick_us) {
   info_.id = "fake-model";
+  info_.aliases = opt_.aliases;
   info_.model_dir = "/nonexistent/fake-model";
   info_.max_model_len = opt_.max_model_len;
   info_.vocab_size = 258;
@@ -65,8 +66,9 @@ Result<uint64_t> FakeBackend::submit(GenerationRequest request, EventCallback on
   std::lock_guard<std::mutex> lock(mu_);
   if (int64_t(active_.size()) >= opt_.max_active)
     return Status(ErrorCode::kResourceExhausted, "the fake backend's queue is full");
-  const int64_t need =
-      (int64_t(request.prompt_ids.size()) + request.sampling.max_new_tokens + opt_.page_size - 1) / opt_.page_size;
+  const int64_t max_new =
+      request.sampling.max_new_tokens.value_or(opt_.max_model_len - int64_t(request.prompt_ids.size()));
+  const int64_t need = (int64_t(request.prompt_ids.size()) + max_new + opt_.page_size - 1) / opt_.page_size;
   if (need > opt_.pages_total)
     return Status(ErrorCode::kContextTooLong, "request needs " + std::to_string(need) + " KV pages, the pool has " +
                                                   std::to_string(opt_.pages_total));
@@ -135,8 +137,7 @@ void FakeBackend::loop() {
       if (stop_) {
         for (Active& a : active_) {
           GenerationEvent ev;
-          ev.finished = true;
-          ev.finish_reason = FinishReason::kCancelled;
+          ev.finish = FinishReason::kCancelled;
           out.emplace_back(std::move(a.cb), std::move(ev));
         }
         active_.clear();
@@ -147,10 +148,11 @@ void FakeBackend::loop() {
         GenerationEvent ev;
         if (a.cancel) {
           ++cancelled_;
-          ev.finished = true;
-          ev.finish_reason = FinishReason::kCancelled;
+          ev.finish = FinishReason::kCancelled;
+        } else if (a.req.sampling.max_new_tokens == 0) {
+          ev.finish = FinishReason::kLength;  // nothing to generate
         } else {
-          const SamplingOptions& s = a.req.sampling;
+          const SamplingParams& s = a.req.sampling;
           GeneratedToken t;
           const bool eos = opt_.eos_after >= 0 && s.temperature <= 0 && a.generated == opt_.eos_after && !s.ignore_eos;
           if (eos) {
@@ -167,7 +169,7 @@ void FakeBackend::loop() {
           if (!t.special) t.text = std::string(1, char(t.id));
           t.logprob = -0.25f;
           for (int k = 0; k < s.logprobs; ++k)
-            t.top.push_back({t.id + k, std::string(1, char(t.id + k)), -0.25f - float(k)});
+            t.top.push_back({t.id + k, -0.25f - float(k), std::string(1, char(t.id + k))});
           ++a.generated;
           a.text += t.text;
           ev.tokens.push_back(t);
@@ -176,10 +178,10 @@ void FakeBackend::loop() {
             const size_t pos = a.text.find(s.stop[si], a.sent > s.stop[si].size() ? a.sent - s.stop[si].size() : 0);
             if (pos != std::string::npos) {
               stop = true;
-              const size_t end = s.include_stop_str_in_output ? pos + s.stop[si].size() : pos;
+              const size_t end = a.req.include_stop_str_in_output ? pos + s.stop[si].size() : pos;
               if (end > a.sent) ev.text_delta = a.text.substr(a.sent, end - a.sent);
               a.sent = a.text.size();
-              ev.finish_reason = FinishReason::kStopString;
+              ev.finish = FinishReason::kStopString;
               ev.stop_string = s.stop[si];
             }
           }
@@ -190,18 +192,17 @@ void FakeBackend::loop() {
               a.sent = a.text.size() - keep;
             }
             if (eos) {
-              ev.finish_reason = FinishReason::kStopToken;
-            } else if (a.generated >= s.max_new_tokens) {
-              ev.finish_reason = FinishReason::kLength;
+              ev.finish = FinishReason::kEos;
+            } else if (a.generated >= s.max_new_tokens.value_or(opt_.max_model_len)) {
+              ev.finish = FinishReason::kLength;
             }
-            if (ev.finish_reason != FinishReason::kNone && a.sent < a.text.size()) {
+            if (ev.finished() && a.sent < a.text.size()) {
               ev.text_delta += a.text.substr(a.sent);
               a.sent = a.text.size();
             }
           }
-          ev.finished = ev.finish_reason != FinishReason::kNone;
         }
-        if (ev.finished) {
+        if (ev.finished()) {
           ev.prompt_tokens = int64_t(a.req.prompt_ids.size());
           ev.generated_tokens = a.generated;
           ev.cached_prompt_tokens = 0;

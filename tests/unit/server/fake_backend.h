@@ -26,7 +26,8 @@ class FakeBackend final : public GenerationBackend {
     int64_t max_active = 64;  // more concurrent requests: kResourceExhausted
     int64_t pages_total = 1024;
     int64_t page_size = 16;
-    int eos_after = -1;  // >= 0: greedy requests emit EOS after this many tokens
+    int eos_after = -1;                // >= 0: greedy requests emit EOS after this many tokens
+    std::vector<std::string> aliases;  // further served names besides "fake-model"
   };
   static constexpr int32_t kBos = 256;
   static constexpr int32_t kEos = 257;

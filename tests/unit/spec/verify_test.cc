@@ -33,8 +33,11 @@ double chi2(const std::array<int64_t, kVocab>& counts, const Row& p) {
   double x = 0;
   for (int i = 0; i < kVocab; ++i) {
     const double e = double(n) * p[size_t(i)];
-    if (e > 0) x += (double(counts[size_t(i)]) - e) * (double(counts[size_t(i)]) - e) / e;
-    else EXPECT_EQ(counts[size_t(i)], 0) << "token " << i << " has no target mass but was emitted";
+    if (e > 0) {
+      x += (double(counts[size_t(i)]) - e) * (double(counts[size_t(i)]) - e) / e;
+    } else {
+      EXPECT_EQ(counts[size_t(i)], 0) << "token " << i << " has no target mass but was emitted";
+    }
   }
   return x;
 }
@@ -92,7 +95,9 @@ void check_distribution(bool point_mass) {
   EXPECT_LT(chi2(first, p0), kChi2Crit) << "the first emitted token does not follow the target's p_0";
   ASSERT_GT(accepted_all, 1000);
   EXPECT_LT(chi2(bonus, p2), kChi2Crit) << "the bonus token does not follow p_k";
-  if (point_mass) EXPECT_NEAR(double(accepted_first) / trials, 0.25, 0.01) << "acceptance is p0(draft)";
+  if (point_mass) {
+    EXPECT_NEAR(double(accepted_first) / trials, 0.25, 0.01) << "acceptance is p0(draft)";
+  }
 }
 
 TEST(VerifySampled, OutputFollowsTheTargetWithADraftModel) { check_distribution(false); }

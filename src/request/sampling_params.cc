@@ -1,5 +1,5 @@
 // SamplingParams::validate: one message per bad field, in the request's own terms.
-#include "engine/sampling_params.h"
+#include "request/sampling_params.h"
 
 #include <cmath>
 
@@ -18,7 +18,9 @@ Status SamplingParams::validate(int vocab_size) const {
   if (!std::isfinite(presence_penalty) || !std::isfinite(frequency_penalty)) {
     return invalid_argument("presence_penalty and frequency_penalty must be finite");
   }
-  if (max_new_tokens < 0) return invalid_argument("max_new_tokens must be >= 0 (0 = up to the context limit)");
+  if (max_new_tokens.has_value() && *max_new_tokens < 0) {
+    return invalid_argument("max_new_tokens must be >= 0 (leave it unset for no limit)");
+  }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       return invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary [0, " +

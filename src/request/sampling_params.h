@@ -1,0 +1,41 @@
+// What a request asks of generation, in the meaning every API gives it: the sampling rule
+// (backend/sampling_rule.h), penalties, the seed, how many OUTPUT tokens at most, and what stops
+// it. One definition for the engine, the server and the CLI; each API fills it from its own
+// fields and defaults (docs/api.md) and the engine validates it once at submit.
+// Must never hold protocol details (one API's field names, how text is formatted) or engine state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/sampling_rule.h"
+#include "core/status.h"
+
+namespace fg {
+
+struct SamplingParams : SamplingRule {  // temperature (default 0 = greedy), top_k, top_p, min_p
+  float repetition_penalty = 1.0f;      // 1 = off; > 1 discourages tokens already in prompt or output
+  float presence_penalty = 0.0f;        // subtracted once from every token already in the output
+  float frequency_penalty = 0.0f;       // subtracted per occurrence in the output
+  std::optional<uint64_t> seed;         // unset: the engine derives one per request
+  // Output tokens at most, as every API's max_tokens / max_new_tokens. std::nullopt = no limit of
+  // its own: generation runs until the model's context or the KV pool is full. 0 = generate
+  // nothing (the request finishes at once with reason length).
+  std::optional<int32_t> max_new_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // finish with kStopToken (the token is kept in the output)
+  std::vector<std::string> stop;        // stop strings (kStopString), matched on the output text
+  bool ignore_eos = false;              // keep going past the model's end-of-sequence tokens
+  int logprobs = -1;                    // -1: none; n >= 0: the sampled token's logprob plus the top n
+
+  const SamplingRule& rule() const { return *this; }
+  bool needs_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+  bool wants_logprobs() const { return logprobs >= 0; }
+  // Range checks with one-line messages naming the field.
+  Status validate(int vocab_size) const;
+};
+
+}  // namespace fg
