@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace fg {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/value.h"
+#include "jinja/error.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 

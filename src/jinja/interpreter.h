@@ -14,8 +14,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/value.h"
+#include "jinja/ast.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 

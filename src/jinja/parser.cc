@@ -2,12 +2,12 @@
 // conditional expression, or, and, not, comparisons (== != < <= > >= in, not in), + -, ~,
 // * / // %, ** (left-associative, as in Jinja2), unary - +, then primaries with postfix
 // attribute/subscript/call, filters (|) and tests (is).
-#include "tokenizer/jinja/parser.h"
+#include "jinja/parser.h"
 
 #include <set>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/lexer.h"
+#include "jinja/error.h"
+#include "jinja/lexer.h"
 
 namespace fg::jinja {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace fg::jinja {
 namespace {

@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace fg::jinja {
 namespace {

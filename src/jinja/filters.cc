@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tokenizer/jinja/builtins_util.h"
-#include "tokenizer/jinja/interpreter.h"
+#include "jinja/builtins_util.h"
+#include "jinja/interpreter.h"
 
 namespace fg::jinja {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <ctime>
 
-#include "tokenizer/jinja/builtins_util.h"
-#include "tokenizer/jinja/interpreter.h"
+#include "jinja/builtins_util.h"
+#include "jinja/interpreter.h"
 
 namespace fg::jinja {
 

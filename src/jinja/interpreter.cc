@@ -2,13 +2,13 @@
 // follow the sandboxed Jinja2 environment: `x.y` tries the attribute (a method) and then the
 // item, `x['y']` the item and then the attribute; a miss is an Undefined that only fails when
 // it is used (called, indexed, or its attribute read).
-#include "tokenizer/jinja/interpreter.h"
+#include "jinja/interpreter.h"
 
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja/builtins_util.h"
-#include "tokenizer/jinja/error.h"
+#include "jinja/builtins_util.h"
+#include "jinja/error.h"
 
 namespace fg::jinja {
 namespace {

@@ -3,7 +3,7 @@
 // to the tag's sign (`-` strips all whitespace, `+` keeps it, otherwise lstrip_blocks removes the
 // spaces and tabs that open the line of a block or comment tag); a block or comment end eats one
 // following newline (trim_blocks) unless written `+%}`; `-%}` eats all following whitespace.
-#include "tokenizer/jinja/lexer.h"
+#include "jinja/lexer.h"
 
 #include <cctype>
 #include <cerrno>
@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/value.h"
+#include "jinja/error.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 namespace {

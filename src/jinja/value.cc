@@ -1,13 +1,13 @@
 // Python semantics of template values: truthiness, str/repr, equality, ordering, json.dumps, and
 // the code-point-level UTF-8 helpers the string operations are built on.
-#include "tokenizer/jinja/value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "tokenizer/jinja/error.h"
+#include "jinja/error.h"
 
 namespace fg::jinja {
 
