@@ -33,8 +33,9 @@ pack() {
   for lib in libgomp.so.1 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')" .device/lib/
   done
-  # The Llama 3 tokenizer for serving the dummy-weight Llama-3.1-8B (shared/ does not travel).
-  cp ../shared/fixtures/tokenizers/llama-3-8b-instruct/tokenizer*.json .device/tok/
+  # The Llama 3 tokenizer for serving the dummy-weight Llama-3.1-8B (the test fixture archive,
+  # extracted by the configure above).
+  cp build-gpu/test_fixtures/tokenizers/llama-3-8b-instruct/tokenizer*.json .device/tok/
   tar -cJf .devpack/device.tar.xz .device && du -sh .devpack   # carry .devpack (64 MiB limit)
 }
 

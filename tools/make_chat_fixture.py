@@ -4,9 +4,10 @@ server and end-to-end tests (text in, text out, chat templates, stop strings).
 
 The tokenizer is a byte-level BPE trained (seeded, deterministic) with Hugging Face `tokenizers`
 on a small built-in corpus, 512 tokens including ChatML special tokens; tokenizer_config.json
-carries the Qwen2.5 chat template from the shared fixtures. The model is a 2-layer Llama with that
-vocabulary, saved with save_pretrained, plus float32 reference logits and greedy ids like the other
-model fixtures (reference.json, logits.npy).
+carries the Qwen2.5 chat template of tests/fixtures/chat_templates.tar.xz (extracted by CMake into
+build/test_fixtures/). The model is a 2-layer Llama with that vocabulary, saved with
+save_pretrained, plus float32 reference logits and greedy ids like the other model fixtures
+(reference.json, logits.npy).
 
   python tools/make_chat_fixture.py [--out tests/fixtures/models/chat_llama]
 Needs torch, transformers and tokenizers (CPU is enough).
@@ -23,7 +24,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 from transformers import LlamaConfig, LlamaForCausalLM
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TEMPLATE = ROOT.parent / "shared" / "fixtures" / "chat_templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
+TEMPLATE = ROOT / "build" / "test_fixtures" / "chat_templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 512
 

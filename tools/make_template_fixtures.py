@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Make the chat-template expectations that flashgen's template engine is tested against.
 
-For every `*.jinja` under shared/fixtures/chat_templates/ this renders a fixed set of
+For every `*.jinja` of tests/fixtures/chat_templates.tar.xz (extracted by CMake into
+<build>/test_fixtures/chat_templates/) this renders a fixed set of
 conversations with Hugging Face transformers' own chat-template renderer (Jinja2 3.1.6,
 sandboxed, trim_blocks + lstrip_blocks + loopcontrols, transformers' tojson / raise_exception /
 strftime_now) and writes one JSON file per template under tests/fixtures/chat_templates/:
@@ -15,7 +16,7 @@ The conversations themselves go to tests/fixtures/chat_templates/conversations.j
 test feeds the engine exactly what the reference saw. strftime_now is pinned to kFixedNow.
 
 Usage (needs `pip install jinja2==3.1.6 transformers`; torch is not needed):
-    python3 tools/make_template_fixtures.py [--shared ../shared] [--out tests/fixtures/chat_templates]
+    python3 tools/make_template_fixtures.py [--fixtures build/test_fixtures] [--out tests/fixtures/chat_templates]
 """
 import argparse
 import datetime as _dt
@@ -203,7 +204,8 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default=os.path.join(repo, "..", "shared"))
+    ap.add_argument("--fixtures", default=os.path.join(repo, "build", "test_fixtures"),
+                    help="the extracted fixture archives (chat_templates/, tokenizers/)")
     ap.add_argument("--out", default=os.path.join(repo, "tests", "fixtures", "chat_templates"))
     args = ap.parse_args()
     if jinja2.__version__ != "3.1.6":
@@ -211,7 +213,7 @@ def main():
               file=sys.stderr)
     ctu.datetime = _FixedDatetime
 
-    src = os.path.join(args.shared, "fixtures", "chat_templates")
+    src = os.path.join(args.fixtures, "chat_templates")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "conversations.json"), "w", encoding="utf-8") as f:
         json.dump({"fixed_now": kFixedNow.isoformat(), "special_tokens": kSpecialTokens,
@@ -246,10 +248,10 @@ def main():
 
 def make_tokenizer_config_expectations(args):
     # The model-folder loader: transformers' own AutoTokenizer + apply_chat_template on every
-    # shared tokenizer folder whose tokenizer_config.json has a chat_template.
+    # reference tokenizer folder whose tokenizer_config.json has a chat_template.
     from transformers import AutoTokenizer
 
-    root = os.path.join(args.shared, "fixtures", "tokenizers")
+    root = os.path.join(args.fixtures, "tokenizers")
     result = {}
     for name in sorted(os.listdir(root)):
         folder = os.path.join(root, name)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes flashgen's tokenizer parity fixtures from Hugging Face `tokenizers`.
 
-For every tokenizer folder under <shared>/fixtures/tokenizers/ it encodes a corpus (with and
+For every tokenizer folder of tests/fixtures/tokenizers.tar.xz (extracted by CMake into
+<build>/test_fixtures/tokenizers/) it encodes a corpus (with and
 without special tokens) and decodes the ids (keeping and skipping special tokens), plus random
 id lists, and writes tests/fixtures/tokenizer/<name>.json. It also builds small synthetic
 tokenizers (a byte-level and a SentencePiece-style BPE trained here on the corpus) and runs them
@@ -12,7 +13,7 @@ reproduce every expectation exactly.
 Inputs that are not valid UTF-8 are stored as hex; Hugging Face only accepts str, so their
 expectations are computed on bytes.decode("utf-8", "replace"), the repair flashgen applies.
 
-Usage: python3 tools/make_tokenizer_fixtures.py [--shared ../shared] [--out tests/fixtures/tokenizer]
+Usage: python3 tools/make_tokenizer_fixtures.py [--fixtures build/test_fixtures] [--out tests/fixtures/tokenizer]
 Needs: pip install tokenizers
 """
 import argparse
@@ -375,14 +376,15 @@ def build_synthetic(model, added, variant, no_fallback=False):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default=os.path.join(here, "..", "..", "shared"))
+    ap.add_argument("--fixtures", default=os.path.join(here, "..", "build", "test_fixtures"),
+                    help="the extracted fixture archives (tokenizers/)")
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "fixtures", "tokenizer"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     texts = corpus()
     meta = {"generator": "tools/make_tokenizer_fixtures.py", "tokenizers_version": tokenizers.__version__}
 
-    tok_root = os.path.join(args.shared, "fixtures", "tokenizers")
+    tok_root = os.path.join(args.fixtures, "tokenizers")
     for name in sorted(os.listdir(tok_root)):
         path = os.path.join(tok_root, name, "tokenizer.json")
         if not os.path.exists(path):

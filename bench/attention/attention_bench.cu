@@ -18,7 +18,8 @@
 #include <string>
 
 #include "backend/cuda/attention.h"
-#include "bench_common.cuh"
+#include "support/cuda/attention_check.h"
+#include "support/cuda/attention_inputs.cuh"
 
 namespace fg::bench {
 namespace {

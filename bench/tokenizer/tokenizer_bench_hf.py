@@ -5,7 +5,7 @@ runs flashgen's tokenizer_bench on the same file, checks that both produced the 
 (checksum) and prints the throughput ratio.
 
   python3 bench/tokenizer/tokenizer_bench_hf.py --bench build/bench/tokenizer/tokenizer_bench \\
-      --model ../shared/fixtures/tokenizers/llama-3.2-instruct [--corpus FILE] [--make-corpus FILE]
+      --model build/test_fixtures/tokenizers/llama-3.2-instruct [--corpus FILE] [--make-corpus FILE]
 
 Without --corpus, a corpus is built (and written to --make-corpus, default
 /tmp/fg_tokenizer_corpus.txt) from text found on this machine: the licence texts in

@@ -9,15 +9,14 @@
 #pragma once
 
 #include <ctime>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/status.h"
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace fg {
 
@@ -32,8 +31,8 @@ class ChatTemplate {
   static Result<ChatTemplate> from_model_dir(const std::string& dir, const std::string& template_file = "");
 
   // A template given as text; special_tokens: {"bos_token": "<s>", ...} (strings).
-  static Result<ChatTemplate> from_string(std::string_view source,
-                                          const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
+  static Result<ChatTemplate> from_string(
+      std::string_view source, const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
 
   // messages: array of message objects. tools: array of tool schemas, or null for none.
   // extra_context: an object of more template variables (e.g. {"enable_thinking": false});

@@ -3,7 +3,8 @@
 
 The fixture models under tests/fixtures/models/ are tiny random Llama-family checkpoints with a
 256-id vocabulary and no tokenizer. `flashgen serve` needs a real tokenizer, so this script derives
-one from the GPT-2 tokenizer in shared/fixtures/tokenizers/gpt2:
+one from the reference GPT-2 tokenizer (tests/fixtures/tokenizers.tar.xz, extracted by CMake into
+<build>/test_fixtures/tokenizers/gpt2):
 
   ids 0..2     <pad>, <s>, </s>  (special added tokens; the models' pad/bos/eos ids)
   ids 3..245   the GPT-2 byte-level symbols of the 243 bytes that can occur in valid UTF-8
@@ -12,9 +13,9 @@ one from the GPT-2 tokenizer in shared/fixtures/tokenizers/gpt2:
 Every valid UTF-8 text encodes (bytes 0xC0, 0xC1, 0xF5..0xFF never occur in it), the pre-tokenizer,
 decoder and merge format are GPT-2's, and tokenizer_config.json adds a small chat template.
 
-usage: make_fixture_tokenizer.py SHARED_GPT2_DIR OUT_DIR
+usage: make_fixture_tokenizer.py GPT2_TOKENIZER_DIR OUT_DIR
 Its output is committed as tests/fixtures/server_tokenizer (the server tests read that):
-  python3 tests/e2e/server/make_fixture_tokenizer.py ../shared/fixtures/tokenizers/gpt2 tests/fixtures/server_tokenizer
+  python3 tests/e2e/server/make_fixture_tokenizer.py build/test_fixtures/tokenizers/gpt2 tests/fixtures/server_tokenizer
 """
 import json
 import os

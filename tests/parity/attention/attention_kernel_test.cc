@@ -4,11 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdint>
-
-namespace fg::bench {
-int run_attention_checks(int num_random, uint64_t seed, bool verbose);
-}
+#include "support/cuda/attention_check.h"
 
 namespace {
 

@@ -1,7 +1,8 @@
 // ChatTemplate's model-folder loading: tokenizer_config.json forms (string, list of named
 // templates), chat_template.jinja precedence, special tokens (strings or AddedToken objects),
-// message normalization, and the shared tokenizer folders rendered like transformers'
-// AutoTokenizer.apply_chat_template (expectations in tokenizer_configs.json).
+// message normalization, and the reference tokenizer folders (tests/fixtures/tokenizers.tar.xz)
+// rendered like transformers' AutoTokenizer.apply_chat_template (expectations in
+// tokenizer_configs.json).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -31,8 +32,8 @@ void spit(const fs::path& p, const std::string& text) {
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("fg_chat_template_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("fg_chat_template_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -45,9 +46,9 @@ class TempDir {
 
 const ojson kMessages = ojson::parse(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])");
 
-TEST(ChatTemplateLoader, SharedTokenizerFoldersRenderLikeTransformers) {
-  const fs::path root = fs::path(FG_SHARED_DIR) / "fixtures/tokenizers";
-  if (!fs::is_directory(root)) GTEST_SKIP() << "shared fixtures missing: " << root;
+TEST(ChatTemplateLoader, ReferenceTokenizerFoldersRenderLikeTransformers) {
+  const fs::path root = fs::path(FG_TEST_FIXTURES_DIR) / "tokenizers";
+  ASSERT_TRUE(fs::is_directory(root)) << root << " missing: CMake extracts it at configure time";
   const fs::path fixtures = fs::path(FG_SOURCE_DIR) / "tests/fixtures/chat_templates";
   const ojson conv = ojson::parse(slurp(fixtures / "conversations.json"));
   const ojson expect = ojson::parse(slurp(fixtures / "tokenizer_configs.json"));
@@ -73,11 +74,9 @@ TEST(ChatTemplateLoader, SharedTokenizerFoldersRenderLikeTransformers) {
     }
   }
   // A folder without a chat template is refused with a message that says what to do.
-  if (fs::exists(root / "gpt2")) {
-    auto none = ChatTemplate::from_model_dir((root / "gpt2").string());
-    ASSERT_FALSE(none.is_ok());
-    EXPECT_NE(none.status().message().find("--chat-template"), std::string::npos);
-  }
+  auto none = ChatTemplate::from_model_dir((root / "gpt2").string());
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find("--chat-template"), std::string::npos);
 }
 
 TEST(ChatTemplateLoader, ConfigStringAndAddedTokenObjects) {

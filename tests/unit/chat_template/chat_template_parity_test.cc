@@ -1,4 +1,4 @@
-// Every template in shared/fixtures/chat_templates/ renders the conversations of
+// Every template of tests/fixtures/chat_templates.tar.xz renders the conversations of
 // tests/fixtures/chat_templates/conversations.json byte for byte as Jinja2/transformers did
 // (expectations made by tools/make_template_fixtures.py); where the reference raised, flashgen
 // must fail too.
@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 const fs::path kExpectDir = fs::path(FG_SOURCE_DIR) / "tests/fixtures/chat_templates";
-const fs::path kTemplateDir = fs::path(FG_SHARED_DIR) / "fixtures/chat_templates";
+// The templates themselves: the archive, extracted into the build tree at configure time.
+const fs::path kTemplateDir = fs::path(FG_TEST_FIXTURES_DIR) / "chat_templates";
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -33,7 +34,8 @@ std::vector<std::string> expectation_files() {
   if (!fs::is_directory(kExpectDir)) return names;
   for (const auto& e : fs::directory_iterator(kExpectDir)) {
     std::string n = e.path().filename().string();
-    if (e.path().extension() == ".json" && n != "conversations.json" && n != "tokenizer_configs.json") names.push_back(n);
+    if (e.path().extension() == ".json" && n != "conversations.json" && n != "tokenizer_configs.json")
+      names.push_back(n);
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -41,14 +43,14 @@ std::vector<std::string> expectation_files() {
 
 std::string test_name(const testing::TestParamInfo<std::string>& info) {
   std::string n;
-  for (char c : info.param.substr(0, info.param.size() - 5)) n.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  for (char c : info.param.substr(0, info.param.size() - 5))
+    n.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
   return n;
 }
 
 class ChatTemplateParity : public testing::TestWithParam<std::string> {};
 
 TEST_P(ChatTemplateParity, RendersLikeTransformers) {
-  if (!fs::is_directory(kTemplateDir)) GTEST_SKIP() << "shared fixtures missing: " << kTemplateDir;
   const ojson conv = ojson::parse(slurp(kExpectDir / "conversations.json"));
   const ojson expect = ojson::parse(slurp(kExpectDir / GetParam()));
   const fs::path tpl_path = kTemplateDir / expect["template"].get<std::string>();
@@ -69,8 +71,8 @@ TEST_P(ChatTemplateParity, RendersLikeTransformers) {
     auto out = ct->render(conv["conversations"][c["conversation"].get<std::string>()], tools,
                           c["add_generation_prompt"].get<bool>(), c["extra"]);
     if (c.contains("error")) {
-      ASSERT_FALSE(out.is_ok()) << label << ": the reference raised " << c["error"]
-                                << " but flashgen rendered:\n" << out.value();
+      ASSERT_FALSE(out.is_ok()) << label << ": the reference raised " << c["error"] << " but flashgen rendered:\n"
+                                << out.value();
       // The failure must be of the same kind, and raise_exception's message must match.
       const std::string ref = c["error"].get<std::string>();
       const std::string& got = out.status().message();
@@ -94,16 +96,19 @@ TEST_P(ChatTemplateParity, RendersLikeTransformers) {
   EXPECT_GT(checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedTemplates, ChatTemplateParity, testing::ValuesIn(expectation_files()), test_name);
+INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateParity, testing::ValuesIn(expectation_files()), test_name);
 
 TEST(ChatTemplateParityCoverage, EveryFixtureTemplateHasExpectations) {
-  if (!fs::is_directory(kTemplateDir)) GTEST_SKIP() << "shared fixtures missing: " << kTemplateDir;
+  ASSERT_TRUE(fs::is_directory(kTemplateDir)) << kTemplateDir << " missing: CMake extracts it at configure time";
+  int templates = 0;
   for (const auto& e : fs::directory_iterator(kTemplateDir)) {
     if (e.path().extension() != ".jinja") continue;
+    ++templates;
     fs::path want = kExpectDir / (e.path().stem().string() + ".json");
     EXPECT_TRUE(fs::exists(want)) << "no expectations for " << e.path().filename()
                                   << "; run tools/make_template_fixtures.py";
   }
+  EXPECT_EQ(templates, int(expectation_files().size()));
 }
 
 }  // namespace

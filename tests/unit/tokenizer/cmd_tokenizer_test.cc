@@ -1,5 +1,5 @@
 // The `flashgen tokenize` / `detokenize` commands, run through CLI11 in-process (the same
-// registration the flashgen binary uses), on the shared GPT-2 and Mistral tokenizers.
+// registration the flashgen binary uses), on the reference GPT-2 and Mistral tokenizers.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -31,8 +31,7 @@ std::string run(std::vector<std::string> args) {
 }
 
 TEST(CmdTokenizer, TokenizeAndDetokenize) {
-  FG_REQUIRE_SHARED_TOKENIZER("mistral-7b-v0.1");
-  const std::string model = test::shared_tokenizers_dir() + "/mistral-7b-v0.1";
+  const std::string model = test::reference_tokenizers_dir() + "/mistral-7b-v0.1";
   EXPECT_EQ(run({"tokenize", "--model", model, "--text", "Hello world"}), "22557 1526\n");
   EXPECT_EQ(run({"tokenize", "--model", model, "--text", "Hello world", "--add-special-tokens"}), "1 22557 1526\n");
   EXPECT_EQ(run({"tokenize", "--model", model, "--text", "Hello world", "--json"}), "{\"ids\": [22557, 1526]}\n");
@@ -46,8 +45,7 @@ TEST(CmdTokenizer, TokenizeAndDetokenize) {
 }
 
 TEST(CmdTokenizer, ErrorsAreOneLine) {
-  FG_REQUIRE_SHARED_TOKENIZER("gpt2");
-  const std::string model = test::shared_tokenizers_dir() + "/gpt2";
+  const std::string model = test::reference_tokenizers_dir() + "/gpt2";
   auto message = [](std::vector<std::string> args) {
     try {
       run(std::move(args));

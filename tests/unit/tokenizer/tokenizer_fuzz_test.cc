@@ -89,8 +89,7 @@ class TokenizerFuzz : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TokenizerFuzz, RandomInputsNeverCrash) {
   const std::string name = GetParam();
-  FG_REQUIRE_SHARED_TOKENIZER(name);
-  const Tokenizer* tok = test::shared_tokenizer(name);
+  const Tokenizer* tok = test::reference_tokenizer(name);
   ASSERT_NE(tok, nullptr);
   std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>{}(name)));
   const bool lossless = name == "gpt2" || name == "llama-3.2-instruct";
@@ -120,8 +119,7 @@ TEST_P(TokenizerFuzz, RandomInputsNeverCrash) {
 
 TEST_P(TokenizerFuzz, HugeInputsStayFast) {
   const std::string name = GetParam();
-  FG_REQUIRE_SHARED_TOKENIZER(name);
-  const Tokenizer* tok = test::shared_tokenizer(name);
+  const Tokenizer* tok = test::reference_tokenizer(name);
   ASSERT_NE(tok, nullptr);
   std::mt19937 rng(99);
   const std::vector<std::string> inputs = {
@@ -143,7 +141,7 @@ TEST_P(TokenizerFuzz, HugeInputsStayFast) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, TokenizerFuzz,
+INSTANTIATE_TEST_SUITE_P(Reference, TokenizerFuzz,
                          ::testing::Values("gpt2", "llama-3.2-instruct", "qwen2.5-instruct", "mistral-7b-v0.1",
                                            "mistral-7b-v0.1-legacy-format", "phi-3-mini-4k-instruct"),
                          [](const auto& info) {

@@ -1,4 +1,4 @@
-// Parity with Hugging Face `tokenizers` on the real tokenizers of ../shared/fixtures:
+// Parity with Hugging Face `tokenizers` on the real tokenizers of tests/fixtures/tokenizers.tar.xz:
 //  - llama.cpp's vocab tests (.inp/.out pairs made with HF encode(add_special_tokens=False));
 //  - tests/fixtures/tokenizer/<name>.json, written by tools/make_tokenizer_fixtures.py: a corpus
 //    encoded with and without special tokens, decoded keeping and skipping special tokens, and
@@ -26,18 +26,17 @@ std::vector<int32_t> to_ids(const nlohmann::json& j) {
 
 struct VocabTest {
   const char* vocab;      // ggml-vocab-<vocab>.gguf.inp / .out
-  const char* tokenizer;  // folder under shared/fixtures/tokenizers (see SOURCES.md)
+  const char* tokenizer;  // folder in tests/fixtures/tokenizers.tar.xz (see tests/fixtures/SOURCES.md)
 };
 
 class VocabTestParity : public ::testing::TestWithParam<VocabTest> {};
 
 TEST_P(VocabTestParity, EncodesEveryInputExactly) {
   const VocabTest p = GetParam();
-  FG_REQUIRE_SHARED_TOKENIZER(p.tokenizer);
   const std::string base = test::vocab_tests_dir() + "/ggml-vocab-" + p.vocab + ".gguf";
   const std::string inp = test::read_file(base + ".inp"), out = test::read_file(base + ".out");
   ASSERT_FALSE(inp.empty()) << base << ".inp missing";
-  const Tokenizer* tok = test::shared_tokenizer(p.tokenizer);
+  const Tokenizer* tok = test::reference_tokenizer(p.tokenizer);
   ASSERT_NE(tok, nullptr);
   // Inputs are separated by "\n__ggml_vocab_test__\n"; outputs are one line each.
   const std::string sep = "\n__ggml_vocab_test__\n";
@@ -69,7 +68,7 @@ TEST_P(VocabTestParity, EncodesEveryInputExactly) {
   EXPECT_GE(checked, 40);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, VocabTestParity,
+INSTANTIATE_TEST_SUITE_P(Reference, VocabTestParity,
                          ::testing::Values(VocabTest{"gpt-2", "gpt2"}, VocabTest{"llama-bpe", "llama-3-8b-instruct"},
                                            VocabTest{"llama-bpe", "llama-3.2-instruct"},
                                            VocabTest{"qwen2", "qwen2.5-instruct"},
@@ -94,8 +93,7 @@ class CorpusParity : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CorpusParity, EncodeAndDecodeMatchHuggingFace) {
   const std::string name = GetParam();
-  FG_REQUIRE_SHARED_TOKENIZER(name);
-  const Tokenizer* tok = test::shared_tokenizer(name);
+  const Tokenizer* tok = test::reference_tokenizer(name);
   ASSERT_NE(tok, nullptr);
   const auto doc = test::read_json(test::fixture_dir() + "/" + name + ".json");
   ASSERT_GT(doc["cases"].size(), 50u);
@@ -118,7 +116,7 @@ TEST_P(CorpusParity, EncodeAndDecodeMatchHuggingFace) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, CorpusParity,
+INSTANTIATE_TEST_SUITE_P(Reference, CorpusParity,
                          ::testing::Values("gpt2", "llama-3-8b-instruct", "llama-3.2-instruct", "mistral-7b-v0.1",
                                            "mistral-7b-v0.1-legacy-format", "phi-3-mini-4k-instruct",
                                            "qwen2.5-instruct"),
@@ -132,21 +130,20 @@ INSTANTIATE_TEST_SUITE_P(Shared, CorpusParity,
 // ---- special-token settings of the model folders ---------------------------------------------
 
 TEST(TokenizerConfig, BosEosFromTokenizerConfig) {
-  FG_REQUIRE_SHARED_TOKENIZER("llama-3.2-instruct");
-  const Tokenizer* llama = test::shared_tokenizer("llama-3.2-instruct");
+  const Tokenizer* llama = test::reference_tokenizer("llama-3.2-instruct");
   ASSERT_NE(llama, nullptr);
   EXPECT_EQ(llama->bos_id(), 128000);
   EXPECT_EQ(llama->eos_ids(), std::vector<int32_t>{128009});  // <|eot_id|>
   EXPECT_EQ(llama->special_prefix(), std::vector<int32_t>{128000});
   EXPECT_EQ(llama->vocab_size(), 128256);
 
-  const Tokenizer* qwen = test::shared_tokenizer("qwen2.5-instruct");
+  const Tokenizer* qwen = test::reference_tokenizer("qwen2.5-instruct");
   ASSERT_NE(qwen, nullptr);
   EXPECT_EQ(qwen->bos_id(), -1);
   EXPECT_EQ(qwen->eos_ids(), std::vector<int32_t>{qwen->id_of("<|im_end|>")});
   EXPECT_TRUE(qwen->special_prefix().empty());
 
-  const Tokenizer* mistral = test::shared_tokenizer("mistral-7b-v0.1");
+  const Tokenizer* mistral = test::reference_tokenizer("mistral-7b-v0.1");
   ASSERT_NE(mistral, nullptr);
   EXPECT_EQ(mistral->bos_id(), 1);
   EXPECT_EQ(mistral->eos_ids(), std::vector<int32_t>{2});
@@ -158,7 +155,7 @@ TEST(TokenizerConfig, BosEosFromTokenizerConfig) {
   EXPECT_TRUE(mistral->is_special(2));
   EXPECT_FALSE(mistral->is_special(100));
 
-  const Tokenizer* gpt2 = test::shared_tokenizer("gpt2");
+  const Tokenizer* gpt2 = test::reference_tokenizer("gpt2");
   ASSERT_NE(gpt2, nullptr);
   EXPECT_EQ(gpt2->token_bytes(gpt2->id_of("\u0120world")), " world");
   EXPECT_EQ(gpt2->token_bytes(gpt2->id_of("\u00e2")), "\xE2");  // a lone lead byte stays raw

@@ -1,6 +1,7 @@
-// Helpers shared by the tokenizer tests: where the shared fixtures are (FG_SHARED_DIR, i.e.
-// ../shared beside the clone), cached loading of the reference tokenizers, and decoding of the
-// inputs stored in tests/fixtures/tokenizer/*.json.
+// Helpers shared by the tokenizer tests: where the reference tokenizers and llama.cpp vocab tests
+// are (FG_TEST_FIXTURES_DIR: tests/fixtures/*.tar.xz extracted into the build tree), cached
+// loading of the reference tokenizers, and decoding of the inputs stored in
+// tests/fixtures/tokenizer/*.json.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,34 +18,23 @@
 
 namespace fg::test {
 
-inline std::string shared_tokenizers_dir() {
-  return std::string(FG_SHARED_DIR) + "/fixtures/tokenizers";
+inline std::string reference_tokenizers_dir() {
+  return std::string(FG_TEST_FIXTURES_DIR) + "/tokenizers";
 }
 inline std::string vocab_tests_dir() {
-  return std::string(FG_SHARED_DIR) + "/fixtures/vocab_tests";
+  return std::string(FG_TEST_FIXTURES_DIR) + "/vocab_tests";
 }
 inline std::string fixture_dir() {
   return std::string(FG_SOURCE_DIR) + "/tests/fixtures/tokenizer";
 }
 
-inline bool have_shared_tokenizer(const std::string& name) {
-  return std::filesystem::exists(shared_tokenizers_dir() + "/" + name + "/tokenizer.json");
-}
-
-// Skips the current test when the shared fixture folder is missing.
-#define FG_REQUIRE_SHARED_TOKENIZER(name)                                                                     \
-  do {                                                                                                        \
-    if (!::fg::test::have_shared_tokenizer(name))                                                             \
-      GTEST_SKIP() << "shared tokenizer fixtures not found at " << ::fg::test::shared_tokenizers_dir() << "/" \
-                   << (name) << " (expected ../shared beside the clone)";                                     \
-  } while (0)
-
-// Loads (once per process) a tokenizer from the shared fixtures; fails the test on error.
-inline const Tokenizer* shared_tokenizer(const std::string& name) {
+// Loads (once per process) one of the reference tokenizers (tests/fixtures/SOURCES.md); fails the
+// test when it is missing or does not load.
+inline const Tokenizer* reference_tokenizer(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
   auto it = cache.find(name);
   if (it != cache.end()) return it->second.get();
-  auto r = Tokenizer::load(shared_tokenizers_dir() + "/" + name);
+  auto r = Tokenizer::load(reference_tokenizers_dir() + "/" + name);
   EXPECT_TRUE(r.is_ok()) << r.status().to_string();
   if (!r.is_ok()) return nullptr;
   return cache.emplace(name, std::move(r).value()).first->second.get();

@@ -1,9 +1,9 @@
 // Template::parse / Template::render: the boundary where the interpreter's JinjaError becomes an
 // fg::Status with a message that names the kind of failure and the template line.
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/parser.h"
+#include "jinja/error.h"
+#include "jinja/parser.h"
 
 namespace fg::jinja {
 

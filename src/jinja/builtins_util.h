@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/value.h"
+#include "jinja/error.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 
@@ -16,8 +16,7 @@ namespace fg::jinja {
 // Throws a TypeError for too many positionals, unknown or duplicate keywords.
 class BoundArgs {
  public:
-  BoundArgs(const CallArgs& args, std::initializer_list<const char*> names, const std::string& fn)
-      : names_(names) {
+  BoundArgs(const CallArgs& args, std::initializer_list<const char*> names, const std::string& fn) : names_(names) {
     vals_.resize(names_.size());
     if (args.args.size() > names_.size())
       throw_type_error(fn + "() takes at most " + std::to_string(names_.size()) + " argument(s) (" +

@@ -14,17 +14,17 @@
 #include <string>
 #include <unordered_map>
 
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/value.h"
+#include "jinja/ast.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 
 struct Limits {
-  size_t max_output_bytes = size_t{32} << 20;  // any one string or output buffer
+  size_t max_output_bytes = size_t{32} << 20;     // any one string or output buffer
   uint64_t max_work_bytes = uint64_t{512} << 20;  // all bytes produced during one render
-  uint64_t max_steps = 20'000'000;             // loop iterations + calls + items touched by filters
-  int max_call_depth = 200;                    // nested macro calls
-  int max_nesting = 200;                       // nested expressions/blocks in the source
+  uint64_t max_steps = 20'000'000;                // loop iterations + calls + items touched by filters
+  int max_call_depth = 200;                       // nested macro calls
+  int max_nesting = 200;                          // nested expressions/blocks in the source
 };
 
 // A variable scope. Loops get a fresh frame per iteration (Jinja2 does not carry `set`s from one
@@ -59,8 +59,7 @@ class Interpreter {
   const Limits& limits() const { return limits_; }
   const std::optional<std::tm>& fixed_now() const { return fixed_now_; }
   // Renders a macro body for a call (used by the macro callable).
-  Value call_macro(const Stmt& macro, const FramePtr& closure, const std::string& name,
-                   CallArgs& args);
+  Value call_macro(const Stmt& macro, const FramePtr& closure, const std::string& name, CallArgs& args);
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };

@@ -1,4 +1,5 @@
-// attention_bench --check: the CUDA attention kernel against a plain f32 reference kernel (one
+// The attention correctness sweep (attention_kernel_test, attention_bench --check; declared in
+// attention_check.h): the CUDA attention kernel against a plain f32 reference kernel (one
 // block per query row and head, exact expf/tanhf) on fresh random inputs: page sizes 1..256 and
 // odd ones, GQA 1/4/8, q_len 1..hundreds, kv_len up to 40k (split-KV), window, softcap, lse,
 // strided q, bf16 and f16, head_dim 64 and 128. Outputs are poisoned with NaN and guarded by
@@ -9,7 +10,8 @@
 #include <string>
 
 #include "backend/cuda/attention.h"
-#include "bench_common.cuh"
+#include "support/cuda/attention_check.h"
+#include "support/cuda/attention_inputs.cuh"
 
 namespace fg::bench {
 namespace {

@@ -3,7 +3,7 @@
 // to the tag's sign (`-` strips all whitespace, `+` keeps it, otherwise lstrip_blocks removes the
 // spaces and tabs that open the line of a block or comment tag); a block or comment end eats one
 // following newline (trim_blocks) unless written `+%}`; `-%}` eats all following whitespace.
-#include "tokenizer/jinja/lexer.h"
+#include "jinja/lexer.h"
 
 #include <cctype>
 #include <cerrno>
@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/value.h"
+#include "jinja/error.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 namespace {
@@ -22,7 +22,9 @@ bool is_ascii_space(char c) {
 }
 
 // Python's str.rstrip() (Unicode whitespace), used for `{%-`.
-std::string rstrip_ws(std::string_view s) { return py_strip(s, nullptr, false, true); }
+std::string rstrip_ws(std::string_view s) {
+  return py_strip(s, nullptr, false, true);
+}
 
 // Length of the whitespace run (Python \s, Unicode) at s[pos...].
 size_t whitespace_run(std::string_view s, size_t pos) {
@@ -225,8 +227,8 @@ class Lexer {
     emit(block ? TokenType::kBlockBegin : TokenType::kVariableBegin);
     std::vector<char> balance;
     while (true) {
-      if (p >= src_.size()) fail(block ? "unexpected end of template, expected '%}'"
-                                       : "unexpected end of template, expected '}}'");
+      if (p >= src_.size())
+        fail(block ? "unexpected end of template, expected '%}'" : "unexpected end of template, expected '}}'");
       if (balance.empty()) {
         size_t end = 0;
         if (block) {
@@ -267,9 +269,7 @@ class Lexer {
       }
       if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         size_t q = p;
-        while (q < src_.size() &&
-               (std::isalnum(static_cast<unsigned char>(src_[q])) || src_[q] == '_'))
-          ++q;
+        while (q < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[q])) || src_[q] == '_')) ++q;
         emit(TokenType::kName, src_.substr(p, q - p));
         p = q;
         continue;
@@ -294,8 +294,7 @@ class Lexer {
           balance.push_back(c);
         } else if (c == ')' || c == ']' || c == '}') {
           char want = c == ')' ? '(' : c == ']' ? '[' : '{';
-          if (balance.empty() || balance.back() != want)
-            fail(std::string("unexpected '") + c + "'");
+          if (balance.empty() || balance.back() != want) fail(std::string("unexpected '") + c + "'");
           balance.pop_back();
         }
         emit(TokenType::kOperator, std::string(1, c));
@@ -340,7 +339,7 @@ class Lexer {
             ++q;
             continue;
           }
-          int d = std::isdigit(static_cast<unsigned char>(ch)) ? ch - '0'
+          int d = std::isdigit(static_cast<unsigned char>(ch))    ? ch - '0'
                   : std::isxdigit(static_cast<unsigned char>(ch)) ? std::tolower(ch) - 'a' + 10
                                                                   : 99;
           if (d >= base) break;

@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja/ast.h"
+#include "jinja/ast.h"
 
 namespace fg::jinja {
 

@@ -1,6 +1,7 @@
-// Shared pieces of attention_bench: CUDA error checks, seeded random fills (never zeros), and a
-// paged batch (q, a fragmented KV page pool, block table, metadata) built on the device.
-// Benchmark-only code: it allocates freely and must never be linked into the server.
+// Inputs of the attention correctness sweep (attention_check.cu) and of attention_bench: CUDA
+// error checks, seeded random fills (never zeros), and a paged batch (q, a fragmented KV page
+// pool, block table, metadata) built on the device.
+// Test and benchmark code only: it allocates freely and must never be linked into the server.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -150,8 +151,5 @@ struct DeviceBatch {
   DeviceBatch(const DeviceBatch&) = delete;
   DeviceBatch& operator=(const DeviceBatch&) = delete;
 };
-
-// Checks (part of attention_bench --check); returns the number of failed cases.
-int run_attention_checks(int num_random, uint64_t seed, bool verbose);
 
 }  // namespace fg::bench

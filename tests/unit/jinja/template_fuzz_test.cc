@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace fg::jinja {
 namespace {
@@ -23,8 +23,10 @@ Limits small_limits() {
 
 Dict fuzz_vars() {
   Dict d;
-  d.set("messages", Value::from_json(nlohmann::ordered_json::parse(
-                        R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "x"}]}])")));
+  d.set(
+      "messages",
+      Value::from_json(nlohmann::ordered_json::parse(
+          R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "x"}]}])")));
   d.set("tools", Value::none());
   d.set("add_generation_prompt", Value::boolean(true));
   return d;
@@ -56,6 +58,8 @@ TEST(TemplateFuzz, RandomBytes) {
 }
 
 TEST(TemplateFuzz, RandomTokenSoup) {
+  // A table; clang-format would put one piece per line.
+  // clang-format off
   static const char* const kPieces[] = {
       "{{", "}}", "{%", "%}", "{#", "#}", "{%-", "-%}", "{{-", "-}}", " if ", " elif ", " else ", " endif ",
       " for ", " in ", " endfor ", " set ", " = ", " macro ", " endmacro ", " call ", " endcall ", " filter ",
@@ -65,6 +69,7 @@ TEST(TemplateFuzz, RandomTokenSoup) {
       "|tojson", "|length", "|join(',')", "|map(attribute='role')", "|list", "|first", "|indent(2)",
       "[::-1]", "[1:]", ".items()", ".split(' ')", "raise_exception('r')", " recursive ", "\n", "  ", "é",
       "{% raw %}", "{% endraw %}", "ns.a", "caller()", "varargs", "kwargs", "loop.cycle(1,2)"};
+  // clang-format on
   std::mt19937 rng(42);
   const auto start = std::chrono::steady_clock::now();
   int ok = 0;
@@ -116,10 +121,12 @@ TEST(TemplateLimits, RunawayTemplatesStop) {
   EXPECT_TRUE(fails_with("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "limit"));
   EXPECT_TRUE(fails_with("{{ 'a' * 1000000000 }}", "limit"));
   EXPECT_TRUE(fails_with("{{ [1] * 1000000000 }}", "limit"));
-  EXPECT_TRUE(fails_with("{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "limit"));
+  EXPECT_TRUE(fails_with(
+      "{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "limit"));
   EXPECT_TRUE(fails_with("{{ range(1000000) }}", "Range too big"));
   EXPECT_TRUE(fails_with("{{ 2 ** 200 }}", "overflow"));
-  EXPECT_TRUE(fails_with("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}", "nested too deeply"));
+  EXPECT_TRUE(
+      fails_with("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}", "nested too deeply"));
   EXPECT_TRUE(fails_with("{{ " + std::string(100000, '-') + "1 }}", "nested too deeply"));
   EXPECT_FALSE(try_template("{{ " + std::string(5000, '[') + " }}"));  // unbalanced: a syntax error
   std::string deep_ifs;

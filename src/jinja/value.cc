@@ -1,13 +1,13 @@
 // Python semantics of template values: truthiness, str/repr, equality, ordering, json.dumps, and
 // the code-point-level UTF-8 helpers the string operations are built on.
-#include "tokenizer/jinja/value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "tokenizer/jinja/error.h"
+#include "jinja/error.h"
 
 namespace fg::jinja {
 
@@ -61,7 +61,9 @@ Value Value::tuple(List items) {
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
-Value Value::dict() { return dict(std::make_shared<Dict>()); }
+Value Value::dict() {
+  return dict(std::make_shared<Dict>());
+}
 Value Value::dict(std::shared_ptr<Dict> d) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -238,8 +240,8 @@ bool utf8_valid(std::string_view s) {
       if ((cc & 0xC0) != 0x80) return false;
       cp = (cp << 6) | (cc & 0x3F);
     }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
       return false;
     i += len;
   }
@@ -247,18 +249,15 @@ bool utf8_valid(std::string_view s) {
 }
 
 bool py_isspace(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 std::string py_strip(std::string_view s, const std::string* chars, bool left, bool right) {
   std::u32string cps = utf8_decode(s);
   std::u32string set;
   if (chars) set = utf8_decode(*chars);
-  auto strip_it = [&](char32_t c) {
-    return chars ? set.find(c) != std::u32string::npos : py_isspace(c);
-  };
+  auto strip_it = [&](char32_t c) { return chars ? set.find(c) != std::u32string::npos : py_isspace(c); };
   size_t b = 0, e = cps.size();
   if (left)
     while (b < e && strip_it(cps[b])) ++b;
@@ -439,8 +438,8 @@ bool py_isprintable(char32_t c) {
   if (c < 0x20 || (c >= 0x7F && c <= 0xA0)) return false;
   if (c == 0xAD || c == 0x1680 || (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
       (c >= 0x205F && c <= 0x206F) || c == 0x3000 || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) ||
-      (c >= 0xD800 && c <= 0xF8FF) || (c >= 0x600 && c <= 0x605) || c == 0x61C || c == 0x6DD ||
-      c == 0x70F || c == 0x180E || c >= 0xF0000 || (c >= 0xE0000 && c <= 0xE007F))
+      (c >= 0xD800 && c <= 0xF8FF) || (c >= 0x600 && c <= 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F ||
+      c == 0x180E || c >= 0xF0000 || (c >= 0xE0000 && c <= 0xE007F))
     return false;
   return true;
 }
@@ -613,8 +612,7 @@ int compare(const Value& a, const Value& b) {
     }
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
-  throw_type_error("'<' not supported between instances of '" + type_name(a) + "' and '" +
-                   type_name(b) + "'");
+  throw_type_error("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
 // ---- json.dumps -------------------------------------------------------------------------------
@@ -727,8 +725,7 @@ void json_into(std::string& out, const Value& v, const JsonOptions& o, int level
       out.push_back('}');
       return;
     }
-    default:
-      throw_type_error("Object of type " + type_name(v) + " is not JSON serializable");
+    default: throw_type_error("Object of type " + type_name(v) + " is not JSON serializable");
   }
 }
 

@@ -21,7 +21,7 @@ enum class TokenType {
   kString,         // value holds the unescaped UTF-8 text
   kInteger,
   kFloat,
-  kOperator,       // value holds the operator text: + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { } ;
+  kOperator,  // value holds the operator text: + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { } ;
   kEof,
 };
 

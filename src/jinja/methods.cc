@@ -6,15 +6,14 @@
 #include <cstdio>
 #include <ctime>
 
-#include "tokenizer/jinja/builtins_util.h"
-#include "tokenizer/jinja/interpreter.h"
+#include "jinja/builtins_util.h"
+#include "jinja/interpreter.h"
 
 namespace fg::jinja {
 
 // ---- string helpers ---------------------------------------------------------------------------
 
-std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit,
-                                  bool from_right) {
+std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit, bool from_right) {
   std::vector<std::string> out;
   if (sep) {
     if (sep->empty()) throw_type_error("empty separator");
@@ -119,8 +118,8 @@ std::vector<std::string> py_splitlines(const std::string& s, bool keepends) {
   size_t start = 0, i = 0;
   while (i < cps.size()) {
     char32_t c = cps[i];
-    bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D ||
-               c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
+    bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
+               c == 0x2028 || c == 0x2029;
     if (!brk) {
       ++i;
       continue;
@@ -217,12 +216,13 @@ namespace {
 
 // ---- bound methods ----------------------------------------------------------------------------
 
-size_t cp_index(const std::string& s, size_t byte_pos) { return utf8_length(std::string_view(s).substr(0, byte_pos)); }
+size_t cp_index(const std::string& s, size_t byte_pos) {
+  return utf8_length(std::string_view(s).substr(0, byte_pos));
+}
 
 bool matches_affix(const std::string& s, const Value& affix, bool prefix, const std::string& fn) {
   auto one = [&](const Value& a) {
-    if (!a.is_string())
-      throw_type_error(fn + " first arg must be str or a tuple of str, not " + type_name(a));
+    if (!a.is_string()) throw_type_error(fn + " first arg must be str or a tuple of str, not " + type_name(a));
     const std::string& x = a.as_string();
     if (x.size() > s.size()) return false;
     return prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
@@ -371,8 +371,8 @@ class BoundMethod : public Callable {
       std::string out;
       for (size_t i = 0; i < items.size(); ++i) {
         if (!items[i].is_string())
-          throw_type_error("sequence item " + std::to_string(i) + ": expected str instance, " +
-                           type_name(items[i]) + " found");
+          throw_type_error("sequence item " + std::to_string(i) + ": expected str instance, " + type_name(items[i]) +
+                           " found");
         if (i) out += s;
         out += items[i].as_string();
         in.check_string(out.size());
@@ -393,8 +393,7 @@ class BoundMethod : public Callable {
         return Value::string(s.substr(0, s.size() - x.size()), mk);
       return self_;
     }
-    if (n == "isdigit" || n == "isalpha" || n == "isalnum" || n == "isspace" || n == "islower" ||
-        n == "isupper") {
+    if (n == "isdigit" || n == "isalpha" || n == "isalnum" || n == "isspace" || n == "islower" || n == "isupper") {
       BoundArgs b(a, {}, n);
       std::u32string cps = utf8_decode(s);
       if (cps.empty()) return Value::boolean(false);
@@ -461,9 +460,12 @@ class BoundMethod : public Callable {
     in.step(d.size());
     List out;
     for (const auto& [k, v] : d.entries()) {
-      if (n == "items") out.push_back(Value::tuple({k, v}));
-      else if (n == "keys") out.push_back(k);
-      else out.push_back(v);
+      if (n == "items")
+        out.push_back(Value::tuple({k, v}));
+      else if (n == "keys")
+        out.push_back(k);
+      else
+        out.push_back(v);
     }
     if (n == "copy") {
       auto c = std::make_shared<Dict>(d);
@@ -508,15 +510,14 @@ bool one_of(const std::string& n, std::initializer_list<const char*> names) {
 std::optional<Value> get_method(const Value& obj, const std::string& name) {
   auto bound = [&]() { return Value::callable(std::make_shared<BoundMethod>(obj, name)); };
   auto unsafe = [&]() {
-    return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.",
-                            true);
+    return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.", true);
   };
   if (obj.is_string()) {
-    if (one_of(name, {"strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "upper",
-                      "lower", "casefold", "title", "capitalize", "replace", "find", "rfind", "index",
-                      "rindex", "count", "join", "format", "splitlines", "removeprefix", "removesuffix",
-                      "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "zfill", "center",
-                      "ljust", "rjust", "partition", "rpartition"}))
+    if (one_of(name, {"strip",        "lstrip",       "rstrip",   "split",   "rsplit",     "startswith", "endswith",
+                      "upper",        "lower",        "casefold", "title",   "capitalize", "replace",    "find",
+                      "rfind",        "index",        "rindex",   "count",   "join",       "format",     "splitlines",
+                      "removeprefix", "removesuffix", "isdigit",  "isalpha", "isalnum",    "isspace",    "islower",
+                      "isupper",      "zfill",        "center",   "ljust",   "rjust",      "partition",  "rpartition"}))
       return bound();
     return std::nullopt;
   }
@@ -527,8 +528,7 @@ std::optional<Value> get_method(const Value& obj, const std::string& name) {
   }
   if (obj.is_list()) {
     if (one_of(name, {"count", "index", "copy"})) return bound();
-    if (one_of(name, {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"}))
-      return unsafe();
+    if (one_of(name, {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"})) return unsafe();
     return std::nullopt;
   }
   if (obj.is_tuple()) {
@@ -602,7 +602,8 @@ Value g_range(Interpreter& in, CallArgs& a) {
 
 std::shared_ptr<Dict> dict_from_args(Interpreter& in, CallArgs& a, const char* fn) {
   auto d = std::make_shared<Dict>();
-  if (a.args.size() > 1) throw_type_error(std::string(fn) + " expected at most 1 argument, got " + std::to_string(a.args.size()));
+  if (a.args.size() > 1)
+    throw_type_error(std::string(fn) + " expected at most 1 argument, got " + std::to_string(a.args.size()));
   if (a.args.size() == 1) {
     const Value& src = a.args[0];
     if (src.is_dict() || src.is_namespace()) {
@@ -619,14 +620,17 @@ std::shared_ptr<Dict> dict_from_args(Interpreter& in, CallArgs& a, const char* f
   return d;
 }
 
-Value g_dict(Interpreter& in, CallArgs& a) { return Value::dict(dict_from_args(in, a, "dict")); }
+Value g_dict(Interpreter& in, CallArgs& a) {
+  return Value::dict(dict_from_args(in, a, "dict"));
+}
 
 Value g_namespace(Interpreter& in, CallArgs& a) {
   auto d = dict_from_args(in, a, "namespace");
   for (const auto& [k, v] : d->entries())
     if (k.is_string() && !k.as_string().empty() && k.as_string()[0] == '_')
-      throw JinjaError(ErrorKind::kSecurity, "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" +
-                                                 k.as_string() + "'");
+      throw JinjaError(
+          ErrorKind::kSecurity,
+          "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" + k.as_string() + "'");
   return Value::ns(std::move(d));
 }
 

@@ -2,13 +2,13 @@
 // follow the sandboxed Jinja2 environment: `x.y` tries the attribute (a method) and then the
 // item, `x['y']` the item and then the attribute; a miss is an Undefined that only fails when
 // it is used (called, indexed, or its attribute read).
-#include "tokenizer/jinja/interpreter.h"
+#include "jinja/interpreter.h"
 
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja/builtins_util.h"
-#include "tokenizer/jinja/error.h"
+#include "jinja/builtins_util.h"
+#include "jinja/error.h"
 
 namespace fg::jinja {
 namespace {
@@ -32,9 +32,7 @@ class MacroFn : public Callable {
  public:
   MacroFn(const Stmt* stmt, FramePtr closure, std::string name)
       : stmt_(stmt), closure_(std::move(closure)), name_(std::move(name)) {}
-  Value call(Interpreter& in, CallArgs& args) override {
-    return in.call_macro(*stmt_, closure_, name_, args);
-  }
+  Value call(Interpreter& in, CallArgs& args) override { return in.call_macro(*stmt_, closure_, name_, args); }
   std::string name() const override { return name_; }
 
  private:
@@ -57,9 +55,15 @@ class CycleFn : public Callable {
   size_t index0_;
 };
 
-bool checked_add(int64_t a, int64_t b, int64_t* r) { return !__builtin_add_overflow(a, b, r); }
-bool checked_sub(int64_t a, int64_t b, int64_t* r) { return !__builtin_sub_overflow(a, b, r); }
-bool checked_mul(int64_t a, int64_t b, int64_t* r) { return !__builtin_mul_overflow(a, b, r); }
+bool checked_add(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_add_overflow(a, b, r);
+}
+bool checked_sub(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_sub_overflow(a, b, r);
+}
+bool checked_mul(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_mul_overflow(a, b, r);
+}
 
 [[noreturn]] void overflow() {
   throw JinjaError(ErrorKind::kLimit, "integer overflow (flashgen's templates use 64-bit integers)");
@@ -96,18 +100,18 @@ void Interpreter::render(const Body& body, std::string& out) {
 void Interpreter::step(uint64_t n) {
   steps_ += n;
   if (steps_ > limits_.max_steps)
-    throw JinjaError(ErrorKind::kLimit, "template exceeded the step limit (" +
-                                            std::to_string(limits_.max_steps) + " loop iterations/calls)");
+    throw JinjaError(ErrorKind::kLimit, "template exceeded the step limit (" + std::to_string(limits_.max_steps) +
+                                            " loop iterations/calls)");
 }
 
 void Interpreter::check_string(size_t n) {
   if (n > limits_.max_output_bytes)
-    throw JinjaError(ErrorKind::kLimit, "template output exceeds the limit of " +
-                                            std::to_string(limits_.max_output_bytes) + " bytes");
+    throw JinjaError(ErrorKind::kLimit,
+                     "template output exceeds the limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
   work_bytes_ += n;
   if (work_bytes_ > limits_.max_work_bytes)
-    throw JinjaError(ErrorKind::kLimit, "template produced more than " +
-                                            std::to_string(limits_.max_work_bytes) + " bytes in total");
+    throw JinjaError(ErrorKind::kLimit,
+                     "template produced more than " + std::to_string(limits_.max_work_bytes) + " bytes in total");
 }
 
 void Interpreter::append(std::string& out, const std::string& text) {
@@ -135,8 +139,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const FramePtr& frame, s
   switch (s.kind) {
     case StmtKind::kData: append(out, s.text); return Flow::kNormal;
     case StmtKind::kOutput: append(out, to_str(eval(*s.expr, frame))); return Flow::kNormal;
-    case StmtKind::kIf:
-      return truthy(eval(*s.expr, frame)) ? exec(s.body, frame, out) : exec(s.else_body, frame, out);
+    case StmtKind::kIf: return truthy(eval(*s.expr, frame)) ? exec(s.body, frame, out) : exec(s.else_body, frame, out);
     case StmtKind::kFor: exec_for(s, frame, out); return Flow::kNormal;
     case StmtKind::kSet: assign(*s.target, eval(*s.expr, frame), frame); return Flow::kNormal;
     case StmtKind::kSetBlock: {
@@ -240,8 +243,7 @@ void Interpreter::assign(const Expr& target, const Value& v, const FramePtr& fra
       throw_type_error("cannot unpack non-iterable " + type_name(v) + " object");
     List items = iterate(v);
     const size_t want = target.children.size();
-    if (items.size() > want)
-      throw_type_error("too many values to unpack (expected " + std::to_string(want) + ")");
+    if (items.size() > want) throw_type_error("too many values to unpack (expected " + std::to_string(want) + ")");
     if (items.size() < want)
       throw_type_error("not enough values to unpack (expected " + std::to_string(want) + ", got " +
                        std::to_string(items.size()) + ")");
@@ -259,12 +261,10 @@ void Interpreter::assign(const Expr& target, const Value& v, const FramePtr& fra
   throw_type_error("cannot assign to this expression");
 }
 
-Value Interpreter::call_macro(const Stmt& macro, const FramePtr& closure, const std::string& name,
-                             CallArgs& args) {
+Value Interpreter::call_macro(const Stmt& macro, const FramePtr& closure, const std::string& name, CallArgs& args) {
   step();
   if (call_depth_ >= limits_.max_call_depth)
-    throw JinjaError(ErrorKind::kLimit, "macro calls nested deeper than " +
-                                            std::to_string(limits_.max_call_depth));
+    throw JinjaError(ErrorKind::kLimit, "macro calls nested deeper than " + std::to_string(limits_.max_call_depth));
   struct DepthGuard {
     int& d;
     explicit DepthGuard(int& depth) : d(depth) { ++d; }
@@ -275,8 +275,7 @@ Value Interpreter::call_macro(const Stmt& macro, const FramePtr& closure, const 
   f->parent = closure;
   const auto& params = macro.params;
   if (args.args.size() > params.size() && !macro.uses_varargs)
-    throw_type_error("macro '" + name + "' takes not more than " + std::to_string(params.size()) +
-                     " argument(s)");
+    throw_type_error("macro '" + name + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
   std::vector<bool> filled(params.size(), false);
   for (size_t i = 0; i < params.size() && i < args.args.size(); ++i) {
     f->vars[params[i].name] = args.args[i];
@@ -318,8 +317,7 @@ Value Interpreter::call_macro(const Stmt& macro, const FramePtr& closure, const 
     f->vars["varargs"] = Value::tuple(std::move(rest));
   }
   if (macro.uses_kwargs) f->vars["kwargs"] = Value::dict(extra_kwargs);
-  if (macro.uses_caller)
-    f->vars["caller"] = has_caller ? caller : Value::undefined("No caller defined");
+  if (macro.uses_caller) f->vars["caller"] = has_caller ? caller : Value::undefined("No caller defined");
   std::string buf;
   exec(macro.body, f, buf);
   return Value::string(std::move(buf));
@@ -357,10 +355,10 @@ bool Interpreter::call_test(const std::string& name, const Value& v, CallArgs& a
 }
 
 Value Interpreter::eval_filter(const Expr& e, const FramePtr& frame, const Value* block_input) {
-  Value input = e.children[0] ? (e.children[0]->kind == ExprKind::kFilter
-                                     ? eval_filter(*e.children[0], frame, block_input)
-                                     : eval(*e.children[0], frame))
-                              : *block_input;
+  Value input = e.children[0]
+                    ? (e.children[0]->kind == ExprKind::kFilter ? eval_filter(*e.children[0], frame, block_input)
+                                                                : eval(*e.children[0], frame))
+                    : *block_input;
   CallArgs args;
   eval_args(e, 1, frame, args);
   return apply_filter(*this, e.name, input, args);
@@ -369,9 +367,7 @@ Value Interpreter::eval_filter(const Expr& e, const FramePtr& frame, const Value
 Value Interpreter::getattr(const Value& obj, const std::string& name) {
   if (obj.is_undefined()) fail_undefined(obj);
   if (name.size() >= 2 && name[0] == '_' && name[1] == '_')
-    return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) +
-                                "' object is unsafe.",
-                            true);
+    return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.", true);
   if (obj.is_namespace()) {
     if (const Value* v = obj.as_dict().find(std::string_view(name))) return *v;
     return missing_attr(obj, name);
@@ -418,8 +414,7 @@ Value Interpreter::slice(const Value& obj, const Expr& se, const FramePtr& frame
   for (const Value& b : bounds)
     if (!b.is_undefined() && !b.is_none() && !b.is_integral())
       return Value::undefined(object_desc(obj) + " has no element slice");
-  if (!(obj.is_sequence() || obj.is_string()))
-    return Value::undefined(object_desc(obj) + " has no element slice");
+  if (!(obj.is_sequence() || obj.is_string())) return Value::undefined(object_desc(obj) + " has no element slice");
   auto has = [&](int i) { return !bounds[i].is_undefined() && !bounds[i].is_none(); };
   int64_t step_v = has(2) ? bounds[2].as_int() : 1;
   if (step_v == 0) throw_type_error("slice step cannot be zero");
@@ -503,8 +498,7 @@ bool Interpreter::contains(const Value& container, const Value& item) {
   switch (container.kind()) {
     case Value::Kind::kUndefined: return false;
     case Value::Kind::kString:
-      if (!item.is_string())
-        throw_type_error("'in <string>' requires string as left operand, not " + type_name(item));
+      if (!item.is_string()) throw_type_error("'in <string>' requires string as left operand, not " + type_name(item));
       return container.as_string().find(item.as_string()) != std::string::npos;
     case Value::Kind::kList:
     case Value::Kind::kTuple:
@@ -530,8 +524,7 @@ bool Interpreter::contains(const Value& container, const Value& item) {
     case Value::Kind::kDict:
       if (item.is_list() || item.is_dict()) throw_type_error("unhashable type: '" + type_name(item) + "'");
       return container.as_dict().find(item) != nullptr;
-    default:
-      throw_type_error("argument of type '" + type_name(container) + "' is not iterable");
+    default: throw_type_error("argument of type '" + type_name(container) + "' is not iterable");
   }
 }
 
@@ -542,10 +535,10 @@ bool Interpreter::compare_op(const std::string& op, const Value& a, const Value&
   if (op == "notin") return !contains(b, a);
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
-  if (!((a.is_number() && b.is_number()) || (a.is_string() && b.is_string()) ||
-        (a.is_list() && b.is_list()) || (a.is_tuple() && b.is_tuple())))
-    throw_type_error("'" + op + "' not supported between instances of '" + type_name(a) + "' and '" +
-                     type_name(b) + "'");
+  if (!((a.is_number() && b.is_number()) || (a.is_string() && b.is_string()) || (a.is_list() && b.is_list()) ||
+        (a.is_tuple() && b.is_tuple())))
+    throw_type_error("'" + op + "' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) +
+                     "'");
   int c = compare(a, b);
   if (op == "<") return c < 0;
   if (op == "<=") return c <= 0;
@@ -557,8 +550,7 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   auto unsupported = [&]() -> Value {
-    throw_type_error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" +
-                     type_name(b) + "'");
+    throw_type_error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
   };
   const bool nums = a.is_number() && b.is_number();
   const bool ints = a.is_integral() && b.is_integral();
@@ -585,8 +577,7 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
       return a.is_list() ? Value::list(std::move(r)) : Value::tuple(std::move(r));
     }
     if (a.is_string() || a.is_list() || a.is_tuple())
-      throw_type_error("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " +
-                       type_name(a));
+      throw_type_error("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
     return unsupported();
   }
   if (op == "-") {
@@ -672,8 +663,7 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
       return Value::integer(r);
     }
     if (nums) {
-      if (a.as_double() == 0.0 && b.as_double() < 0)
-        throw_type_error("0.0 cannot be raised to a negative power");
+      if (a.as_double() == 0.0 && b.as_double() < 0) throw_type_error("0.0 cannot be raised to a negative power");
       return Value::floating(std::pow(a.as_double(), b.as_double()));
     }
     return unsupported();
@@ -727,16 +717,15 @@ Value Interpreter::eval(const Expr& e, const FramePtr& frame) {
         Value v = eval(*e.children[0], frame);
         if (v.is_undefined()) fail_undefined(v);
         if (!v.is_number())
-          throw_type_error(std::string("bad operand type for unary ") + (e.kind == ExprKind::kNeg ? "-" : "+") +
-                           ": '" + type_name(v) + "'");
+          throw_type_error(std::string("bad operand type for unary ") + (e.kind == ExprKind::kNeg ? "-" : "+") + ": '" +
+                           type_name(v) + "'");
         if (e.kind == ExprKind::kPos) return v.is_bool() ? Value::integer(v.as_int()) : v;
         if (v.is_float()) return Value::floating(-v.as_double());
         if (v.as_int() == std::numeric_limits<int64_t>::min()) overflow();
         return Value::integer(-v.as_int());
       }
       case ExprKind::kNot: return Value::boolean(!truthy(eval(*e.children[0], frame)));
-      case ExprKind::kBinary:
-        return binary(e.name, eval(*e.children[0], frame), eval(*e.children[1], frame));
+      case ExprKind::kBinary: return binary(e.name, eval(*e.children[0], frame), eval(*e.children[1], frame));
       case ExprKind::kCompare: {
         Value left = eval(*e.children[0], frame);
         for (size_t i = 0; i < e.ops.size(); ++i) {

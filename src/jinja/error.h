@@ -9,12 +9,12 @@
 namespace fg::jinja {
 
 enum class ErrorKind {
-  kSyntax,      // TemplateSyntaxError: the template text is malformed
-  kUndefined,   // UndefinedError: attribute/item of an undefined value, calling undefined
-  kType,        // TypeError / ValueError: an operation on values that do not support it
-  kRaised,      // raise_exception("...") called by the template
-  kSecurity,    // a sandbox refusal (list.append, dunder attributes, ...)
-  kLimit,       // flashgen's own limits: output size, loop steps, recursion depth
+  kSyntax,     // TemplateSyntaxError: the template text is malformed
+  kUndefined,  // UndefinedError: attribute/item of an undefined value, calling undefined
+  kType,       // TypeError / ValueError: an operation on values that do not support it
+  kRaised,     // raise_exception("...") called by the template
+  kSecurity,   // a sandbox refusal (list.append, dunder attributes, ...)
+  kLimit,      // flashgen's own limits: output size, loop steps, recursion depth
 };
 
 const char* error_kind_name(ErrorKind kind);

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace fg::jinja {
 namespace {
@@ -25,7 +25,9 @@ std::string render(const std::string& src) {
   return r.value();
 }
 
-bool fails(const std::string& src) { return render(src).rfind("ERROR", 0) == 0 || render(src).rfind("PARSE-ERROR", 0) == 0; }
+bool fails(const std::string& src) {
+  return render(src).rfind("ERROR", 0) == 0 || render(src).rfind("PARSE-ERROR", 0) == 0;
+}
 
 TEST(JinjaWhitespace, TrimAndLstripBlocks) {
   EXPECT_EQ(render("a\n  {% if 1 %}\nx\n  {% endif %}\nb"), "a\nx\nb");
@@ -68,30 +70,41 @@ TEST(JinjaExpressions, AttributesItemsSlices) {
 TEST(JinjaStatements, LoopScopingAndMacros) {
   EXPECT_EQ(render("{% set y = 0 %}{% for x in xs %}{{ y }}{% set y = x %}{{ y }}|{% endfor %}{{ y }}"), "01|02|03|0");
   EXPECT_EQ(render("{% for x in xs %}{% if loop.first %}{% set z = 5 %}{% endif %}{{ z }},{% endfor %}"), "5,,,");
-  EXPECT_EQ(render("{% macro m(a, b=2) %}{{ a }}{{ b }}{{ y }}{% endmacro %}{% set y = 1 %}{{ m(1) }}{% set y = 3 %}{{ m(1, b=5) }}"),
+  EXPECT_EQ(render("{% macro m(a, b=2) %}{{ a }}{{ b }}{{ y }}{% endmacro %}{% set y = 1 %}{{ m(1) }}{% set y = 3 %}{{ "
+                   "m(1, b=5) }}"),
             "121153");
-  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}"), "6");
+  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}"),
+            "6");
   EXPECT_EQ(render("{% for x in xs if x > 1 %}{{ loop.index }}/{{ loop.length }}{% else %}none{% endfor %}"), "1/22/2");
   EXPECT_EQ(render("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
-  EXPECT_EQ(render("{% for x in xs %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}"), "1");
+  EXPECT_EQ(render("{% for x in xs %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 3 %}{% break %}{% endif %}{{ x "
+                   "}}{% endfor %}"),
+            "1");
   EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}"), "a=1;items=5;");
-  EXPECT_EQ(render("{% for x in xs %}{{ loop.previtem is defined }}{{ loop.revindex }}{% endfor %}"), "False3True2True1");
+  EXPECT_EQ(render("{% for x in xs %}{{ loop.previtem is defined }}{{ loop.revindex }}{% endfor %}"),
+            "False3True2True1");
   EXPECT_EQ(render("{% set t %}a{{ 1 }}{% endset %}{{ t }}|{% filter upper %}abc{% endfilter %}"), "a1|ABC");
   EXPECT_EQ(render("{% macro w() %}[{{ caller() }}]{% endmacro %}{% call w() %}in{% endcall %}"), "[in]");
 }
 
 TEST(JinjaFilters, Common) {
   EXPECT_EQ(render("{{ xs|map(\"string\")|join(\",\") }} {{ xs|select(\"odd\")|list }}"), "1,2,3 [1, 3]");
-  EXPECT_EQ(render("{{ \"hello world-foo(bar)\"|title }}|{{ \"  a\\n b\"|indent(2) }}|{{ \"a\\n\\nb\"|indent(2, true) }}|{{ \"a\\nb\\n\"|indent(2) }}"),
+  EXPECT_EQ(render("{{ \"hello world-foo(bar)\"|title }}|{{ \"  a\\n b\"|indent(2) }}|{{ \"a\\n\\nb\"|indent(2, true) "
+                   "}}|{{ \"a\\nb\\n\"|indent(2) }}"),
             "Hello World-Foo(Bar)|  a\n   b|  a\n\n  b|a\n  b\n");
-  EXPECT_EQ(render("{{ [3,1,2]|sort }}{{ [\"b\",\"A\",\"a\"]|sort }}{{ [\"b\",\"A\",\"a\"]|unique|list }}{{ {\"b\":1,\"A\":2}|dictsort }}"),
+  EXPECT_EQ(render("{{ [3,1,2]|sort }}{{ [\"b\",\"A\",\"a\"]|sort }}{{ [\"b\",\"A\",\"a\"]|unique|list }}{{ "
+                   "{\"b\":1,\"A\":2}|dictsort }}"),
             "[1, 2, 3]['A', 'a', 'b']['b', 'A'][('A', 2), ('b', 1)]");
-  EXPECT_EQ(render("{{ 2.5|round }}{{ 3|round }}{{ -2.5|round }}{{ 2.675|round(2) }}{{ 7|round(0,\"floor\") }}"), "2.03-2.02.677.0");
-  EXPECT_EQ(render("{{ \"42.7\"|int }}{{ \" 12 \"|int }}{{ \"abc\"|int }}{{ 3.9|int }}{{ \"1e3\"|int }}{{ \"0x1A\"|int(base=16) }}"),
+  EXPECT_EQ(render("{{ 2.5|round }}{{ 3|round }}{{ -2.5|round }}{{ 2.675|round(2) }}{{ 7|round(0,\"floor\") }}"),
+            "2.03-2.02.677.0");
+  EXPECT_EQ(render("{{ \"42.7\"|int }}{{ \" 12 \"|int }}{{ \"abc\"|int }}{{ 3.9|int }}{{ \"1e3\"|int }}{{ "
+                   "\"0x1A\"|int(base=16) }}"),
             "421203100026");
-  EXPECT_EQ(render("{{ [1,2,3]|sum }}{{ [1,2,3]|max }}{{ \"abc\"|list }}{{ xs|batch(2)|list }}"), "63['a', 'b', 'c'][[1, 2], [3]]");
+  EXPECT_EQ(render("{{ [1,2,3]|sum }}{{ [1,2,3]|max }}{{ \"abc\"|list }}{{ xs|batch(2)|list }}"),
+            "63['a', 'b', 'c'][[1, 2], [3]]");
   EXPECT_EQ(render("{{ \"a b  c\"|wordcount }}{{ \"ab\"|center(6) }}|"), "3  ab  |");
-  EXPECT_EQ(render("{{ {'k': 'é', 'n': [1, 2.0, none, true]}|tojson }}"), "{\"k\": \"é\", \"n\": [1, 2.0, null, true]}");
+  EXPECT_EQ(render("{{ {'k': 'é', 'n': [1, 2.0, none, true]}|tojson }}"),
+            "{\"k\": \"é\", \"n\": [1, 2.0, null, true]}");
   EXPECT_EQ(render("{{ {'a': [1]}|tojson(indent=2) }}"), "{\n  \"a\": [\n    1\n  ]\n}");
   EXPECT_EQ(render("{{ undefined_thing|default('x') }}{{ ''|default('y', true) }}{{ '  t '|trim }}"), "xyt");
   EXPECT_TRUE(fails("{{ undefined_thing|tojson }}"));
@@ -102,7 +115,8 @@ TEST(JinjaTests, Common) {
   EXPECT_EQ(render("{{ x is iterable }}{{ x is sequence }}{{ none is iterable }}"), "TrueTrueFalse");
   EXPECT_EQ(render("{{ d is mapping }}{{ s is string }}{{ 1 is number }}{{ true is boolean }}{{ 4 is divisibleby 2 }}"),
             "TrueTrueTrueTrueTrue");
-  EXPECT_EQ(render("{{ none is none }}{{ 1 is odd }}{{ 'a' is not defined }}{{ xs is not mapping }}"), "TrueTrueFalseTrue");
+  EXPECT_EQ(render("{{ none is none }}{{ 1 is odd }}{{ 'a' is not defined }}{{ xs is not mapping }}"),
+            "TrueTrueFalseTrue");
 }
 
 TEST(JinjaSandbox, MutatingMethodsAreRefused) {

@@ -2,20 +2,19 @@
 // conditional expression, or, and, not, comparisons (== != < <= > >= in, not in), + -, ~,
 // * / // %, ** (left-associative, as in Jinja2), unary - +, then primaries with postfix
 // attribute/subscript/call, filters (|) and tests (is).
-#include "tokenizer/jinja/parser.h"
+#include "jinja/parser.h"
 
 #include <set>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/lexer.h"
+#include "jinja/error.h"
+#include "jinja/lexer.h"
 
 namespace fg::jinja {
 namespace {
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens, int max_nesting)
-      : toks_(std::move(tokens)), max_nesting_(max_nesting) {}
+  Parser(std::vector<Token> tokens, int max_nesting) : toks_(std::move(tokens)), max_nesting_(max_nesting) {}
 
   Body parse_root() {
     Body body = subparse({});
@@ -44,9 +43,7 @@ class Parser {
     next();
     return true;
   }
-  [[noreturn]] void fail(const std::string& msg) const {
-    throw JinjaError(ErrorKind::kSyntax, msg, cur().line);
-  }
+  [[noreturn]] void fail(const std::string& msg) const { throw JinjaError(ErrorKind::kSyntax, msg, cur().line); }
   static std::string describe(const Token& t) {
     switch (t.type) {
       case TokenType::kEof: return "end of template";
@@ -170,8 +167,8 @@ class Parser {
       s = std::make_unique<Stmt>();
       s->kind = tag == "break" ? StmtKind::kBreak : StmtKind::kContinue;
       expect_block_end();
-    } else if (tag == "extends" || tag == "include" || tag == "import" || tag == "from" ||
-               tag == "block" || tag == "autoescape" || tag == "do" || tag == "trans") {
+    } else if (tag == "extends" || tag == "include" || tag == "import" || tag == "from" || tag == "block" ||
+               tag == "autoescape" || tag == "do" || tag == "trans") {
       fail("the '" + tag + "' tag is not supported in chat templates");
     } else {
       fail("Encountered unknown tag '" + tag + "'");
@@ -328,8 +325,8 @@ class Parser {
     ExprPtr t = parse_tuple(true, true, extra_end, false);
     auto check = [&](const Expr& e) {
       if (e.kind != ExprKind::kName) fail("can't assign to this expression");
-      if (e.name == "true" || e.name == "false" || e.name == "none" || e.name == "True" ||
-          e.name == "False" || e.name == "None")
+      if (e.name == "true" || e.name == "false" || e.name == "none" || e.name == "True" || e.name == "False" ||
+          e.name == "None")
         fail("can't assign to '" + e.name + "'");
     };
     if (t->kind == ExprKind::kTuple) {
@@ -343,8 +340,7 @@ class Parser {
   // ---- expressions ----------------------------------------------------------------------------
   bool is_tuple_end(const std::set<std::string>& extra_end) const {
     const Token& t = cur();
-    if (t.type == TokenType::kVariableEnd || t.type == TokenType::kBlockEnd || t.type == TokenType::kEof)
-      return true;
+    if (t.type == TokenType::kVariableEnd || t.type == TokenType::kBlockEnd || t.type == TokenType::kEof) return true;
     if (t.type == TokenType::kOperator && t.value == ")") return true;
     if (t.type == TokenType::kName && extra_end.count(t.value)) return true;
     return false;
@@ -441,9 +437,8 @@ class Parser {
     ExprPtr cmp;
     while (true) {
       std::string op;
-      if (cur().type == TokenType::kOperator &&
-          (cur().value == "==" || cur().value == "!=" || cur().value == "<" || cur().value == "<=" ||
-           cur().value == ">" || cur().value == ">=")) {
+      if (cur().type == TokenType::kOperator && (cur().value == "==" || cur().value == "!=" || cur().value == "<" ||
+                                                 cur().value == "<=" || cur().value == ">" || cur().value == ">=")) {
         op = next().value;
       } else if (skip_name("in")) {
         op = "in";
@@ -768,9 +763,8 @@ class Parser {
     const Token& t = cur();
     if (is_op("(")) {
       parse_call_args(*n);
-    } else if ((t.type == TokenType::kName || t.type == TokenType::kString ||
-                t.type == TokenType::kInteger || t.type == TokenType::kFloat || is_op("(") ||
-                is_op("[") || is_op("{")) &&
+    } else if ((t.type == TokenType::kName || t.type == TokenType::kString || t.type == TokenType::kInteger ||
+                t.type == TokenType::kFloat || is_op("(") || is_op("[") || is_op("{")) &&
                !(t.type == TokenType::kName && (t.value == "else" || t.value == "or" || t.value == "and"))) {
       if (is_name("is")) fail("You cannot chain multiple tests with is");
       ExprPtr arg = parse_postfix(parse_primary());

@@ -1,5 +1,5 @@
 // The public face of flashgen's Jinja2-subset engine: parse a template once, render it many
-// times. Everything else under tokenizer/jinja/ is an implementation detail.
+// times. Everything else under jinja/ is an implementation detail.
 //
 //   FG_ASSIGN_OR_RETURN(auto tpl, fg::jinja::Template::parse(text));
 //   fg::jinja::Dict vars;  vars.set("messages", fg::jinja::Value::from_json(messages));
@@ -15,8 +15,8 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "tokenizer/jinja/interpreter.h"
-#include "tokenizer/jinja/value.h"
+#include "jinja/interpreter.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 

@@ -4,14 +4,14 @@
 // items, batch, reverse of a list) return one-shot generator values here too, so that
 // `|length` or `|tojson` on them fails exactly where Jinja2 fails.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
-#include "tokenizer/jinja/builtins_util.h"
-#include "tokenizer/jinja/interpreter.h"
+#include "jinja/builtins_util.h"
+#include "jinja/interpreter.h"
 
 namespace fg::jinja {
 namespace {
@@ -178,7 +178,10 @@ bool parse_py_int(std::string s, int base, int64_t* out) {
   int64_t v = 0;
   for (; i < clean.size(); ++i) {
     char c = clean[i];
-    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'z') ? c - 'a' + 10 : (c >= 'A' && c <= 'Z') ? c - 'A' + 10 : 99;
+    int d = (c >= '0' && c <= '9')   ? c - '0'
+            : (c >= 'a' && c <= 'z') ? c - 'a' + 10
+            : (c >= 'A' && c <= 'Z') ? c - 'A' + 10
+                                     : 99;
     if (d >= base) return false;
     if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, d, &v)) return false;
   }
@@ -323,7 +326,10 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
   if (n == "upper" || n == "lower" || n == "capitalize" || n == "title") {
     BoundArgs b(a, {}, n);
     std::string s = to_str(v);
-    std::string r = n == "upper" ? py_upper(s) : n == "lower" ? py_lower(s) : n == "capitalize" ? py_capitalize(s) : do_title(s);
+    std::string r = n == "upper"        ? py_upper(s)
+                    : n == "lower"      ? py_lower(s)
+                    : n == "capitalize" ? py_capitalize(s)
+                                        : do_title(s);
     return Value::string(std::move(r), v.is_markup());
   }
   if (n == "safe") {
@@ -541,7 +547,8 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
         acc = Value::floating(acc.as_double() + x.as_double());
       } else {
         int64_t r;
-        if (__builtin_add_overflow(acc.as_int(), x.as_int(), &r)) throw JinjaError(ErrorKind::kLimit, "integer overflow");
+        if (__builtin_add_overflow(acc.as_int(), x.as_int(), &r))
+          throw JinjaError(ErrorKind::kLimit, "integer overflow");
         acc = Value::integer(r);
       }
     }
@@ -592,8 +599,7 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, CallAr
   if (n == "number") return v.is_number();
   if (n == "integer") return v.is_int();
   if (n == "float") return v.is_float();
-  if (n == "iterable")
-    return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict() || v.is_generator();
+  if (n == "iterable") return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict() || v.is_generator();
   if (n == "sequence") return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict();
   if (n == "callable") return v.is_callable() || v.is_undefined();
   if (n == "escaped") return v.is_markup();
@@ -647,18 +653,18 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, CallAr
     return cased && (n == "lower" ? py_lower(s) == s : py_upper(s) == s);
   }
   if (n == "filter" || n == "test") {
-    static const char* const kFilters[] = {"tojson", "length", "count", "trim", "string", "default", "d", "join",
-                                           "items", "upper", "lower", "capitalize", "title", "safe", "e",
-                                           "escape", "forceescape", "dictsort", "list", "first", "last",
-                                           "selectattr", "rejectattr", "select", "reject", "map", "replace",
-                                           "indent", "int", "float", "abs", "round", "unique", "sort", "reverse",
-                                           "wordcount", "center", "attr", "batch", "sum", "min", "max", "format",
-                                           "pprint"};
-    static const char* const kTests[] = {"defined", "undefined", "none", "boolean", "true", "false", "string",
-                                         "mapping", "number", "integer", "float", "iterable", "sequence",
-                                         "callable", "escaped", "odd", "even", "divisibleby", "eq", "equalto",
-                                         "ne", "lt", "lessthan", "le", "gt", "greaterthan", "ge", "in", "sameas",
-                                         "lower", "upper", "filter", "test", "==", "!=", "<", "<=", ">", ">="};
+    static const char* const kFilters[] = {
+        "tojson", "length", "count",      "trim",       "string",     "default", "d",      "join",        "items",
+        "upper",  "lower",  "capitalize", "title",      "safe",       "e",       "escape", "forceescape", "dictsort",
+        "list",   "first",  "last",       "selectattr", "rejectattr", "select",  "reject", "map",         "replace",
+        "indent", "int",    "float",      "abs",        "round",      "unique",  "sort",   "reverse",     "wordcount",
+        "center", "attr",   "batch",      "sum",        "min",        "max",     "format", "pprint"};
+    static const char* const kTests[] = {
+        "defined", "undefined",   "none",  "boolean",  "true",     "false",    "string",   "mapping",
+        "number",  "integer",     "float", "iterable", "sequence", "callable", "escaped",  "odd",
+        "even",    "divisibleby", "eq",    "equalto",  "ne",       "lt",       "lessthan", "le",
+        "gt",      "greaterthan", "ge",    "in",       "sameas",   "lower",    "upper",    "filter",
+        "test",    "==",          "!=",    "<",        "<=",       ">",        ">="};
     if (!v.is_string()) return false;
     if (n == "filter") {
       for (const char* f : kFilters)

@@ -7,27 +7,27 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja/value.h"
+#include "jinja/value.h"
 
 namespace fg::jinja {
 
 enum class ExprKind {
-  kConst,     // value
-  kName,      // name
-  kList,      // children: items
-  kTuple,     // children: items
-  kDict,      // children: key0, value0, key1, value1, ...
-  kGetattr,   // children[0].name            (x.y)
-  kGetitem,   // children[0][children[1]]    (x[y]; children[1] may be a kSlice)
-  kSlice,     // children: start, stop, step (each may be null)
-  kCall,      // children[0](children[1..], kwargs)
-  kFilter,    // children[0] | name(children[1..], kwargs); children[0] null inside {% filter %}
-  kTest,      // children[0] is name(children[1..], kwargs)
-  kNeg,       // -children[0]
-  kPos,       // +children[0]
-  kNot,       // not children[0]
-  kBinary,    // children[0] <name> children[1]; name in + - * / // % **
-  kCompare,   // children[0] ops[0] children[1] ops[1] children[2] ...
+  kConst,    // value
+  kName,     // name
+  kList,     // children: items
+  kTuple,    // children: items
+  kDict,     // children: key0, value0, key1, value1, ...
+  kGetattr,  // children[0].name            (x.y)
+  kGetitem,  // children[0][children[1]]    (x[y]; children[1] may be a kSlice)
+  kSlice,    // children: start, stop, step (each may be null)
+  kCall,     // children[0](children[1..], kwargs)
+  kFilter,   // children[0] | name(children[1..], kwargs); children[0] null inside {% filter %}
+  kTest,     // children[0] is name(children[1..], kwargs)
+  kNeg,      // -children[0]
+  kPos,      // +children[0]
+  kNot,      // not children[0]
+  kBinary,   // children[0] <name> children[1]; name in + - * / // % **
+  kCompare,  // children[0] ops[0] children[1] ops[1] children[2] ...
   kAnd,
   kOr,
   kConcat,    // children joined with ~
@@ -60,7 +60,7 @@ enum class StmtKind {
   kWith,         // with params: body
   kBreak,
   kContinue,
-  kScope,        // a body rendered in place ({% generation %})
+  kScope,  // a body rendered in place ({% generation %})
 };
 
 struct Stmt;
@@ -75,11 +75,11 @@ struct Param {
 struct Stmt {
   StmtKind kind = StmtKind::kData;
   int line = 0;
-  std::string text;   // kData
-  std::string name;   // kMacro
-  ExprPtr expr;       // output / condition / iterable / value / call / filter chain
-  ExprPtr target;     // kFor, kSet, kSetBlock: a kName, a kTuple of kName, or (set only) kGetattr
-  ExprPtr filter;     // kFor loop filter, kSetBlock filter chain
+  std::string text;  // kData
+  std::string name;  // kMacro
+  ExprPtr expr;      // output / condition / iterable / value / call / filter chain
+  ExprPtr target;    // kFor, kSet, kSetBlock: a kName, a kTuple of kName, or (set only) kGetattr
+  ExprPtr filter;    // kFor loop filter, kSetBlock filter chain
   Body body;
   Body else_body;
   std::vector<Param> params;  // kMacro, kCallBlock, kWith (assignments)
