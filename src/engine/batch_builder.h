@@ -9,7 +9,8 @@
 
 namespace fg {
 
-// Sequences appear in plan order; logits rows in the same order (only those that sample). The
+// Sequences appear in plan order; logits rows in the same order (only those that sample: one row,
+// or 1 + num_draft rows of a verification query, whose inputs go to seq->verify_input). The
 // returned view is valid until the runner's next begin_step.
 StepMetadata build_step(const StepPlan& plan, StepRunner& runner);
 

@@ -29,6 +29,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/spec_decoder.h"
 #include "engine/step_runner.h"
 #include "engine/stop_matcher.h"
 #include "kvcache/page_pool.h"
@@ -50,6 +51,7 @@ struct EngineConfig {
   PrefixCacheOptions prefix_cache;          // its knobs (tests narrow the hash to force collisions)
   // Called on the engine thread after every step that ran a batch; must be cheap and never block.
   std::function<void(const StepSummary&)> on_step;
+  SpecConfig spec;  // speculative decoding (off by default); kDraft needs the runner's draft()
 };
 
 class EngineCore {
@@ -81,7 +83,9 @@ class EngineCore {
  private:
   // Ends the sequence with `e` (which may carry its last token) as the stream's finishing event.
   void finish(Sequence& seq, FinishReason reason, Status status = Status::ok(), RequestEvent e = {});
-  void postprocess(const StepPlan& plan, const std::vector<SampledToken>& sampled);
+  void postprocess(const StepPlan& plan, const std::vector<SampleOutcome>& outcomes);
+  // The finish reason `token` (just appended to seq) gives, if any.
+  std::optional<FinishReason> finish_reason_for(Sequence& seq, int32_t token) const;
 
   EngineConfig config_;
   StepRunner& runner_;
@@ -91,12 +95,13 @@ class EngineCore {
   PagePool pool_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // after pool_ (it registers with the pool)
   Scheduler scheduler_;
+  SpecDecoder spec_;
   Sampler sampler_;
   uint64_t next_id_ = 1;  // for submit(); Engine hands out its own ids
   uint64_t next_arrival_ = 0;
   EngineStats counters_;
-  std::vector<Sequence*> sample_seqs_;
-  std::vector<SampledToken> sampled_;
+  std::vector<SampleGroup> groups_;
+  std::vector<SampleOutcome> outcomes_;
 };
 
 class Engine {

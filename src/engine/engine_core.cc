@@ -23,7 +23,18 @@ EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
       pool_(runner.kv_num_pages(), runner.kv_page_size()),
       prefix_cache_(config.enable_prefix_cache ? std::make_unique<PrefixCache>(pool_, config.prefix_cache) : nullptr),
       scheduler_(config.scheduler, pool_, prefix_cache_.get()),
-      sampler_(runner.backend(), vocab_, std::min(config.scheduler.max_running, config.scheduler.max_batch_tokens)) {}
+      spec_(config.spec, max_model_len_, runner.draft(), config.scheduler.max_batch_tokens),
+      // Rows to sample: one per running sequence, 1 + k for a verifying one, at most the budget.
+      sampler_(runner.backend(), vocab_,
+               int32_t(std::min<int64_t>(config.scheduler.max_batch_tokens,
+                                         int64_t(config.scheduler.max_running) *
+                                             (1 + (config.spec.method == SpecMethod::kOff ? 0 : config.spec.num_tokens))))) {
+  if (config.spec.method == SpecMethod::kDraft) {
+    StepRunner* d = runner.draft();
+    FG_CHECK(d != nullptr && d->vocab_size() == vocab_ && d->kv_page_size() == pool_.page_size(),
+             "speculative decoding: the draft model must share the target's vocabulary and page size");
+  }
+}
 
 Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t id) const {
   const SamplingParams& p = request.params;
@@ -112,6 +123,7 @@ Result<RequestHandle> EngineCore::submit(Request request) {
 }
 
 void EngineCore::finish(Sequence& seq, FinishReason reason, Status status, RequestEvent e) {
+  spec_.release(seq);
   std::unique_ptr<Sequence> owned = scheduler_.remove(seq.id);
   FG_CHECK(owned != nullptr, "finishing an unknown sequence");
   ++counters_.finished;
@@ -137,8 +149,12 @@ void EngineCore::cancel_all() {
 
 Status EngineCore::step() {
   auto t0 = Clock::now();
+  if (spec_.enabled()) spec_.propose(scheduler_.running());
+  counters_.times.propose += seconds_since(t0);
+  auto t05 = Clock::now();
   StepPlan plan = scheduler_.schedule();
-  counters_.times.schedule += seconds_since(t0);
+  for (Sequence* s : plan.preempted) spec_.release(*s);
+  counters_.times.schedule += seconds_since(t05);
   if (plan.empty()) return Status::ok();
 
   auto t1 = Clock::now();
@@ -150,13 +166,19 @@ Status EngineCore::step() {
   counters_.times.forward += seconds_since(t2);
   Status failure;
   auto t3 = Clock::now();
-  sampled_.clear();
+  outcomes_.clear();
   if (logits.is_ok()) {
-    sample_seqs_.clear();
+    groups_.clear();
     for (const ScheduledSeq& s : plan.seqs) {
-      if (s.sample) sample_seqs_.push_back(s.seq);
+      if (!s.sample) continue;
+      SampleGroup g;
+      g.seq = s.seq;
+      g.draft = std::span<const int32_t>(s.seq->draft).first(size_t(s.num_draft));
+      if (!s.seq->draft_probs.empty())
+        g.draft_probs = std::span<const float>(s.seq->draft_probs).first(size_t(s.num_draft) * size_t(vocab_));
+      groups_.push_back(g);
     }
-    failure = sampler_.sample(*logits, sample_seqs_, sampled_);
+    failure = sampler_.sample(*logits, groups_, outcomes_);
   } else {
     failure = logits.status();
   }
@@ -166,7 +188,7 @@ Status EngineCore::step() {
   if (!failure.is_ok()) {
     for (const ScheduledSeq& s : plan.seqs) finish(*s.seq, FinishReason::kError, failure);
   } else {
-    postprocess(plan, sampled_);
+    postprocess(plan, outcomes_);
   }
   ++counters_.steps;
   if (config_.on_step) config_.on_step(StepSummary{counters_.steps, int32_t(plan.seqs.size())});
@@ -176,45 +198,67 @@ Status EngineCore::step() {
   return failure;
 }
 
-void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampledToken>& sampled) {
-  size_t row = 0;
+std::optional<FinishReason> EngineCore::finish_reason_for(Sequence& seq, int32_t token) const {
+  std::optional<FinishReason> reason;
+  const auto& stops = seq.params.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    reason = FinishReason::kStopToken;
+  } else if (!seq.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+    reason = FinishReason::kEos;
+  }
+  if (seq.stop_matcher && seq.stop_matcher->feed(token) && !reason) reason = FinishReason::kStopString;
+  if (!reason && seq.num_output() >= seq.max_output_tokens) reason = FinishReason::kLength;
+  return reason;
+}
+
+void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutcome>& outcomes) {
+  size_t group = 0;
   for (const ScheduledSeq& s : plan.seqs) {
     Scheduler::commit(s);
     Sequence& seq = *s.seq;
-    scheduler_.publish(seq);
     if (!s.sample) {
+      scheduler_.publish(seq);
       counters_.prefill_tokens += s.num_new;
       continue;
     }
-    counters_.prefill_tokens += s.num_new - 1;
-    const SampledToken& st = sampled[row++];
-    seq.tokens.push_back(st.token);
-    ++seq.output_counts[st.token];
-    ++counters_.generated_tokens;
-
+    counters_.prefill_tokens += s.num_new - 1 - s.num_draft;
+    const SampleOutcome& o = outcomes[group++];
+    // The outcome's tokens (accepted drafts, then the target's own) until one finishes the
+    // request: tokens after a stop are dropped.
     std::optional<FinishReason> reason;
-    const auto& stops = seq.params.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), st.token) != stops.end()) {
-      reason = FinishReason::kStopToken;
-    } else if (!seq.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), st.token) != eos_ids_.end()) {
-      reason = FinishReason::kEos;
+    size_t kept = 0;
+    while (kept < o.tokens.size() && !reason) {
+      const int32_t token = o.tokens[kept++].token;
+      seq.tokens.push_back(token);
+      ++seq.output_counts[token];
+      ++counters_.generated_tokens;
+      reason = finish_reason_for(seq, token);
     }
-    if (seq.stop_matcher && seq.stop_matcher->feed(st.token) && !reason) reason = FinishReason::kStopString;
-    if (!reason && seq.num_output() >= seq.max_output_tokens) reason = FinishReason::kLength;
+    // Roll back over rejected (or dropped) drafts: the cache holds K/V of the kept tokens only,
+    // so only their pages can ever be published.
+    seq.num_computed = std::min(seq.num_computed, seq.num_tokens() - 1);
+    if (s.num_draft > 0 && !reason) scheduler_.trim_pages(seq);
+    spec_.verified(seq, s.num_draft, o.accepted);
+    seq.draft.clear();
+    seq.draft_probs.clear();
+    scheduler_.publish(seq);
 
-    RequestEvent e;
-    e.token = st.token;
-    e.cached_tokens = seq.num_cached_tokens;
-    if (seq.params.wants_logprobs()) {
-      e.has_logprobs = true;
-      e.logprob = st.logprob;
-      e.top_logprobs = st.top_logprobs;
-    }
-    // The last token travels in the finishing event, so a consumer sees both at once.
-    if (reason) {
-      finish(seq, *reason, Status::ok(), std::move(e));
-    } else {
-      seq.events->push(std::move(e));
+    for (size_t j = 0; j < kept; ++j) {
+      const SampledToken& st = o.tokens[j];
+      RequestEvent e;
+      e.token = st.token;
+      e.cached_tokens = seq.num_cached_tokens;
+      if (seq.params.wants_logprobs()) {
+        e.has_logprobs = true;
+        e.logprob = st.logprob;
+        e.top_logprobs = st.top_logprobs;
+      }
+      // The last token travels in the finishing event, so a consumer sees both at once.
+      if (reason && j + 1 == kept) {
+        finish(seq, *reason, Status::ok(), std::move(e));
+      } else {
+        seq.events->push(std::move(e));
+      }
     }
   }
 }
@@ -233,6 +277,8 @@ EngineStats EngineCore::stats() const {
   s.prefix_cache_hit_tokens = l.hit_tokens;
   s.prefix_cache_deferred = l.deferred;
   if (prefix_cache_ != nullptr) s.prefix_cache = prefix_cache_->stats();
+  s.spec_method = spec_.config().method;
+  s.spec = spec_.stats();
   return s;
 }
 

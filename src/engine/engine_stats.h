@@ -4,18 +4,20 @@
 #include <cstdint>
 
 #include "kvcache/page_pool.h"
+#include "engine/spec_decoder.h"
 #include "kvcache/prefix_cache.h"
 
 namespace fg {
 
 // Cumulative seconds spent in each phase of the step loop.
 struct StepTimes {
+  double propose = 0.0;      // speculative drafting (n-gram lookup or the draft model's steps)
   double schedule = 0.0;
   double build = 0.0;        // batch builder
   double forward = 0.0;      // model forward, including the metadata upload
   double sample = 0.0;       // penalties, sampling, ids back to the host
   double postprocess = 0.0;  // appending tokens, stop checks, events
-  double total() const { return schedule + build + forward + sample + postprocess; }
+  double total() const { return propose + schedule + build + forward + sample + postprocess; }
 };
 
 struct EngineStats {
@@ -45,6 +47,8 @@ struct EngineStats {
   double prefix_cache_hit_ratio() const {
     return prefix_cache_query_tokens > 0 ? double(prefix_cache_hit_tokens) / double(prefix_cache_query_tokens) : 0.0;
   }
+  SpecMethod spec_method = SpecMethod::kOff;  // speculative decoding
+  SpecStats spec;
   StepTimes times;
   double last_step_seconds = 0.0;
   double busy_seconds() const { return times.total(); }

@@ -7,6 +7,10 @@
 // decode-only steps of up to max_graph_batch sequences are padded to a batch bucket and replay a
 // graph recorded on first use of that bucket (Model::enable_decode_graphs). Other steps, and every
 // step on the CPU, run eagerly. The two give the same tokens (tests/parity/engine).
+//
+// Speculative decoding with a draft model (ModelRunnerOptions::draft_model_dir): the runner loads
+// it on the same backend and sizes both KV caches together (equal page counts, so the draft never
+// runs out of pages before the target); draft() is its StepRunner.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +37,16 @@ struct ModelRunnerOptions {
   int32_t max_model_len = 0;                            // 0: the config's max_position_embeddings
   bool cuda_graphs = true;                              // decode steps replay CUDA graphs (--no-cuda-graphs: false)
   int32_t max_graph_batch = 256;                        // largest decode batch sent through graphs (buckets up to it)
+  int32_t graph_max_query_len = 1;                      // > 1: verification steps of up to this many tokens per
+                                                        // sequence replay graphs too (1 + speculative k)
+  std::string draft_model_dir;  // a draft model for speculative decoding (--draft-model), loaded on the same
+                                // backend (with dummy weights too under dummy_weights); its KV cache gets as
+                                // many pages as the target's, out of the same memory budget
 };
 
 class ModelRunner final : public StepRunner {
  public:
+  ~ModelRunner() override;
   // Errors name the model directory, the backend or the memory setting at fault.
   static Result<std::unique_ptr<ModelRunner>> create(const ModelRunnerOptions& options);
 
@@ -48,6 +58,7 @@ class ModelRunner final : public StepRunner {
   int32_t kv_page_size() const override { return cache_->page_size(); }
   StepWriter begin_step(const StepShape& shape) override { return model_->begin_step(shape, cache_->page_size()); }
   Result<Tensor> forward(const StepMetadata& step) override { return model_->forward(step, *cache_); }
+  StepRunner* draft() override;
 
   const ModelConfig& config() const { return model_->config(); }
   Model& model() { return *model_; }
@@ -56,11 +67,13 @@ class ModelRunner final : public StepRunner {
   KvCache& kv_cache() { return *cache_; }
 
  private:
-  ModelRunner() = default;
+  class DraftRunner;
+  ModelRunner();
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;  // after backend_: destroyed first
   std::optional<KvCache> cache_;
+  std::unique_ptr<DraftRunner> draft_;  // the draft model and its cache, on backend_
   int32_t max_model_len_ = 0;
   int64_t kv_bytes_ = 0;
 };

@@ -59,6 +59,10 @@ struct Request {
   uint64_t cache_salt = 0;
   // Optional: marked with the request's id whenever its stream gets events.
   std::shared_ptr<ReadyQueue> ready;
+  // Whether speculative decoding may draft for this request when the engine speculates (per-request
+  // opt-out; outputs are the same either way for greedy requests, and follow the same distribution
+  // for sampled ones).
+  bool speculative = true;
 };
 
 // One step's output for one request.

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
+
+#include "spec/verify.h"
 
 namespace fg {
 
@@ -14,9 +17,10 @@ Sampler::Sampler(Backend& backend, int32_t vocab_size, int32_t max_rows)
   rows_.reserve(size_t(max_rows));
 }
 
-void Sampler::apply_penalties(const Sequence& seq, float* row) const {
+void Sampler::apply_penalties(const Sequence& seq, std::span<const int32_t> extra, float* row) const {
   if (seq.params.repetition_penalty != 1.0f) {
     std::vector<int32_t> seen(seq.tokens.begin(), seq.tokens.end());
+    seen.insert(seen.end(), extra.begin(), extra.end());
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     const float p = seq.params.repetition_penalty;
@@ -27,7 +31,9 @@ void Sampler::apply_penalties(const Sequence& seq, float* row) const {
     }
   }
   if (seq.params.presence_penalty != 0.0f || seq.params.frequency_penalty != 0.0f) {
-    for (const auto& [t, count] : seq.output_counts) {
+    std::unordered_map<int32_t, int32_t> counts = seq.output_counts;
+    for (int32_t t : extra) ++counts[t];
+    for (const auto& [t, count] : counts) {
       if (t < 0 || t >= vocab_) continue;
       row[t] -= seq.params.presence_penalty + seq.params.frequency_penalty * float(count);
     }
@@ -51,8 +57,9 @@ void Sampler::fill_logprobs(const float* row, int32_t token, int n, SampledToken
   for (int i = 0; i < k; ++i) out.top_logprobs.push_back({ids[size_t(i)], row[ids[size_t(i)]] - log_z});
 }
 
-Status Sampler::sample(Tensor& logits, std::span<Sequence* const> seqs, std::vector<SampledToken>& out) {
-  const int32_t m = int32_t(seqs.size());
+Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out) {
+  int32_t m = 0;
+  for (const SampleGroup& g : groups) m += g.rows();
   if (m == 0) return Status::ok();
   if (m > max_rows_) return internal_error("sampler got more rows than it was sized for");
   if (logits.ndim != 2 || logits.size(0) != m || logits.size(1) != vocab_ || logits.dtype != DType::kF32 ||
@@ -60,50 +67,86 @@ Status Sampler::sample(Tensor& logits, std::span<Sequence* const> seqs, std::vec
     return internal_error("sampler expects contiguous f32 logits [" + std::to_string(m) + ", " +
                           std::to_string(vocab_) + "], got " + logits.describe());
   }
-
-  bool any_penalty = false, any_logprobs = false;
-  for (const Sequence* s : seqs) {
-    any_penalty |= s->params.needs_penalties();
-    any_logprobs |= s->params.wants_logprobs();
+  const size_t V = size_t(vocab_);
+  // Sampled verification runs on the host; penalties and logprobs need the rows there too.
+  auto verified_on_host = [](const SampleGroup& g) { return !g.draft.empty() && g.seq->params.temperature > 0.0f; };
+  bool any_penalty = false, any_host = false;
+  for (const SampleGroup& g : groups) {
+    any_penalty |= g.seq->params.needs_penalties();
+    any_host |= g.seq->params.needs_penalties() || g.seq->params.wants_logprobs() || verified_on_host(g);
   }
   float* host = nullptr;
-  const size_t block_bytes = size_t(m) * size_t(vocab_) * sizeof(float);
-  if (any_penalty || any_logprobs) {
+  const size_t block_bytes = size_t(m) * V * sizeof(float);
+  if (any_host) {
     if (host_logits_.bytes() < block_bytes) host_logits_ = backend_.alloc_host(block_bytes);
     host = static_cast<float*>(host_logits_.data());
     backend_.copy_to_host(host, logits.data, block_bytes);
     backend_.synchronize();
     if (any_penalty) {
-      for (int32_t i = 0; i < m; ++i) {
-        if (seqs[size_t(i)]->params.needs_penalties())
-          apply_penalties(*seqs[size_t(i)], host + size_t(i) * size_t(vocab_));
+      int32_t r = 0;
+      for (const SampleGroup& g : groups) {
+        for (int32_t j = 0; j < g.rows(); ++j, ++r)
+          if (g.seq->params.needs_penalties()) apply_penalties(*g.seq, g.draft.first(size_t(j)), host + size_t(r) * V);
       }
       backend_.copy_from_host(logits.data, host, block_bytes);
     }
   }
 
+  // Every row with the rule and the output position it has without speculation.
   rows_.clear();
-  for (const Sequence* s : seqs) {
-    SamplingRow r{s->params.rule()};
-    r.seed = s->seed;
-    r.counter = uint64_t(s->num_output());
-    rows_.push_back(r);
+  for (const SampleGroup& g : groups) {
+    for (int32_t j = 0; j < g.rows(); ++j) {
+      SamplingRow r{g.seq->params.rule()};
+      r.seed = g.seq->seed;
+      r.counter = uint64_t(g.seq->num_output() + j);
+      rows_.push_back(r);
+    }
   }
   Tensor ids = Tensor::contiguous(ids_device_.data(), DType::kI32, backend_.device(), {m});
   backend_.sample(logits, rows_, ids);
   int32_t* ids_host = static_cast<int32_t*>(ids_host_.data());
   backend_.copy_to_host(ids_host, ids_device_.data(), size_t(m) * sizeof(int32_t));
   backend_.synchronize();
-
   for (int32_t i = 0; i < m; ++i) {
-    SampledToken t;
-    t.token = ids_host[i];
-    if (t.token < 0 || t.token >= vocab_) {
-      return internal_error("the backend sampled token " + std::to_string(t.token) + " outside the vocabulary");
+    if (ids_host[i] < 0 || ids_host[i] >= vocab_)
+      return internal_error("the backend sampled token " + std::to_string(ids_host[i]) + " outside the vocabulary");
+  }
+
+  int32_t r0 = 0;
+  for (const SampleGroup& g : groups) {
+    const Sequence& s = *g.seq;
+    SampleOutcome o;
+    std::vector<int32_t> tokens;
+    if (g.draft.empty()) {
+      tokens.push_back(ids_host[r0]);
+    } else if (!verified_on_host(g)) {
+      spec::Verdict v = spec::verify_greedy(g.draft, std::span<const int32_t>(ids_host + r0, size_t(g.rows())));
+      tokens = std::move(v.tokens);
+      o.accepted = v.accepted;
+    } else {
+      dist_.resize(size_t(g.rows()) * V);
+      std::vector<const float*> p, q;
+      for (int32_t j = 0; j < g.rows(); ++j) {
+        cpu_sampling_distribution(host + size_t(r0 + j) * V, vocab_, rows_[size_t(r0 + j)], scratch_,
+                                  dist_.data() + size_t(j) * V);
+        p.push_back(dist_.data() + size_t(j) * V);
+      }
+      if (!g.draft_probs.empty()) {
+        if (g.draft_probs.size() != g.draft.size() * V) return internal_error("draft distributions of the wrong size");
+        for (size_t j = 0; j < g.draft.size(); ++j) q.push_back(g.draft_probs.data() + j * V);
+      }
+      spec::Verdict v = spec::verify_sampled(g.draft, p, q, vocab_, s.seed, uint64_t(s.num_output()));
+      tokens = std::move(v.tokens);
+      o.accepted = v.accepted;
     }
-    const Sequence& s = *seqs[size_t(i)];
-    if (s.params.wants_logprobs()) fill_logprobs(host + size_t(i) * size_t(vocab_), t.token, s.params.logprobs, t);
-    out.push_back(std::move(t));
+    for (size_t j = 0; j < tokens.size(); ++j) {
+      SampledToken t;
+      t.token = tokens[j];
+      if (s.params.wants_logprobs()) fill_logprobs(host + size_t(r0) * V + j * V, t.token, s.params.logprobs, t);
+      o.tokens.push_back(std::move(t));
+    }
+    out.push_back(std::move(o));
+    r0 += g.rows();
   }
   return Status::ok();
 }

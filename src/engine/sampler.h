@@ -7,6 +7,13 @@
 // with one transfer, then the backend samples. Logprobs are the log-softmax of the logits after
 // penalties and before temperature / truncation (the model's distribution the client can compare).
 // Steps without penalties or logprobs move only the sampled ids back to the host.
+//
+// Speculative verification: a sequence with drafts owns 1 + k consecutive rows (the target's
+// logits after its last token and after each draft). Every row gets the sampling rule with the
+// output position it would have without speculation; greedy requests take the backend's argmax of
+// each row and spec::verify_greedy (so their tokens are exactly the non-speculative ones), sampled
+// requests are verified on the host by rejection sampling against the rule's distribution of each
+// row (spec::verify_sampled). Penalties of row j see the drafts before it as if accepted.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"  // the sampling rule's distribution on the host
 #include "engine/sequence.h"
 
 namespace fg {
@@ -24,16 +32,32 @@ struct SampledToken {
   std::vector<TokenLogprob> top_logprobs;  // top n, best first
 };
 
+// One sequence's rows of a step's logits: one row, or 1 + draft.size() rows to verify.
+struct SampleGroup {
+  Sequence* seq = nullptr;
+  std::span<const int32_t> draft;      // the drafted tokens the rows after the first follow
+  std::span<const float> draft_probs;  // [draft.size(), vocab] the proposer's distributions, or
+                                       // empty (a point-mass proposer, or greedy)
+  int32_t rows() const { return 1 + int32_t(draft.size()); }
+};
+
+// What a group produced: the accepted drafts, then one token of the target's.
+struct SampleOutcome {
+  std::vector<SampledToken> tokens;
+  int32_t accepted = 0;
+};
+
 class Sampler {
  public:
   Sampler(Backend& backend, int32_t vocab_size, int32_t max_rows);
 
-  // logits: [seqs.size(), vocab] f32 on the backend, row i belongs to seqs[i]; penalised rows are
-  // rewritten in place. Appends one SampledToken per row to `out`.
-  Status sample(Tensor& logits, std::span<Sequence* const> seqs, std::vector<SampledToken>& out);
+  // logits: [sum of the groups' rows, vocab] f32 on the backend, in group order; penalised rows
+  // are rewritten in place. Appends one outcome per group to `out`.
+  Status sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out);
 
  private:
-  void apply_penalties(const Sequence& seq, float* row) const;
+  // Penalties as if `extra` (drafts before this row) followed the sequence's tokens.
+  void apply_penalties(const Sequence& seq, std::span<const int32_t> extra, float* row) const;
   void fill_logprobs(const float* row, int32_t token, int n, SampledToken& out) const;
 
   Backend& backend_;
@@ -43,6 +67,8 @@ class Sampler {
   Buffer ids_device_;    // [max_rows] i32
   Buffer ids_host_;      // [max_rows] i32 pinned
   std::vector<SamplingRow> rows_;
+  std::vector<float> dist_;  // [rows, vocab] scratch of sampled verification
+  CpuSampleScratch scratch_;
 };
 
 }  // namespace fg

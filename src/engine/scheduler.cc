@@ -66,6 +66,14 @@ void Scheduler::publish(Sequence& seq) {
   prefix_cache_->publish(seq.tokens, seq.num_computed, seq.pages, seq.cache_salt, seq.prefix);
 }
 
+void Scheduler::trim_pages(Sequence& seq) {
+  const int32_t keep = std::max<int32_t>(1, pool_.pages_for_tokens(seq.num_tokens()));
+  while (int32_t(seq.pages.size()) > keep) {
+    pool_.release(seq.pages.back());
+    seq.pages.pop_back();
+  }
+}
+
 void Scheduler::add_inflight_keys(const Sequence& seq) {
   if (seq.prefix.broken) return;  // its pages will not be published
   key_scratch_.clear();
@@ -97,13 +105,14 @@ void Scheduler::preempt(Sequence& seq, StepPlan& plan, int32_t& budget) {
     if (it->seq == &seq) {
       budget += it->num_new;
       plan.num_tokens -= it->num_new;
-      if (it->sample && it->num_new == 1) --plan.num_decode;
+      if (it->sample && it->num_new - it->num_draft == 1) --plan.num_decode;
       plan.seqs.erase(it);
       break;
     }
   }
   release_pages(seq);
   seq.num_computed = 0;
+  seq.draft.clear();
   seq.state = SeqState::kWaiting;
   ++seq.num_preemptions;
   ++num_preemptions_;
@@ -124,7 +133,11 @@ StepPlan Scheduler::schedule() {
       if (seq->state != SeqState::kRunning) continue;  // preempted earlier in this loop
       const bool is_decode = seq->num_uncomputed() == 1;
       if (is_decode != (pass == 0)) continue;
-      const int32_t n = std::min(seq->num_uncomputed(), budget);
+      // A decode verifies its drafts too, as far as the budget and the free pages allow.
+      if (is_decode && int32_t(seq->draft.size()) > budget - 1) seq->draft.resize(size_t(budget - 1));
+      if (is_decode && !seq->draft.empty() && !grow(*seq, 1 + int32_t(seq->draft.size()))) seq->draft.clear();
+      const int32_t drafts = is_decode ? int32_t(seq->draft.size()) : 0;
+      const int32_t n = is_decode ? 1 + drafts : std::min(seq->num_uncomputed(), budget);
       bool fits = true;
       while (!grow(*seq, n)) {
         Sequence* victim = running_.back();
@@ -135,7 +148,7 @@ StepPlan Scheduler::schedule() {
         }
       }
       if (!fits) continue;
-      ScheduledSeq s{seq, n, seq->num_computed + n == seq->num_tokens()};
+      ScheduledSeq s{seq, n, is_decode || seq->num_computed + n == seq->num_tokens(), drafts};
       plan.seqs.push_back(s);
       plan.num_tokens += n;
       budget -= n;

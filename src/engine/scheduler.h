@@ -1,7 +1,9 @@
 // The scheduler: once per step, on the host, decides which sequences advance by how many tokens.
 //
 //  1. Running sequences in service order (priority desc, then arrival): decodes first (one new
-//     token each), then the next prefill chunk of partially prefilled ones.
+//     token each, plus the tokens drafted for it when the engine speculates: a verification query
+//     of 1 + k tokens; drafts are cut before anything is preempted for them), then the next
+//     prefill chunk of partially prefilled ones.
 //  2. Then waiting sequences are admitted in service order (FCFS within a priority; strict, so a
 //     small late request never starves a large early one) while the token budget, --max-running
 //     and the free pages allow. A long prompt takes as much of the budget as is left and continues
@@ -61,8 +63,9 @@ struct PrefixLookupStats {
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int32_t num_new = 0;  // tokens [seq->num_computed, seq->num_computed + num_new) run this step
-  bool sample = false;  // the step reaches the sequence's last token: its logits are sampled
+  int32_t num_new = 0;    // tokens [seq->num_computed, seq->num_computed + num_new) run this step
+  bool sample = false;    // the step reaches the sequence's last token: its logits are sampled
+  int32_t num_draft = 0;  // of num_new, drafted tokens to verify (seq->draft, all rows sampled)
 };
 
 struct StepPlan {
@@ -88,11 +91,15 @@ class Scheduler {
   static void commit(const ScheduledSeq& s) { s.seq->num_computed += s.num_new; }
   // After commit: offers the sequence's newly filled pages to the prefix cache (no-op without one).
   void publish(Sequence& seq);
+  // After a verification step rolled num_computed back over rejected drafts: releases the pages
+  // past those the sequence needs for its tokens (private pages: never published).
+  void trim_pages(Sequence& seq);
   // Ends a sequence (finished, cancelled or failed): releases its pages at once and hands it back.
   std::unique_ptr<Sequence> remove(uint64_t id);
   Sequence* find(uint64_t id);
 
   size_t num_running() const { return running_.size(); }
+  const std::vector<Sequence*>& running() const { return running_; }
   size_t num_waiting() const { return waiting_.size(); }
   int64_t num_preemptions() const { return num_preemptions_; }
   const PrefixLookupStats& prefix_lookup_stats() const { return lookup_stats_; }

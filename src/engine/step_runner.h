@@ -33,6 +33,10 @@ class StepRunner {
   // [step.num_logits(), vocab] f32 on backend(), row i for step.logits_indices[i]; valid (and
   // writable by the sampler) until the next call.
   virtual Result<Tensor> forward(const StepMetadata& step) = 0;
+
+  // The draft model for speculative decoding, on the same backend with its own KV cache (as many
+  // pages as this runner's), or nullptr when none was loaded.
+  virtual StepRunner* draft() { return nullptr; }
 };
 
 }  // namespace fg
