@@ -95,6 +95,7 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   seq->tokens = std::move(request.prompt_ids);
   seq->num_prompt = int32_t(prompt_len);
   seq->max_output_tokens = int32_t(max_output);
+  seq->speculate = request.speculative;
   seq->events = std::make_shared<EventStream>(std::move(request.ready), id);
   seq->submit_time = Clock::now();
   return seq;

@@ -76,6 +76,12 @@ void SpecDecoder::verified(Sequence& seq, int32_t drafted, int32_t accepted) {
   }
 }
 
+SpecStats SpecDecoder::stats() const {
+  SpecStats s = stats_;
+  if (draft_) s.draft_pages_held = draft_->pool().num_held();
+  return s;
+}
+
 void SpecDecoder::release(Sequence& seq) {
   seq.draft.clear();
   seq.draft_probs.clear();

@@ -52,6 +52,7 @@ struct SpecStats {
   int64_t accepted_tokens = 0;  // drafts accepted
   std::vector<int64_t> drafted_at;   // [num_tokens]: drafts verified at position i + 1
   std::vector<int64_t> accepted_at;  // [num_tokens]: ... of which accepted
+  int64_t draft_pages_held = 0;      // pages of the draft model's pool held now
   double acceptance_rate() const { return draft_tokens > 0 ? double(accepted_tokens) / double(draft_tokens) : 0.0; }
 };
 
@@ -71,7 +72,7 @@ class SpecDecoder {
   void verified(Sequence& seq, int32_t drafted, int32_t accepted);
   // The sequence stopped running (finished, cancelled, preempted): frees its draft-model pages.
   void release(Sequence& seq);
-  const SpecStats& stats() const { return stats_; }
+  SpecStats stats() const;
 
  private:
   SpecConfig config_;

@@ -32,10 +32,11 @@ struct RunResult {
   EngineStats stats;
 };
 
-// Submits everything at once and steps until done.
-inline RunResult run_all(const FakeModelShape& shape, const EngineConfig& config,
-                         const std::vector<Request>& requests) {
+// Submits everything at once and steps until done (with a fake draft model of `draft_shape`).
+inline RunResult run_all(const FakeModelShape& shape, const EngineConfig& config, const std::vector<Request>& requests,
+                         const FakeModelShape* draft_shape = nullptr) {
   FakeRunner runner(shape);
+  if (draft_shape != nullptr) runner.set_draft(std::make_unique<FakeRunner>(*draft_shape));
   EngineCore core(config, runner);
   std::vector<RequestHandle> handles;
   for (const Request& r : requests) {

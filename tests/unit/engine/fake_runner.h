@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,28 @@ struct FakeModelShape {
   int32_t page_size = 4;
   std::vector<int32_t> eos = {0};
   float eos_bias = 0.0f;  // added to the eos logit, to make outputs end early at random
+  // > 0: a row's logits depend on the last `context` tokens only (and their distance), so greedy
+  // outputs fall into loops that n-gram lookup catches; 0: on every (position, token) so far.
+  int32_t context = 0;
+  uint64_t salt = 0x1234;  // another salt is another model (a draft that disagrees)
+  float scale = 6.0f;      // logits are uniform in [0, scale): larger is peakier
 };
+
+// The fake model's logits after tokens[0..n) (the row of position n - 1), as forward computes them
+// from the cache: out [vocab].
+inline void fake_logits(const FakeModelShape& shape, std::span<const int32_t> tokens, float* out) {
+  const int32_t pos = int32_t(tokens.size()) - 1;
+  uint64_t h = shape.salt;
+  for (int32_t p = 0; p <= pos; ++p) {
+    if (shape.context == 0) {
+      h = mix64(h ^ uint64_t((int64_t(p) << 32) | uint32_t(tokens[size_t(p)])));
+    } else if (p > pos - shape.context) {
+      h = mix64(h ^ (uint64_t(pos - p) << 32 | uint32_t(tokens[size_t(p)])));
+    }
+  }
+  for (int32_t t = 0; t < shape.vocab; ++t) out[t] = shape.scale * sample_uniform(h, uint64_t(t));
+  for (int32_t e : shape.eos) out[e] += shape.eos_bias;
+}
 
 class FakeRunner : public StepRunner {
  public:
@@ -88,22 +110,23 @@ class FakeRunner : public StepRunner {
       const int32_t row = b.logits_indices[size_t(r)];
       while (b.cu_seqlens_q[size_t(s) + 1] <= row) ++s;
       const int32_t pos = b.positions[size_t(row)];
-      uint64_t h = 0x1234;
+      cached_.clear();
       for (int32_t p = 0; p <= pos; ++p) {
         const int32_t page = b.block_table[size_t(s) * size_t(b.max_pages_per_seq) + size_t(p / P)];
         const int64_t v = slots_[size_t(page * P + p % P)];
         if (v == kEmpty || int32_t(v >> 32) != p) {
           return internal_error("slot of position " + std::to_string(p) + " holds another position");
         }
-        h = mix64(h ^ uint64_t(v));
+        cached_.push_back(int32_t(uint32_t(v)));
       }
-      for (int32_t t = 0; t < shape_.vocab; ++t) {
-        out[size_t(r) * size_t(shape_.vocab) + size_t(t)] = 6.0f * sample_uniform(h, uint64_t(t));
-      }
-      for (int32_t e : shape_.eos) out[size_t(r) * size_t(shape_.vocab) + size_t(e)] += shape_.eos_bias;
+      fake_logits(shape_, cached_, out + size_t(r) * size_t(shape_.vocab));
     }
     return Tensor::contiguous(out, DType::kF32, Device::kCpu, {b.num_logits(), shape_.vocab});
   }
+
+  // A draft model for speculative decoding (a second fake with its own cache).
+  void set_draft(std::unique_ptr<FakeRunner> draft) { draft_ = std::move(draft); }
+  StepRunner* draft() override { return draft_.get(); }
 
   // Marks every slot empty again (to check that a fresh run never reads old contents).
   void poison() { std::fill(slots_.begin(), slots_.end(), kEmpty); }
@@ -121,6 +144,8 @@ class FakeRunner : public StepRunner {
   std::unique_ptr<Backend> backend_;
   std::vector<int64_t> slots_;
   std::vector<int32_t> block_;  // the step metadata block begin_step hands out
+  std::vector<int32_t> cached_;  // tokens of one row's sequence, read back from the slots
+  std::unique_ptr<FakeRunner> draft_;
   Buffer logits_;
   int64_t num_forwards_ = 0;
   int64_t max_step_tokens_ = 0;
