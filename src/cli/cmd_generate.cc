@@ -250,6 +250,21 @@ void print_summary(const EngineStats& s, size_t requests, double seconds) {
   } else {
     std::fprintf(stderr, "flashgen: prefix cache off\n");
   }
+  if (s.spec_method != SpecMethod::kOff) {
+    std::string by_position;
+    for (size_t i = 0; i < s.spec.drafted_at.size(); ++i) {
+      if (s.spec.drafted_at[i] == 0) break;
+      by_position += (i ? " " : "") + std::to_string(int(100.0 * double(s.spec.accepted_at[i]) /
+                                                         double(s.spec.drafted_at[i]) + 0.5)) + "%";
+    }
+    std::fprintf(stderr,
+                 "flashgen: speculative (%s): %lld drafted, %lld accepted (%.1f%%; by position %s) in %lld "
+                 "verifications, drafting %.2f ms per step\n",
+                 spec_method_name(s.spec_method), static_cast<long long>(s.spec.draft_tokens),
+                 static_cast<long long>(s.spec.accepted_tokens), 100.0 * s.spec.acceptance_rate(),
+                 by_position.empty() ? "-" : by_position.c_str(), static_cast<long long>(s.spec.verify_steps),
+                 1e3 * s.times.propose / steps);
+  }
 }
 
 // Every request through the engine, concurrently.

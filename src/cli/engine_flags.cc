@@ -23,6 +23,18 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                 "computed)");
   cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs,
                 "run decode steps eagerly (by default CUDA decode steps replay graphs recorded per batch size)");
+  cmd->add_option("--speculative", f.speculative,
+                  "speculative decoding: off (default), ngram (prompt lookup) or draft (--draft-model)")
+      ->check(CLI::IsMember({"off", "ngram", "draft"}));
+  cmd->add_option("--num-speculative-tokens", f.num_speculative_tokens, "tokens drafted per step at most (4)");
+  cmd->add_option("--draft-model", f.draft_model,
+                  "a smaller model with the same tokenizer that drafts for --speculative draft (any format "
+                  "--model takes)");
+  cmd->add_option("--ngram-min", f.ngram_min, "shortest suffix n-gram lookup matches (2)");
+  cmd->add_option("--ngram-max", f.ngram_max, "longest suffix n-gram lookup tries first (4)");
+  cmd->add_option("--spec-max-batch", f.spec_max_batch,
+                  "no speculation in a step with more running decodes than this (32): large batches are "
+                  "compute-bound");
 }
 
 void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, EngineConfig& engine) {
@@ -44,6 +56,25 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   engine.scheduler.max_batch_tokens = f.max_batch_tokens;
   engine.scheduler.max_running = f.max_running;
   engine.enable_prefix_cache = !f.no_prefix_cache;
+
+  SpecConfig& spec = engine.spec;
+  spec.method = f.speculative == "ngram" ? SpecMethod::kNgram
+                : f.speculative == "draft" ? SpecMethod::kDraft
+                                           : SpecMethod::kOff;
+  if (spec.method != SpecMethod::kOff && (f.num_speculative_tokens < 1 || f.num_speculative_tokens > 16))
+    throw std::runtime_error("--num-speculative-tokens must be in [1, 16]");
+  if (f.ngram_min < 1 || f.ngram_max < f.ngram_min)
+    throw std::runtime_error("--ngram-min must be >= 1 and --ngram-max >= --ngram-min");
+  if (f.spec_max_batch < 0) throw std::runtime_error("--spec-max-batch must not be negative");
+  if (spec.method == SpecMethod::kDraft && f.draft_model.empty())
+    throw std::runtime_error("--speculative draft needs --draft-model DIR");
+  if (spec.method != SpecMethod::kDraft && !f.draft_model.empty())
+    throw std::runtime_error("--draft-model is used only with --speculative draft");
+  spec.num_tokens = f.num_speculative_tokens;
+  spec.ngram = {f.ngram_min, f.ngram_max};
+  spec.max_batch = f.spec_max_batch;
+  runner.draft_model_dir = f.draft_model;
+  runner.graph_max_query_len = spec.method == SpecMethod::kOff ? 1 : 1 + spec.num_tokens;
 }
 
 std::unique_ptr<Engine> start_engine(const EngineStart& start, const EngineFlags& flags) {

@@ -22,10 +22,19 @@ struct EngineFlags {
   int max_model_len = 0;
   bool no_prefix_cache = false;
   bool no_cuda_graphs = false;
+  // Speculative decoding (engine/spec_decoder.h).
+  std::string speculative = "off";  // off, ngram or draft
+  int num_speculative_tokens = 4;
+  std::string draft_model;  // for --speculative draft
+  int ngram_min = 2;
+  int ngram_max = 4;
+  int spec_max_batch = 32;  // no speculation in steps with more running decodes
 };
 
 // Adds --dummy-weights, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
-// --max-running, --max-model-len, --no-prefix-cache and --no-cuda-graphs to `cmd`.
+// --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs and the speculative decoding
+// flags (--speculative, --num-speculative-tokens, --draft-model, --ngram-min, --ngram-max,
+// --spec-max-batch) to `cmd`.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 
 // Writes the flags into the runner and engine settings; throws std::runtime_error with a one-line

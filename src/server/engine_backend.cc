@@ -131,6 +131,7 @@ Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback 
   r.params = std::move(request.sampling);
   r.params.stop.clear();
   r.priority = request.priority;
+  r.speculative = request.speculative;
   r.ready = ready_;
   // Hold the lock across submit so the pump cannot look the request up before it is registered.
   std::lock_guard<std::mutex> lock(mu_);
@@ -246,6 +247,10 @@ BackendStats EngineBackend::stats() {
   b.kv_pages_used = s.pages.held;
   b.kv_pages_cached = s.pages.cached;
   b.preemptions = s.preemptions;
+  b.spec_draft_tokens = s.spec.draft_tokens;
+  b.spec_accepted_tokens = s.spec.accepted_tokens;
+  b.spec_drafted_at = s.spec.drafted_at;
+  b.spec_accepted_at = s.spec.accepted_at;
   b.steps = s.steps;
   b.batch_size = batch_sizes_.snapshot();
   return b;

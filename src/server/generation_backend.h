@@ -44,6 +44,7 @@ struct GenerationRequest {
   bool include_stop_str_in_output = false;  // keep a matched stop string at the end of the text
   bool prompt_logprobs = false;             // TGI decoder_input_details (backends may not support it)
   int priority = 0;                         // larger first when the scheduler honours priorities
+  bool speculative = true;                  // speculative decoding may draft for it (when the engine speculates)
 };
 
 struct GeneratedToken {
@@ -112,6 +113,11 @@ struct BackendStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   HistogramSnapshot batch_size;  // sequences per engine step
+  // Speculative decoding (all zero when the engine does not speculate).
+  int64_t spec_draft_tokens = 0;            // drafted tokens verified
+  int64_t spec_accepted_tokens = 0;         // ... accepted
+  std::vector<int64_t> spec_drafted_at;     // [k] drafts verified at position i + 1
+  std::vector<int64_t> spec_accepted_at;    // [k] ... accepted
 };
 
 class GenerationBackend {

@@ -137,6 +137,20 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
   scalar(out, "flashgen_preemptions_total", "counter", "Sequences preempted (recomputed later).",
          double(stats.preemptions));
   scalar(out, "flashgen_engine_steps_total", "counter", "Engine steps (forward passes).", double(stats.steps));
+  scalar(out, "flashgen_spec_draft_tokens_total", "counter", "Speculative tokens drafted and verified.",
+         double(stats.spec_draft_tokens));
+  scalar(out, "flashgen_spec_accepted_tokens_total", "counter", "Speculative drafts the target model accepted.",
+         double(stats.spec_accepted_tokens));
+  header(out, "flashgen_spec_drafted_by_position_total", "counter",
+         "Drafts verified, by their position in the draft (1 = first drafted token).");
+  for (size_t i = 0; i < stats.spec_drafted_at.size(); ++i)
+    out += "flashgen_spec_drafted_by_position_total{position=\"" + std::to_string(i + 1) + "\"} " +
+           std::to_string(stats.spec_drafted_at[i]) + "\n";
+  header(out, "flashgen_spec_accepted_by_position_total", "counter",
+         "Drafts accepted, by their position in the draft (acceptance at i = accepted / drafted at i).");
+  for (size_t i = 0; i < stats.spec_accepted_at.size(); ++i)
+    out += "flashgen_spec_accepted_by_position_total{position=\"" + std::to_string(i + 1) + "\"} " +
+           std::to_string(stats.spec_accepted_at[i]) + "\n";
   scalar(out, "flashgen_max_model_len", "gauge", "Most tokens (prompt + output) of one sequence.",
          double(info.max_model_len));
   histogram(out, "flashgen_time_to_first_token_seconds", "From request arrival to the first generated token.",

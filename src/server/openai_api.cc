@@ -34,6 +34,7 @@ struct CommonParams {
   SamplingParams sampling;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  bool speculative = true;
   int logprobs = -1;
 };
 
@@ -130,6 +131,7 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& inf
   s.ignore_eos = f.get_bool("ignore_eos").value_or(false);
   p.skip_special_tokens = f.get_bool("skip_special_tokens").value_or(true);
   p.include_stop_str_in_output = f.get_bool("include_stop_str_in_output").value_or(false);
+  p.speculative = f.get_bool("speculative").value_or(true);
   if (const json* ids = f.get_array("stop_token_ids")) {
     for (const json& e : *ids) {
       if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= info.vocab_size) {
@@ -399,6 +401,7 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
       r.sampling.logprobs = p.logprobs;
       r.skip_special_tokens = p.skip_special_tokens;
       r.include_stop_str_in_output = p.include_stop_str_in_output;
+      r.speculative = p.speculative;
       if (p.sampling.seed) r.sampling.seed = *p.sampling.seed + uint64_t(i);
       requests.push_back(std::move(r));
     }

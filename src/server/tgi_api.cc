@@ -42,6 +42,7 @@ json top_tokens_json(const GeneratedToken& t) {
 struct TgiParams {
   bool details = false;
   bool decoder_input_details = false;
+  bool speculative = true;
   bool return_full_text = false;
   bool sampling = false;
   int top_n_tokens = 0;
@@ -190,6 +191,7 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
   if (auto b = f.get_int("best_of")) fail_if(*b != 1, "`best_of` > 1 is not supported by flashgen", "best_of");
   p.decoder_input_details = f.get_bool("decoder_input_details").value_or(false);
   p.details = f.get_bool("details").value_or(false);
+  p.speculative = f.get_bool("speculative").value_or(true);
   const bool do_sample = f.get_bool("do_sample").value_or(false);
   SamplingParams& s = p.s;
   auto temperature = f.get_number("temperature");
@@ -293,6 +295,7 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
   r.include_stop_str_in_output = true;  // TGI keeps the stop sequence in generated_text
   r.skip_special_tokens = true;
   r.prompt_logprobs = p.decoder_input_details;
+  r.speculative = p.speculative;
   auto reply = std::make_unique<TgiReply>(ctx, route, r.request_id, p, *inputs, *ids);
   reply->set_streamed(stream);
   std::vector<GenerationRequest> reqs;

@@ -232,4 +232,21 @@ TEST_F(GenerateCli, ChatKeepsTheHistoryAndStreamsReplies) {
 }
 
 }  // namespace
+TEST_F(GenerateCli, SpeculativeDecodingGivesTheSameTokensAndReportsAcceptance) {
+  const std::string prompt = " --prompt-ids 5,6,7,5,6,7,5,6 --max-new-tokens 24 --ignore-eos --json";
+  CliResult plain = run("generate --model " + kIdsModel + kCommon + prompt);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const std::string& spec :
+       {std::string(" --speculative ngram --ngram-min 1"), " --speculative draft --draft-model " + kIdsModel}) {
+    CliResult r = run("generate --model " + kIdsModel + kCommon + spec + prompt);
+    ASSERT_EQ(r.exit_code, 0) << spec << ": " << r.err;
+    EXPECT_EQ(ids_of(Json::parse(r.out)["output_ids"]), ids_of(Json::parse(plain.out)["output_ids"])) << spec;
+    EXPECT_NE(r.err.find("flashgen: speculative ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("accepted"), std::string::npos) << r.err;
+  }
+  CliResult bad = run("generate --model " + kIdsModel + kCommon + " --speculative draft" + prompt);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--draft-model"), std::string::npos) << bad.err;
+}
+
 }  // namespace fg::test
