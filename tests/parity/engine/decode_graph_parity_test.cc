@@ -363,7 +363,8 @@ TEST(DecodeGraphCuda, GpuMemoryInfoIsReported) {
 // The engine end to end: 24 greedy requests of mixed lengths through ModelRunner with CUDA graphs
 // on and off. Where the outputs part, the eager model's logits on the common prefix must show a
 // tie (top-2 margin within the bf16 tolerance); anywhere else the tokens must be equal.
-TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
+// `spec`: the second run speculates (n-gram, k = 4) with verification graphs, the first does not.
+void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
   if (!cuda_or_null()) GTEST_SKIP() << kNoGpu;
   std::mt19937 rng(11);
   std::vector<Request> requests;
@@ -376,7 +377,7 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
     r.params.ignore_eos = true;
     requests.push_back(r);
   }
-  auto run = [&](bool graphs, DecodeGraphStats* stats) {
+  auto run = [&](bool graphs, SpecMethod method, DecodeGraphStats* stats, SpecStats* spec_stats) {
     ModelRunnerOptions o;
     o.model_dir = model_fixture("llama");
     o.backend = "cuda";
@@ -384,6 +385,7 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
     o.kv_cache_bytes = int64_t(16) << 20;
     o.cuda_graphs = graphs;
     o.max_graph_batch = 32;
+    o.graph_max_query_len = method == SpecMethod::kOff ? 1 : 5;
     auto runner = ModelRunner::create(o);
     EXPECT_TRUE(runner.is_ok()) << runner.status().to_string();
     std::vector<RequestOutput> outputs;
@@ -392,6 +394,9 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
     EngineConfig config;
     config.scheduler.max_batch_tokens = 256;
     config.scheduler.max_running = 32;
+    config.spec.method = method;
+    config.spec.num_tokens = 4;
+    config.spec.ngram = {1, 3};
     EngineCore core(config, **runner);
     std::vector<RequestHandle> handles;
     for (const Request& r : requests) {
@@ -406,15 +411,22 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
     }
     for (const auto& h : handles) outputs.push_back(h.wait());
     *stats = (*runner)->model().decode_graph_stats();
+    *spec_stats = core.stats().spec;
     return outputs;
   };
   DecodeGraphStats off_stats, on_stats;
-  const std::vector<RequestOutput> off = run(false, &off_stats);
-  const std::vector<RequestOutput> on = run(true, &on_stats);
+  SpecStats off_spec, on_spec;
+  const std::vector<RequestOutput> off = run(graphs_in_first, SpecMethod::kOff, &off_stats, &off_spec);
+  const std::vector<RequestOutput> on = run(true, spec, &on_stats, &on_spec);
   ASSERT_EQ(off.size(), requests.size());
   ASSERT_EQ(on.size(), requests.size());
-  EXPECT_EQ(off_stats.replays, 0);
+  if (!graphs_in_first) {
+    EXPECT_EQ(off_stats.replays, 0);
+  }
   EXPECT_GT(on_stats.replays, 0) << "the engine's decode steps should replay graphs";
+  if (spec != SpecMethod::kOff) {
+    EXPECT_GT(on_spec.accepted_tokens, 0) << "speculation should have verified drafts";
+  }
 
   std::unique_ptr<Backend> cuda = cuda_or_null();
   auto reference = Model::load(model_fixture("llama"), *cuda);
@@ -436,9 +448,15 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
     float scale = 0.0f;
     for (int64_t v = 0; v < vocab; ++v) scale = std::max(scale, std::fabs(row[v]));
     EXPECT_LE(top2_margin(row, vocab), 2 * kCudaTolerance * scale)
-        << "graphs on/off part at output token " << k << " without a near tie";
+        << "the two runs part at output token " << k << " without a near tie";
   }
 }
+
+TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) { check_engine_tokens(false, SpecMethod::kOff); }
+
+// Speculative decoding on the GPU: verification steps (1 + k query tokens, graphs of that width)
+// give the tokens plain decoding gives, up to bf16 near ties.
+TEST(DecodeGraphCuda, SpeculativeEngineTokensMatchPlainDecoding) { check_engine_tokens(true, SpecMethod::kNgram); }
 
 }  // namespace
 }  // namespace fg
