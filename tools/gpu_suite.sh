@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS="flashgen engine_bench prefix_cache_bench attention_bench"
+BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench"
 TEST_TARGETS="backend_ops_parity backend_attention_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
 
 pack() {
@@ -75,6 +75,9 @@ run_all() {
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
   step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
     --sweep-requests 64 --json "$OUT/prefix.json"
+  step spec_bench 200 $T/spec_bench --config $CFG --draft-config bench/configs/llama-3.2-1b --backend cuda \
+    --kv-cache-memory 60GiB --json "$OUT/spec.json"
+  step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
   step hf_live_parity 90 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
   if [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" serve_bench "* ]]; then
     # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer.
