@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/gguf_model.h"
 #include "model/model.h"
 
 namespace fg {
@@ -112,7 +113,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
 }
 
 Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed) {
-  FG_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  FG_ASSIGN_OR_RETURN(ModelConfig config, load_any_model_config(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->config_, backend, seed));
   m->upload_rope_table();
