@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kQK = 32;  // elements per block of the 32-element formats
 
-constexpr std::array<GgmlTypeInfo, 32> kTypes = {{
+constexpr std::array<GgmlTypeInfo, 34> kTypes = {{
     {GgmlType::kF32, "F32", 1, 4, true},
     {GgmlType::kF16, "F16", 1, 2, true},
     {GgmlType::kQ4_0, "Q4_0", 32, 18, true},
@@ -48,6 +48,8 @@ constexpr std::array<GgmlTypeInfo, 32> kTypes = {{
     {GgmlType::kTQ1_0, "TQ1_0", 256, 54, false},
     {GgmlType::kTQ2_0, "TQ2_0", 256, 66, false},
     {GgmlType::kMXFP4, "MXFP4", 32, 17, false},
+    {GgmlType::kNVFP4, "NVFP4", 64, 36, false},
+    {GgmlType::kQ1_0, "Q1_0", 128, 18, false},
 }};
 
 float read_f16(const uint8_t* p) {
