@@ -44,18 +44,22 @@ json split_then_bytes(const char* regex) {
 struct PreTokenizerRule {
   std::vector<std::string_view> names;  // tokenizer.ggml.pre values
   json pre_tokenizer;
-  bool nfc = false;  // the model's own tokenizer NFC-normalizes first (Qwen2)
+  bool nfc = false;            // the model's own tokenizer NFC-normalizes first (Qwen2)
+  bool ignore_merges = false;  // a piece that is a whole token is not merged (Llama 3, Tekken)
 };
 
 const std::vector<PreTokenizerRule>& pre_tokenizer_rules() {
   static const std::vector<PreTokenizerRule> rules = {
       {{"default", "gpt2", "gpt-2"}, byte_level(true)},
-      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", "smaug-bpe", "dbrx"}, split_then_bytes(kLlama3Regex)},
+      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", "smaug-bpe", "dbrx"},
+       split_then_bytes(kLlama3Regex),
+       false,
+       true},
       {{"qwen2", "deepseek-r1-qwen", "megrez"}, split_then_bytes(kQwen2Regex), true},
       {{"smollm", "starcoder", "refact"},
        {{"type", "Sequence"},
         {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}}},
-      {{"tekken"}, split_then_bytes(kTekkenRegex)},
+      {{"tekken"}, split_then_bytes(kTekkenRegex), false, true},
       {{"gpt-4o", "llama4"}, split_then_bytes(kGpt4oRegex)},
   };
   return rules;
@@ -289,7 +293,7 @@ Result<GgufTokenizerDocuments> gguf_tokenizer_documents(const GgufFile& f) {
                   {"end_of_word_suffix", ""},
                   {"fuse_unk", false},
                   {"byte_fallback", false},
-                  {"ignore_merges", false},
+                  {"ignore_merges", rule->ignore_merges},
                   {"vocab", std::move(vocab)},
                   {"merges", std::move(merges)}};
     // CONTROL tokens are special; one spelled outside the byte alphabet is a mislabel that can
