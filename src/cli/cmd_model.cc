@@ -1,7 +1,7 @@
 // flashgen model commands:
-//   generate --model DIR --prompt-ids "1,2,3" [--max-new-tokens N] [--temperature T] [--top-k K]
+//   generate [--model DIR|FILE.gguf] --prompt-ids "1,2,3" [--max-new-tokens N] [--temperature T] [--top-k K]
 //            [--top-p P] [--seed S] [--backend cpu|cuda|auto] [--page-size P] [--ignore-eos] [--json]
-//   logits   --model DIR --prompt-ids "..." --output FILE.npy [--backend ...] [--page-size P]
+//   logits   --model DIR|FILE.gguf --prompt-ids "..." --output FILE.npy [--backend ...] [--page-size P]
 // User errors (bad flags, a broken checkpoint, ids outside the vocabulary) are thrown as one-line
 // std::runtime_error messages that name the file and the problem; main prints them and exits 1.
 // The prompt comes from --prompt-ids; text prompts plug into resolve_prompt() once the tokenizer
@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "cli/token_ids.h"
 #include "model/generate.h"
 #include "model/model.h"
@@ -102,7 +103,10 @@ void run_logits(const LogitsArgs& a) {
 
 template <class Args>
 void add_model_options(CLI::App* cmd, Args& a) {
-  cmd->add_option("--model", a.model_dir, "model directory (config.json + safetensors)")->required();
+  cmd->add_option("--model", a.model_dir,
+                  "model: a Hugging Face folder (config.json + *.safetensors), a .gguf file, or a folder holding one "
+                  ".gguf")
+      ->required();
   cmd->add_option("--prompt-ids", a.prompt_ids, "prompt token ids, e.g. \"1,2,3\"")->required();
   cmd->add_option("--backend", a.backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--page-size", a.page_size, "KV cache page size in tokens");
@@ -114,6 +118,7 @@ void register_model_commands(CLI::App& app) {
   auto gen = std::make_shared<GenerateDefaults>();
   CLI::App* g = app.add_subcommand("generate", "generate token ids from a prompt");
   add_model_options(g, *gen);
+  g->get_option("--model")->required(false)->description(model_option_help());  // default: cli/default_model.h
   g->add_option("--max-new-tokens", gen->max_new_tokens, "tokens to generate (default 32)");
   g->add_option("--temperature", gen->temperature, "sampling temperature (0 = greedy, the default)");
   g->add_option("--top-k", gen->top_k, "keep the k most likely tokens (0 = off)");
@@ -125,6 +130,7 @@ void register_model_commands(CLI::App& app) {
   g->get_option("--prompt-ids")->required(false);
   auto run_engine = add_engine_generate_options(g);
   g->callback([gen, run_engine] {
+    if (gen->model_dir.empty()) gen->model_dir = default_model_path();
     if (!run_engine(*gen)) run_generate(*gen);
   });
 

@@ -1,5 +1,5 @@
 // `flashgen serve`: the OpenAI- and TGI-compatible HTTP server over the engine.
-//   serve --model DIR [--host 127.0.0.1] [--port 8080] [--served-model-name NAME] [engine flags]
+//   serve [--model DIR|FILE.gguf] [--host 127.0.0.1] [--port 8080] [--served-model-name NAME] [engine flags]
 // Loads the tokenizer (and chat template) and the model, starts the engine, and serves until
 // SIGTERM/SIGINT, then drains in-flight requests (up to --drain-timeout) and exits 0.
 // Endpoints and parameters: docs/api.md.
@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "cli/engine_flags.h"
 #include "kvcache/kv_sizing.h"
 #include "server/api_server.h"
@@ -56,7 +57,7 @@ void run_serve(const ServeArgs& a) {
   o.served_model_name = a.served_model_name;
   o.tokenizer_dir = a.tokenizer_dir;
   o.chat_template_file = a.chat_template;
-  o.runner.model_dir = a.model_dir;
+  o.runner.model_dir = a.model_dir.empty() ? default_model_path() : a.model_dir;
   o.runner.backend = a.backend;
   o.runner.dummy_seed = a.seed;
   o.runner.page_size = a.page_size;
@@ -76,7 +77,7 @@ void run_serve(const ServeArgs& a) {
   so.api.max_concurrent_requests = a.max_concurrent_requests;
   so.api.log_requests = !a.no_log_requests;
 
-  spdlog::info("flashgen serve: loading {}", a.model_dir);
+  spdlog::info("flashgen serve: loading {}", o.runner.model_dir);
   auto backend = server::EngineBackend::create(o);
   if (!backend.is_ok()) fail(backend.status().to_string());
   const server::BackendStats st = (*backend)->stats();
@@ -92,7 +93,7 @@ void run_serve(const ServeArgs& a) {
 void register_serve_commands(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI- and TGI-compatible HTTP server (docs/api.md)");
-  cmd->add_option("--model", a->model_dir, "model folder (config.json, *.safetensors, tokenizer.json)")->required();
+  cmd->add_option("--model", a->model_dir, model_option_help());
   cmd->add_option("--tokenizer", a->tokenizer_dir, "folder with tokenizer.json if not the model folder");
   cmd->add_option("--served-model-name", a->served_model_name, "the `model` name clients use (default: folder name)");
   cmd->add_option("--chat-template", a->chat_template, "a .jinja file replacing the model's chat template");
