@@ -250,9 +250,11 @@ Status GgufFile::parse_all(const uint8_t* bytes, size_t size) {
   // Smallest entries: a metadata pair is an empty key (8) + type (4) + a one-byte value; a tensor
   // is an empty name (8) + n_dims (4) + one dim (8) + type (4) + offset (8).
   if (kv_count > c.remaining() / 13)
-    return invalid_argument(path_ + ": metadata count " + std::to_string(kv_count) + " cannot fit in the file");
+    return invalid_argument(path_ + ": metadata count " + std::to_string(kv_count) + " cannot fit in the " +
+                            std::to_string(c.remaining()) + " bytes left in the file (truncated or corrupt?)");
   if (tensor_count > c.remaining() / 32)
-    return invalid_argument(path_ + ": tensor count " + std::to_string(tensor_count) + " cannot fit in the file");
+    return invalid_argument(path_ + ": tensor count " + std::to_string(tensor_count) + " cannot fit in the " +
+                            std::to_string(c.remaining()) + " bytes left in the file (truncated or corrupt?)");
 
   // ---- metadata
   for (uint64_t i = 0; i < kv_count; ++i) {

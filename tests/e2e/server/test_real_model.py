@@ -60,3 +60,18 @@ def test_generate_without_model_uses_the_default(reference):
                        cwd="/")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["output_ids"] == want
+
+
+def test_tokenize_and_template_commands_read_the_gguf(reference, tmp_path):
+    entry = next(c for c in reference["tokenizer_corpus"] if c["text"] == "a 1 22 333 4444 55555")
+    r = subprocess.run([FLASHGEN, "tokenize", "--model", MODEL, "--text", entry["text"], "--json"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ids"] == entry["ids"]
+    chat = reference["chats"][1]
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps(chat["messages"]), encoding="utf-8")
+    r = subprocess.run([FLASHGEN, "template", "--model", MODEL, "--messages", str(messages), "--add-generation-prompt"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode("utf-8") == chat["prompt_text"]
