@@ -11,7 +11,9 @@ namespace fg {
 namespace {
 
 constexpr size_t kAlign = 256;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 enum class Init { kLinear, kOnes, kBias };
 

@@ -61,9 +61,9 @@ class Model {
   // one .gguf and no config.json: config and weights then come from that file, dequantized
   // (model/gguf_model.h). `backend` must outlive the model.
   static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
-  // Reads DIR/config.json (or a GGUF file's metadata) only and fills every weight with seeded random values on the device
-  // (Backend::fill_uniform), for performance work at real shapes without a checkpoint
-  // (model/dummy_weights.h; defined in dummy_weights.cc).
+  // Reads DIR/config.json (or a GGUF file's metadata) only and fills every weight with seeded random values on the
+  // device (Backend::fill_uniform), for performance work at real shapes without a checkpoint (model/dummy_weights.h;
+  // defined in dummy_weights.cc).
   static Result<std::unique_ptr<Model>> load_dummy(const std::string& dir, Backend& backend, uint64_t seed);
 
   const ModelConfig& config() const { return config_; }
