@@ -7,8 +7,9 @@
 #   tools/pack_test_fixtures.sh SRC     SRC holds tokenizers/, vocab_tests/ and chat_templates/
 #                                       laid out as SOURCES.md lists them
 #
-# Only what the tests read is packed: no GGUF vocabularies and no SentencePiece tokenizer.model
-# (flashgen reads neither), and only the vocab tests that have a tokenizer.json. The archives are
+# Only what the tests read is packed: no SentencePiece tokenizer.model (flashgen does not read it),
+# the vocab tests that have a tokenizer.json, and the GGUF vocabularies the GGUF tokenizer tests load
+# (gpt-2, llama-spm, phi-3, and deepseek-coder for the refusal of an unsupported pre-tokenizer). The archives are
 # reproducible: sorted names, fixed owner, mode and mtime, single-threaded xz.
 set -euo pipefail
 
@@ -32,6 +33,9 @@ mapfile -t template_files < <(find chat_templates -type f -name '*.jinja' | LC_A
 vocab_files=()
 for v in gpt-2 llama-bpe llama-spm phi-3 qwen2; do
   vocab_files+=("vocab_tests/ggml-vocab-$v.gguf.inp" "vocab_tests/ggml-vocab-$v.gguf.out")
+done
+for v in deepseek-coder gpt-2 llama-spm phi-3; do
+  vocab_files+=("vocab_tests/ggml-vocab-$v.gguf")
 done
 
 pack tokenizers "${tokenizer_files[@]}"

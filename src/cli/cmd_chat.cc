@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "cli/engine_flags.h"
 #include "cli/model_text.h"
 #include "engine/engine.h"
@@ -76,7 +77,8 @@ std::string reply(Engine& engine, const ModelText& text, const ojson& history, c
   return out;
 }
 
-void run_chat(const ChatArgs& a) {
+void run_chat(ChatArgs a) {
+  if (a.model_dir.empty()) a.model_dir = default_model_path();
   const ModelText text = ModelText::load(a.model_dir, /*required=*/true);
   EngineStart start;
   start.model_dir = a.model_dir;
@@ -107,7 +109,7 @@ void run_chat(const ChatArgs& a) {
 void register_chat_command(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* c = app.add_subcommand("chat", "chat with the model on stdin/stdout (/exit or end of input ends it)");
-  c->add_option("--model", a->model_dir, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  c->add_option("--model", a->model_dir, model_option_help());
   c->add_option("--system", a->system, "a system message that opens the conversation");
   c->add_option("--backend", a->backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   c->add_option("--page-size", a->page_size, "KV cache page size in tokens (16)");

@@ -33,6 +33,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "cli/engine_flags.h"
 #include "cli/model_text.h"
 #include "cli/token_ids.h"
@@ -324,7 +325,8 @@ Outcome run_reference(const GenerateArgs& a, Request request) {
   return out;
 }
 
-void run_generate(const GenerateArgs& a, const std::vector<CLI::Option*>& engine_only) {
+void run_generate(GenerateArgs a, const std::vector<CLI::Option*>& engine_only) {
+  if (a.model_dir.empty()) a.model_dir = default_model_path();
   const int sources = int(!a.prompt.empty()) + int(!a.prompt_ids.empty()) + int(!a.prompts_file.empty());
   if (sources != 1) fail("give exactly one of --prompt TEXT, --prompt-ids IDS or --prompts FILE");
   if (a.chat && a.prompt.empty())
@@ -363,7 +365,7 @@ void run_generate(const GenerateArgs& a, const std::vector<CLI::Option*>& engine
 void register_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* g = app.add_subcommand("generate", "generate from prompts (the engine; --reference: the reference loop)");
-  g->add_option("--model", a->model_dir, "model directory (config.json + safetensors [+ tokenizer.json])")->required();
+  g->add_option("--model", a->model_dir, model_option_help());
   g->add_option("--prompt", a->prompt, "prompt text, encoded with the model's tokenizer");
   g->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, e.g. \"1,2,3\"");
   g->add_flag("--chat", a->chat, "--prompt is one user message of a chat, rendered with the model's chat template");

@@ -1,5 +1,5 @@
 // flashgen model commands (the model layer alone, no engine):
-//   logits --model DIR --prompt-ids "..." --output FILE.npy [--backend ...] [--page-size P]
+//   logits --model DIR|FILE.gguf --prompt-ids "..." --output FILE.npy [--backend ...] [--page-size P]
 // User errors (bad flags, a broken checkpoint, ids outside the vocabulary) are thrown as one-line
 // std::runtime_error messages that name the file and the problem; main prints them and exits 1.
 // (`generate`, which runs the engine or the model layer's reference loop, is cmd_generate.cc.)
@@ -69,7 +69,10 @@ void run_logits(const LogitsArgs& a) {
 
 template <class Args>
 void add_model_options(CLI::App* cmd, Args& a) {
-  cmd->add_option("--model", a.model_dir, "model directory (config.json + safetensors)")->required();
+  cmd->add_option("--model", a.model_dir,
+                  "model: a Hugging Face folder (config.json + *.safetensors), a .gguf file, or a folder holding one "
+                  ".gguf")
+      ->required();
   cmd->add_option("--prompt-ids", a.prompt_ids, "prompt token ids, e.g. \"1,2,3\"")->required();
   cmd->add_option("--backend", a.backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--page-size", a.page_size, "KV cache page size in tokens");

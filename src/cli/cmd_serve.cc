@@ -1,5 +1,5 @@
 // `flashgen serve`: the OpenAI- and TGI-compatible HTTP server over the engine.
-//   serve --model DIR [--host 127.0.0.1] [--port 8080] [--served-model-name NAME [ALIAS ...]]
+//   serve [--model DIR|FILE.gguf] [--host 127.0.0.1] [--port 8080] [--served-model-name NAME [ALIAS ...]]
 //         [--strict-model-name] [engine flags]
 // Loads the tokenizer (and chat template) and the model, starts the engine, and serves until
 // SIGTERM/SIGINT, then drains in-flight requests (up to --drain-timeout) and exits 0.
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "cli/engine_flags.h"
 #include "kvcache/kv_sizing.h"
 #include "server/api_server.h"
@@ -59,7 +60,7 @@ void run_serve(const ServeArgs& a) {
   o.served_model_names = a.served_model_names;
   o.tokenizer_dir = a.tokenizer_dir;
   o.chat_template_file = a.chat_template;
-  o.runner.model_dir = a.model_dir;
+  o.runner.model_dir = a.model_dir.empty() ? default_model_path() : a.model_dir;
   o.runner.backend = a.backend;
   o.runner.dummy_seed = a.seed;
   o.runner.page_size = a.page_size;
@@ -80,7 +81,7 @@ void run_serve(const ServeArgs& a) {
   so.api.log_requests = !a.no_log_requests;
   so.api.strict_model_name = a.strict_model_name;
 
-  spdlog::info("flashgen serve: loading {}", a.model_dir);
+  spdlog::info("flashgen serve: loading {}", o.runner.model_dir);
   auto backend = server::EngineBackend::create(o);
   if (!backend.is_ok()) fail(backend.status().to_string());
   const server::BackendStats st = (*backend)->stats();
@@ -96,7 +97,7 @@ void run_serve(const ServeArgs& a) {
 void register_serve_commands(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI- and TGI-compatible HTTP server (docs/api.md)");
-  cmd->add_option("--model", a->model_dir, "model folder (config.json, *.safetensors, tokenizer.json)")->required();
+  cmd->add_option("--model", a->model_dir, model_option_help());
   cmd->add_option("--tokenizer", a->tokenizer_dir, "folder with tokenizer.json if not the model folder");
   cmd->add_option("--served-model-name", a->served_model_names,
                   "the model's name (reported by /v1/models and in replies; default: the folder name), then any "

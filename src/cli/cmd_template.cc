@@ -93,7 +93,9 @@ void run_template(const TemplateOptions& o) {
 void register_template_commands(CLI::App& app) {
   auto opts = std::make_shared<TemplateOptions>();
   CLI::App* cmd = app.add_subcommand("template", "Render a conversation with a model's chat template (to stdout)");
-  cmd->add_option("--model", opts->model_dir, "Model folder (tokenizer_config.json, chat_template.jinja)")->required();
+  cmd->add_option("--model", opts->model_dir,
+                  "Model folder (tokenizer_config.json, chat_template.jinja), or a .gguf file")
+      ->required();
   cmd->add_option("--chat-template", opts->chat_template, "Jinja file to use instead of the model's template");
   cmd->add_option("--messages", opts->messages_file, "JSON file: an array of messages, or {\"messages\": [...]}")
       ->required();

@@ -86,7 +86,8 @@ void run_detokenize(const DetokenizeOptions& o) {
 void register_tokenizer_commands(CLI::App& app) {
   auto topts = std::make_shared<TokenizeOptions>();
   CLI::App* tok = app.add_subcommand("tokenize", "Print the token ids of a text (Hugging Face tokenizer.json)");
-  tok->add_option("--model", topts->model_dir, "Model folder with tokenizer.json (or the file itself)")->required();
+  tok->add_option("--model", topts->model_dir, "Model folder with tokenizer.json (or the file itself), or a .gguf file")
+      ->required();
   CLI::Option* text = tok->add_option("--text", topts->text, "Text to encode");
   CLI::Option* file = tok->add_option("--file", topts->file, "File whose bytes are encoded");
   text->excludes(file);
@@ -100,7 +101,10 @@ void register_tokenizer_commands(CLI::App& app) {
 
   auto dopts = std::make_shared<DetokenizeOptions>();
   CLI::App* detok = app.add_subcommand("detokenize", "Print the text of token ids");
-  detok->add_option("--model", dopts->model_dir, "Model folder with tokenizer.json (or the file itself)")->required();
+  detok
+      ->add_option("--model", dopts->model_dir,
+                   "Model folder with tokenizer.json (or the file itself), or a .gguf file")
+      ->required();
   detok->add_option("--ids", dopts->ids, "Token ids, e.g. \"1,2,3\"")->required();
   detok->add_flag("--skip-special-tokens", dopts->skip_special_tokens, "Leave out special tokens");
   detok->callback([dopts] { run_detokenize(*dopts); });

@@ -32,6 +32,9 @@ struct RopeConfig {
   double high_freq_factor = 4.0;       // llama3
   int64_t original_max_position = 0;   // llama3 (defaults to max_position_embeddings)
   double partial_rotary_factor = 1.0;  // rotary_dim = head_dim * partial_rotary_factor
+  // Per-frequency divisors, [rotary_dim / 2] (a GGUF file's rope_freqs.weight, which is how
+  // llama.cpp stores Llama 3.1-style scaling); empty: none.
+  std::vector<float> freq_divisors;
 };
 
 // Per-family switches, filled from the architecture registry plus the config's own flags.

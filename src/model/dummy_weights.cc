@@ -4,13 +4,16 @@
 #include <cmath>
 #include <vector>
 
+#include "model/gguf_model.h"
 #include "model/model.h"
 
 namespace fg {
 namespace {
 
 constexpr size_t kAlign = 256;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 enum class Init { kLinear, kOnes, kBias };
 
@@ -112,7 +115,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
 }
 
 Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed) {
-  FG_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  FG_ASSIGN_OR_RETURN(ModelConfig config, load_any_model_config(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->config_, backend, seed));
   m->upload_rope_table();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/gguf_model.h"
 #include "model/rope.h"
 
 namespace fg {
@@ -31,6 +32,16 @@ Tensor view_at(const Buffer& b, size_t byte_offset, DType dtype, std::initialize
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend) {
+  // A .gguf file, or a folder holding one .gguf and no config.json (model/gguf_model.h).
+  FG_ASSIGN_OR_RETURN(std::string gguf_path, find_gguf_model(dir));
+  if (!gguf_path.empty()) {
+    FG_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(gguf_path));
+    FG_ASSIGN_OR_RETURN(ModelConfig config, gguf_model_config(*file));
+    std::unique_ptr<Model> m(new Model(backend, std::move(config)));
+    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend));
+    m->upload_rope_table();
+    return m;
+  }
   FG_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   FG_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));

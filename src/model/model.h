@@ -71,11 +71,13 @@ int decode_graph_pages(int pages_needed, int max_pages_per_seq);
 class Model {
  public:
   // Reads DIR/config.json (+ generation_config.json), validates and uploads the safetensors
-  // weights to `backend` in its act dtype. `backend` must outlive the model.
+  // weights to `backend` in its act dtype. `dir` may instead be a .gguf file, or a folder holding
+  // one .gguf and no config.json: config and weights then come from that file, dequantized
+  // (model/gguf_model.h). `backend` must outlive the model.
   static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
-  // Reads DIR/config.json only and fills every weight with seeded random values on the device
-  // (Backend::fill_uniform), for performance work at real shapes without a checkpoint
-  // (model/dummy_weights.h; defined in dummy_weights.cc).
+  // Reads DIR/config.json (or a GGUF file's metadata) only and fills every weight with seeded random values on the
+  // device (Backend::fill_uniform), for performance work at real shapes without a checkpoint (model/dummy_weights.h;
+  // defined in dummy_weights.cc).
   static Result<std::unique_ptr<Model>> load_dummy(const std::string& dir, Backend& backend, uint64_t seed);
 
   const ModelConfig& config() const { return config_; }

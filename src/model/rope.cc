@@ -39,6 +39,10 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, int rotary_dim) {
       break;
     }
   }
+  if (!rope.freq_divisors.empty()) {
+    FG_CHECK(rope.freq_divisors.size() == inv.size(), "rope frequency divisors do not match the rotary dimension");
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] = inv[i] / rope.freq_divisors[i];
+  }
   return inv;
 }
 

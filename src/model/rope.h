@@ -19,7 +19,8 @@
 namespace fg {
 
 // inv_freq[i] for i in [0, rotary_dim / 2): base^(-2i / rotary_dim), with linear and llama3
-// scalings folded in. For dynamic NTK this is the table at lengths <= max_position_embeddings.
+// scalings folded in, then divided by rope.freq_divisors[i] when given. For dynamic NTK this is the table at lengths <=
+// max_position_embeddings.
 std::vector<float> rope_inv_freq(const RopeConfig& rope, int rotary_dim);
 
 // The dynamic-NTK base for a sequence whose kv length after this step is `seq_len`.

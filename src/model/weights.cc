@@ -22,27 +22,31 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 struct Assembly {
   Tensor* target = nullptr;
   std::vector<int64_t> shape;
-  std::vector<const SafetensorsTensor*> parts;
+  std::vector<WeightTensor> parts;
   size_t arena_offset = 0;
 };
 
+size_t host_bytes(const WeightTensor& t) {
+  return size_t(t.numel()) * dtype_size(*t.host_dtype);
+}
+
 class Planner {
  public:
-  Planner(const SafetensorsCheckpoint& ckpt) : ckpt_(ckpt) {}
+  Planner(const WeightSource& source) : source_(source) {}
 
   // Requires each named tensor with its expected shape; the target gets their row concatenation.
   Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts) {
     Assembly a;
     a.target = target;
     for (const auto& [name, shape] : parts) {
-      FG_ASSIGN_OR_RETURN(const SafetensorsTensor* t, ckpt_.get(name));
-      if (!t->dtype || (*t->dtype != DType::kF32 && *t->dtype != DType::kF16 && *t->dtype != DType::kBF16))
-        return invalid_argument(t->file + ": tensor '" + name + "' has dtype " + t->dtype_name +
-                                ", expected F32, F16 or BF16");
-      if (t->shape != shape)
-        return invalid_argument(t->file + ": tensor '" + name + "' has shape " + t->shape_string() + ", expected " +
-                                shape_str(shape) + " for this config.json");
-      a.parts.push_back(t);
+      FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
+      if (!t.host_dtype)
+        return invalid_argument(t.file + ": tensor '" + t.name + "' has dtype " + t.dtype_name + ", expected " +
+                                source_.loadable_types());
+      if (t.shape != shape)
+        return invalid_argument(t.file + ": tensor '" + t.name + "' has shape " + t.shape_string() + ", expected " +
+                                shape_str(shape) + " for this " + source_.config_name());
+      a.parts.push_back(std::move(t));
       if (a.shape.empty())
         a.shape = shape;
       else
@@ -61,8 +65,8 @@ class Planner {
       int64_t numel = 1;
       for (int64_t d : a.shape) numel *= d;
       total += align_up(size_t(numel) * esize);
-      for (const SafetensorsTensor* p : a.parts)
-        if (*p->dtype != act) staging_bytes = std::max(staging_bytes, p->nbytes);
+      for (const WeightTensor& p : a.parts)
+        if (*p.host_dtype != act) staging_bytes = std::max(staging_bytes, host_bytes(p));
     }
     arena = backend.alloc(std::max<size_t>(total, kAlign));
     if (!arena.data() && total > 0)
@@ -70,19 +74,23 @@ class Planner {
                     "cannot allocate " + std::to_string(total) + " bytes for the weights on " + backend.name());
     Buffer staging;
     if (staging_bytes > 0) staging = backend.alloc(staging_bytes);
+    std::vector<uint8_t> scratch;  // tensors the source converts on the host (dequantized GGUF blocks)
     char* base = static_cast<char*>(arena.data());
     for (Assembly& a : assemblies_) {
       char* dst = base + a.arena_offset;
-      for (const SafetensorsTensor* p : a.parts) {
-        int64_t numel = p->numel();
-        if (*p->dtype == act) {
-          backend.copy_from_host(dst, p->data, p->nbytes);
+      for (const WeightTensor& p : a.parts) {
+        const int64_t numel = p.numel();
+        const void* host = source_.read(p, scratch);
+        if (*p.host_dtype == act) {
+          backend.copy_from_host(dst, host, host_bytes(p));
         } else {
-          backend.copy_from_host(staging.data(), p->data, p->nbytes);
-          Tensor src = Tensor::contiguous(staging.data(), *p->dtype, backend.device(), {numel});
+          backend.copy_from_host(staging.data(), host, host_bytes(p));
+          Tensor src = Tensor::contiguous(staging.data(), *p.host_dtype, backend.device(), {numel});
           Tensor out = Tensor::contiguous(dst, act, backend.device(), {numel});
           backend.convert(src, out);
         }
+        // Copies are asynchronous: the scratch buffer is rewritten by the next read.
+        if (!scratch.empty() && host == scratch.data()) backend.synchronize();
         dst += size_t(numel) * esize;
       }
       Tensor& t = *a.target;
@@ -103,7 +111,7 @@ class Planner {
   }
 
  private:
-  const SafetensorsCheckpoint& ckpt_;
+  const WeightSource& source_;
   std::vector<Assembly> assemblies_;
 };
 
@@ -113,10 +121,41 @@ std::string weight_name_layer(int layer, const char* suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
 
+int64_t WeightTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string WeightTensor::shape_string() const {
+  return shape_str(shape);
+}
+
+Result<WeightTensor> SafetensorsWeightSource::find(const std::string& hf_name) const {
+  FG_ASSIGN_OR_RETURN(const SafetensorsTensor* t, ckpt_.get(hf_name));
+  WeightTensor w;
+  w.name = t->name;
+  w.file = t->file;
+  w.dtype_name = t->dtype_name;
+  w.shape = t->shape;
+  if (t->dtype && (*t->dtype == DType::kF32 || *t->dtype == DType::kF16 || *t->dtype == DType::kBF16))
+    w.host_dtype = *t->dtype;
+  w.handle = t;
+  return w;
+}
+
+const void* SafetensorsWeightSource::read(const WeightTensor& t, std::vector<uint8_t>&) const {
+  return static_cast<const SafetensorsTensor*>(t.handle)->data;
+}
+
 Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend) {
+  return load_model_weights(c, SafetensorsWeightSource(ckpt), backend);
+}
+
+Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend) {
   ModelWeights w;
   w.layers.resize(size_t(c.num_layers));
-  Planner plan(ckpt);
+  Planner plan(source);
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
 

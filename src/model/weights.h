@@ -8,8 +8,13 @@
 // Hugging Face tensor names are resolved here (weight_name_*); the loader validates every dtype and
 // shape against the config before allocating anything, so a bad checkpoint fails with a one-line
 // message and leaves nothing half-loaded.
+//
+// Checkpoints come in through a WeightSource, which answers for Hugging Face tensor names: a
+// safetensors checkpoint directly, a GGUF file (model/gguf_model.h) by renaming, dequantizing and
+// undoing its row permutations. Both feed the same validate-fuse-upload code below.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +50,51 @@ struct ModelWeights {
 // "model.layers.3.self_attn.q_proj.weight" etc.
 std::string weight_name_layer(int layer, const char* suffix);
 
+// A tensor as a WeightSource describes it, before any of its data is read.
+struct WeightTensor {
+  std::string name;                 // as the file names it (for messages): "blk.0.attn_q.weight"
+  std::string file;                 // the file that holds it (for messages)
+  std::string dtype_name;           // as the file writes it: "BF16", "Q4_K", ...
+  std::vector<int64_t> shape;       // row-major, outermost first
+  std::optional<DType> host_dtype;  // what WeightSource::read yields (F32, F16 or BF16); nullopt:
+                                    // the loader cannot read this tensor
+  const void* handle = nullptr;     // the source's own record of the tensor
+
+  int64_t numel() const;
+  std::string shape_string() const;  // "[64, 128]"
+};
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // The tensor stored under a Hugging Face name, or NotFound naming the file that should hold it.
+  virtual Result<WeightTensor> find(const std::string& hf_name) const = 0;
+  // The tensor's values as t.host_dtype, row-major, on the host: either straight from the file or
+  // written into `scratch` (dequantized or reordered). Valid until `scratch` changes or the source
+  // goes. Precondition: t came from find() and t.host_dtype is set.
+  virtual const void* read(const WeightTensor& t, std::vector<uint8_t>& scratch) const = 0;
+  // For messages: the tensor types this source can load ("F32, F16 or BF16"), and what holds the
+  // model's shape ("config.json").
+  virtual std::string loadable_types() const = 0;
+  virtual std::string config_name() const = 0;
+};
+
+// The tensors of a safetensors checkpoint under their own names (which are Hugging Face's).
+class SafetensorsWeightSource : public WeightSource {
+ public:
+  explicit SafetensorsWeightSource(const SafetensorsCheckpoint& ckpt) : ckpt_(ckpt) {}
+  Result<WeightTensor> find(const std::string& hf_name) const override;
+  const void* read(const WeightTensor& t, std::vector<uint8_t>& scratch) const override;
+  std::string loadable_types() const override { return "F32, F16 or BF16"; }
+  std::string config_name() const override { return "config.json"; }
+
+ private:
+  const SafetensorsCheckpoint& ckpt_;
+};
+
 // Validates and uploads every weight the config needs. Extra tensors in the checkpoint are
 // ignored. Blocks until the upload is done.
+Result<ModelWeights> load_model_weights(const ModelConfig& config, const WeightSource& source, Backend& backend);
 Result<ModelWeights> load_model_weights(const ModelConfig& config, const SafetensorsCheckpoint& ckpt, Backend& backend);
 
 }  // namespace fg

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "gguf/gguf.h"
+#include "tokenizer/gguf_tokenizer.h"
+
 namespace fg {
 namespace {
 
@@ -89,18 +92,33 @@ Result<jinja::Value> normalize_messages(const ojson& messages) {
 
 Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const std::string& template_file) {
   const fs::path root(dir);
-  if (!fs::is_directory(root)) return not_found("model folder " + dir + " does not exist");
+  std::error_code ec;
+  // A GGUF model (a .gguf file, or a folder holding one and no Hugging Face tokenizer files)
+  // carries its special tokens and templates in its metadata.
+  std::string gguf_path;
+  if (!(fs::is_directory(root, ec) &&
+        (fs::exists(root / "tokenizer_config.json", ec) || fs::exists(root / "chat_template.jinja", ec)))) {
+    FG_ASSIGN_OR_RETURN(gguf_path, find_gguf_model(dir));
+  }
+  if (gguf_path.empty() && !fs::is_directory(root)) return not_found("model folder " + dir + " does not exist");
   ChatTemplate ct;
   ojson config;
   const fs::path config_path = root / "tokenizer_config.json";
-  if (fs::exists(config_path)) {
-    FG_ASSIGN_OR_RETURN(config, read_json(config_path));
+  if (!gguf_path.empty()) {
+    FG_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(gguf_path));
+    FG_ASSIGN_OR_RETURN(nlohmann::json c, gguf_tokenizer_config(*file));
+    config = c;
     collect_special_tokens(config, ct.special_tokens_);
-  }
-  const fs::path map_path = root / "special_tokens_map.json";
-  if (fs::exists(map_path)) {
-    FG_ASSIGN_OR_RETURN(ojson map, read_json(map_path));
-    collect_special_tokens(map, ct.special_tokens_);
+  } else {
+    if (fs::exists(config_path)) {
+      FG_ASSIGN_OR_RETURN(config, read_json(config_path));
+      collect_special_tokens(config, ct.special_tokens_);
+    }
+    const fs::path map_path = root / "special_tokens_map.json";
+    if (fs::exists(map_path)) {
+      FG_ASSIGN_OR_RETURN(ojson map, read_json(map_path));
+      collect_special_tokens(map, ct.special_tokens_);
+    }
   }
 
   if (!template_file.empty()) {
@@ -112,12 +130,12 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
 
   const fs::path jinja_path = root / "chat_template.jinja";
   const fs::path extra_dir = root / "additional_chat_templates";
-  if (fs::exists(jinja_path)) {
+  if (gguf_path.empty() && fs::exists(jinja_path)) {
     FG_ASSIGN_OR_RETURN(std::string src, read_file(jinja_path));
     FG_ASSIGN_OR_RETURN(auto t, parse_named(src, jinja_path.string()));
     ct.templates_.emplace_back("default", std::move(t));
   }
-  if (fs::is_directory(extra_dir)) {
+  if (gguf_path.empty() && fs::is_directory(extra_dir)) {
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(extra_dir))
       if (e.path().extension() == ".jinja") files.push_back(e.path());
@@ -130,18 +148,23 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
   }
   if (!ct.templates_.empty()) return ct;
 
+  const bool gguf = !gguf_path.empty();
   if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null())
-    return not_found(dir + " has no chat template (neither chat_template.jinja nor a chat_template in "
-                           "tokenizer_config.json); pass one with --chat-template");
+    return not_found(dir +
+                     (gguf ? " has no chat template (no tokenizer.chat_template in its metadata)"
+                           : " has no chat template (neither chat_template.jinja nor a chat_template in "
+                             "tokenizer_config.json)") +
+                     "; pass one with --chat-template");
   const ojson& field = config["chat_template"];
-  const std::string where = config_path.string() + " chat_template";
+  const std::string where =
+      gguf ? gguf_path + " metadata tokenizer.chat_template" : config_path.string() + " chat_template";
   if (field.is_string()) {
     FG_ASSIGN_OR_RETURN(auto t, parse_named(field.get<std::string>(), where));
     ct.templates_.emplace_back("default", std::move(t));
   } else if (field.is_array()) {
     for (const ojson& entry : field) {
-      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
-          !entry["name"].is_string() || !entry["template"].is_string())
+      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") || !entry["name"].is_string() ||
+          !entry["template"].is_string())
         return invalid_argument(where + ": each entry of the list must be {\"name\": ..., \"template\": ...}");
       std::string name = entry["name"].get<std::string>();
       FG_ASSIGN_OR_RETURN(auto t, parse_named(entry["template"].get<std::string>(), where + " '" + name + "'"));

@@ -28,6 +28,10 @@ class ChatTemplate {
   // (bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token) come from
   // tokenizer_config.json, then special_tokens_map.json for those it lacks.
   // template_file, when not empty, replaces the folder's template (the special tokens stay).
+  // `dir` may also be a .gguf file, or a folder holding one .gguf and no tokenizer_config.json /
+  // chat_template.jinja: the template then comes from the metadata's tokenizer.chat_template
+  // (named ones from tokenizer.chat_template.<name>) and the special tokens from the
+  // tokenizer.ggml.*_token_id entries (tokenizer/gguf_tokenizer.h).
   static Result<ChatTemplate> from_model_dir(const std::string& dir, const std::string& template_file = "");
 
   // A template given as text; special_tokens: {"bos_token": "<s>", ...} (strings).

@@ -9,10 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gguf/gguf.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/component_json.h"
 #include "tokenizer/decoder.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -72,6 +74,15 @@ Tokenizer::~Tokenizer() = default;
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   std::error_code ec;
   fs::path dir(path), tokenizer_path;
+  const bool folder_with_json = fs::is_directory(dir, ec) && fs::exists(dir / "tokenizer.json", ec);
+  if (!folder_with_json) {
+    FG_ASSIGN_OR_RETURN(std::string gguf_path, find_gguf_model(path));
+    if (!gguf_path.empty()) {
+      FG_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(gguf_path));
+      FG_ASSIGN_OR_RETURN(GgufTokenizerDocuments docs, gguf_tokenizer_documents(*file));
+      return from_documents(docs.tokenizer, docs.config, docs.generation, gguf_path);
+    }
+  }
   if (fs::is_regular_file(dir, ec)) {
     tokenizer_path = dir;
     dir = dir.parent_path();
@@ -102,6 +113,18 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
                                                         std::string_view generation_config_json,
                                                         const std::string& name) {
   FG_ASSIGN_OR_RETURN(json root, parse_json(tokenizer_json, name));
+  json cfg, gen;
+  if (!config_json.empty()) {
+    FG_ASSIGN_OR_RETURN(cfg, parse_json(config_json, "tokenizer_config.json"));
+  }
+  if (!generation_config_json.empty()) {
+    FG_ASSIGN_OR_RETURN(gen, parse_json(generation_config_json, "generation_config.json"));
+  }
+  return from_documents(root, cfg, gen, name);
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_documents(const json& root, const json& config,
+                                                             const json& generation, const std::string& name) {
   if (!root.is_object()) return invalid_argument(name + ": expected a JSON object at the top level");
   std::unique_ptr<Tokenizer> t(new Tokenizer());
 
@@ -138,17 +161,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
   for (const auto& a : t->added_->tokens()) t->vocab_size_ = std::max(t->vocab_size_, a.id + 1);
 
   // tokenizer_config.json: BOS/EOS strings and transformers' add_bos_token / add_eos_token.
-  json cfg = json::object();
-  if (!config_json.empty()) {
-    FG_ASSIGN_OR_RETURN(cfg, parse_json(config_json, "tokenizer_config.json"));
-    if (!cfg.is_object()) cfg = json::object();
-  }
+  const json cfg = config.is_object() ? config : json::object();
   const std::string bos = token_field(cfg, "bos_token"), eos = token_field(cfg, "eos_token");
   if (!bos.empty()) t->bos_id_ = t->id_of(bos);
   const int32_t config_eos = eos.empty() ? -1 : t->id_of(eos);
   if (config_eos >= 0) t->eos_ids_.push_back(config_eos);
-  if (!generation_config_json.empty()) {
-    FG_ASSIGN_OR_RETURN(json gen, parse_json(generation_config_json, "generation_config.json"));
+  if (!generation.is_null()) {
+    const json& gen = generation;
     std::vector<int32_t> ids;
     if (gen.is_object() && gen.contains("eos_token_id")) {
       const json& e = gen["eos_token_id"];

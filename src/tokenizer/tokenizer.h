@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,7 +31,9 @@ namespace fg {
 class Tokenizer {
  public:
   // Loads `path`: a model folder holding tokenizer.json (tokenizer_config.json and
-  // generation_config.json are read when present), or the tokenizer.json file itself.
+  // generation_config.json are read when present), or the tokenizer.json file itself; or a .gguf
+  // file (or a folder holding one .gguf and no tokenizer.json), whose tokenizer metadata is turned
+  // into the same documents (tokenizer/gguf_tokenizer.h).
   // Errors: kNotFound (no tokenizer.json), kInvalidArgument (corrupt JSON or inconsistent
   // contents, naming the file and the field), kUnsupported (a component flashgen does not
   // implement, named by its type).
@@ -40,6 +43,10 @@ class Tokenizer {
   // used in error messages in place of a file name.
   static Result<std::unique_ptr<Tokenizer>> from_json(std::string_view tokenizer_json, std::string_view config_json,
                                                       std::string_view generation_config_json, const std::string& name);
+  // The same from parsed documents; `config` and `generation` may be null (absent).
+  static Result<std::unique_ptr<Tokenizer>> from_documents(const nlohmann::json& tokenizer,
+                                                           const nlohmann::json& config,
+                                                           const nlohmann::json& generation, const std::string& name);
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
