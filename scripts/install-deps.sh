@@ -19,6 +19,7 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev  # logging
   libxxhash-dev             # prefix-cache page hashes
   libomp-dev
+  clang-format              # scripts/check-format.sh (CI)
   python3 python3-pip python3-venv
 )
 

@@ -1,7 +1,8 @@
 // attention_bench: times flashgen's CUDA attention kernel on Llama-3-8B heads (32 q, 8 kv,
 // head_dim 128, bf16) over a fragmented paged KV pool, next to two ceilings measured in the same
 // run: device-to-device copy bandwidth and a cuBLASLt bf16 GEMM. Prints a table, optionally JSON.
-//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma] [--only SUBSTR]
+//   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma] [--only
+//   SUBSTR]
 //   --general-only: plan every tile for the general kernel (no prefill specialisation), to
 //   compare the two builds of the same binary in one device call.
 //   --only SUBSTR[,SUBSTR...]: only the rows whose "group name" contains one of them (e.g. "1x16384").
@@ -156,7 +157,8 @@ double measure_gemm(cudaStream_t stream) {
     const float alpha = 1.f, beta = 0.f;
     const double t = time_graph(
         [&](cudaStream_t st, int) {
-          cublasStatus_t s = cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo, ws, ws_bytes, st);
+          cublasStatus_t s =
+              cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo, ws, ws_bytes, st);
           if (s != CUBLAS_STATUS_SUCCESS) std::fprintf(stderr, "cublasLtMatmul failed: %d\n", int(s));
         },
         5, stream);
@@ -184,7 +186,9 @@ struct Row {
 };
 
 // Keys each query attends (bottom-right causal): q_len * (kv - q_len) + q_len^2 / 2.
-double causal_pairs(int q_len, int kv) { return double(q_len) * (kv - q_len) + 0.5 * double(q_len) * q_len; }
+double causal_pairs(int q_len, int kv) {
+  return double(q_len) * (kv - q_len) + 0.5 * double(q_len) * q_len;
+}
 
 // A batch with its KV pool copies, q, out, ready to time.
 struct Workload {
@@ -239,7 +243,9 @@ int copies_for(size_t set_bytes) {
   return int(std::min<double>(64, std::ceil(kRotateBytes / double(set_bytes))));
 }
 
-int calls_for(double est_seconds) { return int(std::clamp(2e-3 / std::max(est_seconds, 1e-7), 1.0, 200.0)); }
+int calls_for(double est_seconds) {
+  return int(std::clamp(2e-3 / std::max(est_seconds, 1e-7), 1.0, 200.0));
+}
 
 bool fits(size_t bytes) {
   size_t free_b = 0, total_b = 0;
@@ -303,8 +309,9 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
     kernel.use_wgmma(g_wgmma);
     kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
     Tensor q = w.q_t(), out = w.out_t();
-    row.seconds = time_graph([&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); },
-                             calls_for(row.kv_bytes / 4e12 + row.flops / 3e14), stream);
+    row.seconds =
+        time_graph([&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); },
+                   calls_for(row.kv_bytes / 4e12 + row.flops / 3e14), stream);
     return row;
   }
   // Two calls over the same pool: sequence 0 alone, then sequences 1..63 (their own metadata).
@@ -313,7 +320,8 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   const int pps = 4096 / page;
   for (int j = 0; j < pps; ++j) pre_l.block_table[j] = w.layout.block_table[j];
   for (int s = 0; s < 63; ++s)
-    for (int j = 0; j < pps; ++j) dec_l.block_table[size_t(s) * pps + j] = w.layout.block_table[size_t(s + 1) * pps + j];
+    for (int j = 0; j < pps; ++j)
+      dec_l.block_table[size_t(s) * pps + j] = w.layout.block_table[size_t(s + 1) * pps + j];
   DeviceBatch pre(pre_l), dec(dec_l);
   BenchKernel owned_pre(2048, 1), owned_dec(63, 63);
   cuda::AttentionKernel &k_pre = owned_pre.kernel, &k_dec = owned_dec.kernel;
@@ -345,16 +353,27 @@ int main(int argc, char** argv) {
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--check") check = true;
-    else if (a == "--check-only") check = check_only = true;
-    else if (a == "--quick") quick = true;
-    else if (a == "--general-only") g_prefill_kernel = false;
-    else if (a == "--no-wgmma") g_wgmma = false;
-    else if (a == "--only" && i + 1 < argc) g_only = argv[++i];
-    else if (a == "--random" && i + 1 < argc) random_cases = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--check")
+      check = true;
+    else if (a == "--check-only")
+      check = check_only = true;
+    else if (a == "--quick")
+      quick = true;
+    else if (a == "--general-only")
+      g_prefill_kernel = false;
+    else if (a == "--no-wgmma")
+      g_wgmma = false;
+    else if (a == "--only" && i + 1 < argc)
+      g_only = argv[++i];
+    else if (a == "--random" && i + 1 < argc)
+      random_cases = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma] [--only SUBSTR]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] "
+                   "[--no-wgmma] [--only SUBSTR]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -370,7 +389,7 @@ int main(int argc, char** argv) {
     fg::cuda::AttentionKernel& probe = owned_probe.kernel;
     probe.use_prefill_kernel(g_prefill_kernel);
     probe.use_wgmma(g_wgmma);
-    std::printf("prefill tiles: %s\n", !g_prefill_kernel        ? "general kernel"
+    std::printf("prefill tiles: %s\n", !g_prefill_kernel      ? "general kernel"
                                        : probe.wgmma_active() ? "wgmma prefill kernel (sm_90a)"
                                                               : "mma.sync prefill kernel");
   }
@@ -399,12 +418,14 @@ int main(int argc, char** argv) {
       for (int kv : kvs) {
         const std::string name = "B" + std::to_string(b) + " kv" + std::to_string(kv) + " page" + std::to_string(page);
         if (want("decode", name))
-          rows.push_back(bench_batch("decode", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), page, stream, seed++));
+          rows.push_back(bench_batch("decode", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), page,
+                                     stream, seed++));
       }
   for (auto [n, s] : std::vector<std::pair<int, int>>{{1, 1024}, {1, 4096}, {1, 16384}, {8, 2048}}) {
     const std::string name = std::to_string(n) + "x" + std::to_string(s) + " causal page16";
     if (want("prefill", name))
-      rows.push_back(bench_batch("prefill", name, std::vector<int32_t>(n, s), std::vector<int32_t>(n, s), 16, stream, seed++));
+      rows.push_back(
+          bench_batch("prefill", name, std::vector<int32_t>(n, s), std::vector<int32_t>(n, s), 16, stream, seed++));
   }
   if (want("mixed", "")) {
     rows.push_back(bench_mixed(true, stream, seed++));
@@ -413,11 +434,12 @@ int main(int argc, char** argv) {
   for (int ql : {1, 2, 4, 8}) {
     const std::string name = "B32 kv4096 q_len" + std::to_string(ql) + " page16";
     if (want("spec", name))
-      rows.push_back(bench_batch("spec", name, std::vector<int32_t>(32, ql), std::vector<int32_t>(32, 4096), 16, stream, seed++));
+      rows.push_back(
+          bench_batch("spec", name, std::vector<int32_t>(32, ql), std::vector<int32_t>(32, 4096), 16, stream, seed++));
   }
 
-  std::printf("\n%-8s %-44s %10s %9s %7s %7s %9s %7s\n", "group", "case", "time_us", "KV_GB/s", "%copy", "%read", "TFLOP/s",
-              "%gemm");
+  std::printf("\n%-8s %-44s %10s %9s %7s %7s %9s %7s\n", "group", "case", "time_us", "KV_GB/s", "%copy", "%read",
+              "TFLOP/s", "%gemm");
   for (const Row& r : rows) {
     if (r.skipped) {
       std::printf("%-8s %-44s %10s (skipped: not enough device memory)\n", r.group.c_str(), r.name.c_str(), "-");
@@ -430,13 +452,14 @@ int main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);
-    f << "{\"device\": \"" << prop.name << "\", \"copy_bytes_per_s\": " << copy_bw << ", \"read_bytes_per_s\": " << read_bw
-      << ", \"gemm_flops_per_s\": " << gemm
-      << ", \"check_failed\": " << failed << ", \"rows\": [\n";
+    f << "{\"device\": \"" << prop.name << "\", \"copy_bytes_per_s\": " << copy_bw
+      << ", \"read_bytes_per_s\": " << read_bw << ", \"gemm_flops_per_s\": " << gemm << ", \"check_failed\": " << failed
+      << ", \"rows\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      f << "  {\"group\": \"" << r.group << "\", \"name\": \"" << r.name << "\", \"skipped\": " << (r.skipped ? "true" : "false")
-        << ", \"seconds\": " << r.seconds << ", \"kv_bytes\": " << r.kv_bytes << ", \"flops\": " << r.flops << "}"
+      f << "  {\"group\": \"" << r.group << "\", \"name\": \"" << r.name
+        << "\", \"skipped\": " << (r.skipped ? "true" : "false") << ", \"seconds\": " << r.seconds
+        << ", \"kv_bytes\": " << r.kv_bytes << ", \"flops\": " << r.flops << "}"
         << (i + 1 < rows.size() ? ",\n" : "\n");
     }
     f << "]}\n";

@@ -26,7 +26,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 struct Args {
   std::string config_dir = std::string(FG_SOURCE_DIR) + "/bench/configs/llama-3.1-8b";
@@ -67,7 +69,8 @@ double copy_bandwidth(fg::Backend& backend, size_t bytes) {
   backend.synchronize();
   const int reps = 10;
   auto t = Clock::now();
-  for (int i = 0; i < reps; ++i) backend.copy_on_device(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes);
+  for (int i = 0; i < reps; ++i)
+    backend.copy_on_device(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes);
   backend.synchronize();
   return 2.0 * double(bytes) * reps / since(t);
 }
@@ -165,21 +168,20 @@ int main(int argc, char** argv) {
     for (double d : decode_steps) mean += d;
     mean = decode_steps.empty() ? 0.0 : mean / double(decode_steps.size());
     const int64_t kv_read = int64_t(2) * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim *
-                            int64_t(fg::dtype_size(backend.act_dtype())) *
-                            (a.decode_prompt_len + a.decode_tokens / 2);
+                            int64_t(fg::dtype_size(backend.act_dtype())) * (a.decode_prompt_len + a.decode_tokens / 2);
     // The floor: every weight byte (and the KV read) crosses the memory bus once per token, at
     // the rate a device copy moves bytes (read + write counted).
     const double floor_s = double(weight_bytes + kv_read) / bw;
     std::printf("\n(a) batch-1 decode, prompt %d, %d tokens\n", a.decode_prompt_len, a.decode_tokens);
     std::printf("  copy bandwidth        %10.1f GB/s (read + write)\n", bw / 1e9);
-    std::printf("  floor per token       %10.3f ms  (weights %s + mean KV read, at the copy rate)\n",
-                1e3 * floor_s, fg::format_byte_size(weight_bytes).c_str());
+    std::printf("  floor per token       %10.3f ms  (weights %s + mean KV read, at the copy rate)\n", 1e3 * floor_s,
+                fg::format_byte_size(weight_bytes).c_str());
     std::printf("  measured median       %10.3f ms  (%.1f%% above the floor)\n", 1e3 * median,
                 floor_s > 0 ? 100.0 * (median / floor_s - 1.0) : 0.0);
     std::printf("  measured mean         %10.3f ms  (%.1f tok/s)\n", 1e3 * mean, mean > 0 ? 1.0 / mean : 0.0);
     out["decode"] = {{"prompt_len", a.decode_prompt_len}, {"tokens", a.decode_tokens},
-                     {"copy_bandwidth_gbps", bw / 1e9}, {"floor_ms", 1e3 * floor_s},
-                     {"median_ms", 1e3 * median}, {"mean_ms", 1e3 * mean}};
+                     {"copy_bandwidth_gbps", bw / 1e9},   {"floor_ms", 1e3 * floor_s},
+                     {"median_ms", 1e3 * median},         {"mean_ms", 1e3 * mean}};
   }
 
   if (!a.skip_throughput) {
@@ -206,7 +208,9 @@ int main(int argc, char** argv) {
     const fg::EngineStats s = core.stats();
     const int64_t tokens = s.generated_tokens - before.generated_tokens;
     const int64_t steps = s.steps - before.steps;
-    auto ms_per_step = [&](double total, double prev) { return steps > 0 ? 1e3 * (total - prev) / double(steps) : 0.0; };
+    auto ms_per_step = [&](double total, double prev) {
+      return steps > 0 ? 1e3 * (total - prev) / double(steps) : 0.0;
+    };
     std::printf("\n(b) offline throughput: %d requests, prompt %d, output %d (ignore_eos)\n", a.num_requests,
                 a.prompt_len, a.output_len);
     std::printf("  output tokens/s       %10.1f  (%lld tokens in %.2f s)\n", double(tokens) / wall,

@@ -28,7 +28,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 [[noreturn]] void die(const std::string& m) {
   std::fprintf(stderr, "spec_bench: %s\n", m.c_str());
@@ -152,8 +154,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   auto skip = [&](char p) { return a.skip.find(p) != std::string::npos; };
   nlohmann::json out;
-  const int max_len = std::max({a.context + a.k + 2, a.e2e_prompt + a.e2e_tokens + a.k + 2,
-                                a.load_prompt + a.load_output + a.k + 2});
+  const int max_len =
+      std::max({a.context + a.k + 2, a.e2e_prompt + a.e2e_tokens + a.k + 2, a.load_prompt + a.load_output + a.k + 2});
   auto target = make_runner(a.config_dir, a, max_len);
   std::printf("spec_bench: target %s on %s, k = %d\n", a.config_dir.c_str(), target->backend().name().c_str(), a.k);
   double t_decode1 = 0.0;
@@ -184,12 +186,14 @@ int main(int argc, char** argv) {
       const double tokens = mid >= 1.0 ? a.k + 1 : (1.0 - std::pow(mid, a.k + 1)) / (1.0 - mid);
       (tokens * t_decode1 < cost ? lo : hi) = mid;
     }
-    std::printf("\n(b) draft %s at batch 1: decode %.3f ms (target %.3f ms, %.3fx); a step of %d drafts + "
-                "verification %.3f ms; break-even acceptance %.1f%%\n",
-                a.draft_config_dir.c_str(), 1e3 * t_draft, 1e3 * t_decode1, t_draft / t_decode1, a.k, 1e3 * cost,
-                100.0 * hi);
-    out["draft"] = {{"draft_decode_ms", 1e3 * t_draft}, {"target_decode_ms", 1e3 * t_decode1},
-                    {"spec_step_ms", 1e3 * cost}, {"break_even_acceptance", hi}};
+    std::printf(
+        "\n(b) draft %s at batch 1: decode %.3f ms (target %.3f ms, %.3fx); a step of %d drafts + "
+        "verification %.3f ms; break-even acceptance %.1f%%\n",
+        a.draft_config_dir.c_str(), 1e3 * t_draft, 1e3 * t_decode1, t_draft / t_decode1, a.k, 1e3 * cost, 100.0 * hi);
+    out["draft"] = {{"draft_decode_ms", 1e3 * t_draft},
+                    {"target_decode_ms", 1e3 * t_decode1},
+                    {"spec_step_ms", 1e3 * cost},
+                    {"break_even_acceptance", hi}};
   }
   std::mt19937 rng(99);
   auto prompts = [&](int n, int len, int out_len) {
@@ -208,11 +212,13 @@ int main(int argc, char** argv) {
     const auto rs = prompts(1, a.e2e_prompt, a.e2e_tokens);
     const E2e off = run_engine(*target, fg::SpecMethod::kOff, a.k, rs, 256);
     const E2e on = run_engine(*target, fg::SpecMethod::kNgram, a.k, rs, 256);
-    std::printf("\n(c) batch 1, %d greedy tokens: off %.1f tok/s (%.0f steps), n-gram %.1f tok/s (%.0f steps), "
-                "speedup %.2fx at %.1f%% acceptance\n",
-                a.e2e_tokens, off.tokens / off.seconds, off.steps, on.tokens / on.seconds, on.steps,
-                (on.tokens / on.seconds) / (off.tokens / off.seconds), 100.0 * on.acceptance);
-    out["batch1"] = {{"off_tok_s", off.tokens / off.seconds}, {"ngram_tok_s", on.tokens / on.seconds},
+    std::printf(
+        "\n(c) batch 1, %d greedy tokens: off %.1f tok/s (%.0f steps), n-gram %.1f tok/s (%.0f steps), "
+        "speedup %.2fx at %.1f%% acceptance\n",
+        a.e2e_tokens, off.tokens / off.seconds, off.steps, on.tokens / on.seconds, on.steps,
+        (on.tokens / on.seconds) / (off.tokens / off.seconds), 100.0 * on.acceptance);
+    out["batch1"] = {{"off_tok_s", off.tokens / off.seconds},
+                     {"ngram_tok_s", on.tokens / on.seconds},
                      {"speedup", (on.tokens / on.seconds) / (off.tokens / off.seconds)},
                      {"acceptance", on.acceptance}};
   }
@@ -220,12 +226,15 @@ int main(int argc, char** argv) {
     const auto rs = prompts(a.load_requests, a.load_prompt, a.load_output);
     const E2e off = run_engine(*target, fg::SpecMethod::kOff, a.k, rs, 256);
     const E2e on = run_engine(*target, fg::SpecMethod::kNgram, a.k, rs, 256);
-    std::printf("\n(d) load: %d requests (prompt %d, output %d), 256 running: off %.1f tok/s, n-gram %.1f tok/s "
-                "(%.3fx, acceptance %.1f%%)\n",
-                a.load_requests, a.load_prompt, a.load_output, off.tokens / off.seconds, on.tokens / on.seconds,
-                (on.tokens / on.seconds) / (off.tokens / off.seconds), 100.0 * on.acceptance);
-    out["load"] = {{"off_tok_s", off.tokens / off.seconds}, {"ngram_tok_s", on.tokens / on.seconds},
-                   {"ratio", (on.tokens / on.seconds) / (off.tokens / off.seconds)}, {"acceptance", on.acceptance}};
+    std::printf(
+        "\n(d) load: %d requests (prompt %d, output %d), 256 running: off %.1f tok/s, n-gram %.1f tok/s "
+        "(%.3fx, acceptance %.1f%%)\n",
+        a.load_requests, a.load_prompt, a.load_output, off.tokens / off.seconds, on.tokens / on.seconds,
+        (on.tokens / on.seconds) / (off.tokens / off.seconds), 100.0 * on.acceptance);
+    out["load"] = {{"off_tok_s", off.tokens / off.seconds},
+                   {"ngram_tok_s", on.tokens / on.seconds},
+                   {"ratio", (on.tokens / on.seconds) / (off.tokens / off.seconds)},
+                   {"acceptance", on.acceptance}};
   }
   if (!a.json_path.empty()) std::ofstream(a.json_path) << out.dump(2) << "\n";
   return 0;

@@ -255,8 +255,9 @@ void print_summary(const EngineStats& s, size_t requests, double seconds) {
     std::string by_position;
     for (size_t i = 0; i < s.spec.drafted_at.size(); ++i) {
       if (s.spec.drafted_at[i] == 0) break;
-      by_position += (i ? " " : "") + std::to_string(int(100.0 * double(s.spec.accepted_at[i]) /
-                                                         double(s.spec.drafted_at[i]) + 0.5)) + "%";
+      by_position += (i ? " " : "") +
+                     std::to_string(int(100.0 * double(s.spec.accepted_at[i]) / double(s.spec.drafted_at[i]) + 0.5)) +
+                     "%";
     }
     std::fprintf(stderr,
                  "flashgen: speculative (%s): %lld drafted, %lld accepted (%.1f%%; by position %s) in %lld "

@@ -58,7 +58,7 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   engine.enable_prefix_cache = !f.no_prefix_cache;
 
   SpecConfig& spec = engine.spec;
-  spec.method = f.speculative == "ngram" ? SpecMethod::kNgram
+  spec.method = f.speculative == "ngram"   ? SpecMethod::kNgram
                 : f.speculative == "draft" ? SpecMethod::kDraft
                                            : SpecMethod::kOff;
   if (spec.method != SpecMethod::kOff && (f.num_speculative_tokens < 1 || f.num_speculative_tokens > 16))

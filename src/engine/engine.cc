@@ -9,7 +9,9 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<StepRunner> runner)
   thread_ = std::thread([this] { loop(); });
 }
 
-Engine::~Engine() { shutdown(); }
+Engine::~Engine() {
+  shutdown();
+}
 
 void Engine::shutdown() {
   {

@@ -25,10 +25,11 @@ EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
       scheduler_(config.scheduler, pool_, prefix_cache_.get()),
       spec_(config.spec, max_model_len_, runner.draft(), config.scheduler.max_batch_tokens),
       // Rows to sample: one per running sequence, 1 + k for a verifying one, at most the budget.
-      sampler_(runner.backend(), vocab_,
-               int32_t(std::min<int64_t>(config.scheduler.max_batch_tokens,
-                                         int64_t(config.scheduler.max_running) *
-                                             (1 + (config.spec.method == SpecMethod::kOff ? 0 : config.spec.num_tokens))))) {
+      sampler_(
+          runner.backend(), vocab_,
+          int32_t(std::min<int64_t>(config.scheduler.max_batch_tokens,
+                                    int64_t(config.scheduler.max_running) *
+                                        (1 + (config.spec.method == SpecMethod::kOff ? 0 : config.spec.num_tokens))))) {
   if (config.spec.method == SpecMethod::kDraft) {
     StepRunner* d = runner.draft();
     FG_CHECK(d != nullptr && d->vocab_size() == vocab_ && d->kv_page_size() == pool_.page_size(),

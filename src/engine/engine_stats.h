@@ -3,15 +3,15 @@
 
 #include <cstdint>
 
-#include "kvcache/page_pool.h"
 #include "engine/spec_decoder.h"
+#include "kvcache/page_pool.h"
 #include "kvcache/prefix_cache.h"
 
 namespace fg {
 
 // Cumulative seconds spent in each phase of the step loop.
 struct StepTimes {
-  double propose = 0.0;      // speculative drafting (n-gram lookup or the draft model's steps)
+  double propose = 0.0;  // speculative drafting (n-gram lookup or the draft model's steps)
   double schedule = 0.0;
   double build = 0.0;        // batch builder
   double forward = 0.0;      // model forward, including the metadata upload

@@ -31,7 +31,9 @@ class ModelRunner::DraftRunner final : public StepRunner {
 
 ModelRunner::ModelRunner() = default;
 ModelRunner::~ModelRunner() = default;
-StepRunner* ModelRunner::draft() { return draft_.get(); }
+StepRunner* ModelRunner::draft() {
+  return draft_.get();
+}
 
 namespace {
 

@@ -63,9 +63,9 @@ class Sampler {
   Backend& backend_;
   int32_t vocab_;
   int32_t max_rows_;
-  Buffer host_logits_;   // [rows, vocab] f32 pinned, grown to the largest block that needed it
-  Buffer ids_device_;    // [max_rows] i32
-  Buffer ids_host_;      // [max_rows] i32 pinned
+  Buffer host_logits_;  // [rows, vocab] f32 pinned, grown to the largest block that needed it
+  Buffer ids_device_;   // [max_rows] i32
+  Buffer ids_host_;     // [max_rows] i32 pinned
   std::vector<SamplingRow> rows_;
   std::vector<float> dist_;  // [rows, vocab] scratch of sampled verification
   CpuSampleScratch scratch_;

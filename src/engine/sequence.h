@@ -44,15 +44,15 @@ struct Sequence {
   std::chrono::steady_clock::time_point submit_time;
 
   // ---- speculative decoding (engine/spec_decoder.h); all empty when the engine does not speculate
-  bool speculate = true;                // the request allows it (Request::speculative)
-  std::vector<int32_t> draft;           // tokens drafted for this step (cleared after it)
-  std::vector<float> draft_probs;       // [draft.size(), vocab] the draft model's distributions, for
-                                        // sampled requests (rejection sampling needs q)
-  std::vector<int32_t> verify_input;    // [1 + draft.size()] the step's input: last token, then drafts
-  float spec_acceptance = 1.0f;         // running mean of accepted / drafted, for back-off
-  int32_t spec_cooldown = 0;            // steps left without speculating after low acceptance
-  std::vector<int32_t> draft_pages;     // the draft model's own KV pages (block table)
-  int32_t draft_computed = 0;           // leading tokens whose draft-model K/V are in those pages
+  bool speculate = true;              // the request allows it (Request::speculative)
+  std::vector<int32_t> draft;         // tokens drafted for this step (cleared after it)
+  std::vector<float> draft_probs;     // [draft.size(), vocab] the draft model's distributions, for
+                                      // sampled requests (rejection sampling needs q)
+  std::vector<int32_t> verify_input;  // [1 + draft.size()] the step's input: last token, then drafts
+  float spec_acceptance = 1.0f;       // running mean of accepted / drafted, for back-off
+  int32_t spec_cooldown = 0;          // steps left without speculating after low acceptance
+  std::vector<int32_t> draft_pages;   // the draft model's own KV pages (block table)
+  int32_t draft_computed = 0;         // leading tokens whose draft-model K/V are in those pages
 
   int32_t num_tokens() const { return int32_t(tokens.size()); }
   int32_t num_output() const { return num_tokens() - num_prompt; }

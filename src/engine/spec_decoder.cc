@@ -16,8 +16,7 @@ const char* spec_method_name(SpecMethod m) {
   return "off";
 }
 
-SpecDecoder::SpecDecoder(const SpecConfig& config, int32_t max_model_len, StepRunner* draft,
-                         int32_t max_batch_tokens)
+SpecDecoder::SpecDecoder(const SpecConfig& config, int32_t max_model_len, StepRunner* draft, int32_t max_batch_tokens)
     : config_(config), max_model_len_(max_model_len) {
   FG_CHECK(config.method == SpecMethod::kOff || config.num_tokens >= 1, "speculative decoding needs k >= 1");
   FG_CHECK(config.method != SpecMethod::kDraft || draft != nullptr, "speculative decoding: no draft model");

@@ -47,9 +47,9 @@ struct SpecConfig {
 };
 
 struct SpecStats {
-  int64_t verify_steps = 0;     // sequence-steps that verified at least one draft
-  int64_t draft_tokens = 0;     // tokens drafted and verified
-  int64_t accepted_tokens = 0;  // drafts accepted
+  int64_t verify_steps = 0;          // sequence-steps that verified at least one draft
+  int64_t draft_tokens = 0;          // tokens drafted and verified
+  int64_t accepted_tokens = 0;       // drafts accepted
   std::vector<int64_t> drafted_at;   // [num_tokens]: drafts verified at position i + 1
   std::vector<int64_t> accepted_at;  // [num_tokens]: ... of which accepted
   int64_t draft_pages_held = 0;      // pages of the draft model's pool held now

@@ -1,6 +1,6 @@
 // StepRunner: what the engine needs from a model — a block to write each step's metadata into,
-// and one forward pass over it, returning the logits of the rows the step samples. ModelRunner (model_runner.h) implements it over the
-// model layer; tests implement it with small fakes. The engine knows nothing else of the model.
+// and one forward pass over it, returning the logits of the rows the step samples. ModelRunner (model_runner.h)
+// implements it over the model layer; tests implement it with small fakes. The engine knows nothing else of the model.
 #pragma once
 
 #include <cstdint>

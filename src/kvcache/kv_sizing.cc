@@ -97,14 +97,13 @@ Result<int32_t> kv_num_pages(const KvCacheShape& shape, const KvMemoryRequest& r
              request.activation_reserve_bytes;
     source = "--gpu-memory-fraction " + std::to_string(request.gpu_memory_fraction) + " of " +
              format_byte_size(request.device_total_bytes) + " with " + format_byte_size(in_use) +
-             " already in use and " + format_byte_size(request.activation_reserve_bytes) +
-             " kept for activations";
+             " already in use and " + format_byte_size(request.activation_reserve_bytes) + " kept for activations";
   }
   const int64_t pages = budget > 0 ? budget / per_page : 0;
   if (pages < 1) {
-    return Status(ErrorCode::kResourceExhausted,
-                  source + " leaves no room for a single KV page of " + format_byte_size(per_page) +
-                      "; raise the KV memory or lower the page size");
+    return Status(ErrorCode::kResourceExhausted, source + " leaves no room for a single KV page of " +
+                                                     format_byte_size(per_page) +
+                                                     "; raise the KV memory or lower the page size");
   }
   return int32_t(std::min<int64_t>(pages, std::numeric_limits<int32_t>::max()));
 }

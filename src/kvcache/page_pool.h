@@ -29,9 +29,9 @@ namespace fg {
 struct PagePoolStats {
   int64_t num_pages = 0;
   int64_t page_size = 0;
-  int64_t free = 0;      // on the free list
-  int64_t held = 0;      // refcount > 0
-  int64_t cached = 0;    // refcount 0, contents kept for reuse (evictable)
+  int64_t free = 0;    // on the free list
+  int64_t held = 0;    // refcount > 0
+  int64_t cached = 0;  // refcount 0, contents kept for reuse (evictable)
   int64_t peak_held = 0;
   int64_t allocations = 0;  // pages handed out by allocate() since creation
   int64_t evictions = 0;    // cached pages turned free to satisfy an allocation
@@ -58,9 +58,7 @@ class PagePool {
   int32_t refcount(int32_t page) const;
   bool is_cached(int32_t page) const;
   // Pages needed to hold `num_tokens` token slots.
-  int32_t pages_for_tokens(int64_t num_tokens) const {
-    return int32_t((num_tokens + page_size_ - 1) / page_size_);
-  }
+  int32_t pages_for_tokens(int64_t num_tokens) const { return int32_t((num_tokens + page_size_ - 1) / page_size_); }
 
   // Appends `n` pages (refcount 1 each) to `out`, or takes nothing and returns false when fewer
   // than n are available. Free pages go first; cached pages are evicted oldest-released first.

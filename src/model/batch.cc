@@ -7,7 +7,9 @@
 namespace fg {
 
 namespace {
-int pages_for(int64_t tokens, int page_size) { return int((tokens + page_size - 1) / page_size); }
+int pages_for(int64_t tokens, int page_size) {
+  return int((tokens + page_size - 1) / page_size);
+}
 }  // namespace
 
 StepLayout StepLayout::make(int total_q, int num_seqs, int num_logits, int pages_per_seq, bool rope_bases) {

@@ -109,8 +109,8 @@ Status Model::validate(const StepMetadata& step, const KvCache& cache) const {
                             " are outside the KV cache of " + std::to_string(cache.num_pages()) + " pages");
   if (step.min_token < 0 || step.max_token >= config_.vocab_size)
     return invalid_argument("token id " + std::to_string(step.min_token < 0 ? step.min_token : step.max_token) +
-                            " is outside the vocabulary of " + std::to_string(config_.vocab_size) + " (" +
-                            config_.dir + "/config.json)");
+                            " is outside the vocabulary of " + std::to_string(config_.vocab_size) + " (" + config_.dir +
+                            "/config.json)");
   return Status::ok();
 }
 

@@ -26,10 +26,10 @@
 #pragma once
 
 #include <map>
-#include <tuple>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "backend/backend.h"
@@ -127,7 +127,7 @@ class Model {
     Buffer meta_host;  // staging of the largest padded step (pinned on cuda)
     Buffer meta_dev;   // the same bytes on the device; never reallocated while graphs exist
     std::map<std::tuple<int, int, int>, std::unique_ptr<Graph>> graphs;  // (batch, pages, width) -> graph
-    const void* cache_k = nullptr;                                 // the KV cache the graphs were recorded against
+    const void* cache_k = nullptr;  // the KV cache the graphs were recorded against
     int cache_page_size = 0;
     DecodeGraphStats stats;
   };
@@ -165,13 +165,13 @@ class Model {
   // Workspace, grown on demand (capacities in rows).
   int cap_tokens_ = 0;
   int cap_logits_ = 0;
-  Buffer residual_;  // [cap_tokens, hidden] act
-  Buffer normed_;    // [cap_tokens, hidden] act
-  Buffer delta_;     // [cap_tokens, hidden] act
-  Buffer wide_;      // [cap_tokens, max(qkv_dim, 2 * inter)] act: qkv, then gate|up
-  Buffer narrow_;    // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
-  Buffer sel_;       // [3, cap_logits, hidden] act: gathered residual, delta, normed
-  Buffer logits_;    // [cap_logits, vocab] f32
+  Buffer residual_;                      // [cap_tokens, hidden] act
+  Buffer normed_;                        // [cap_tokens, hidden] act
+  Buffer delta_;                         // [cap_tokens, hidden] act
+  Buffer wide_;                          // [cap_tokens, max(qkv_dim, 2 * inter)] act: qkv, then gate|up
+  Buffer narrow_;                        // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
+  Buffer sel_;                           // [3, cap_logits, hidden] act: gathered residual, delta, normed
+  Buffer logits_;                        // [cap_logits, vocab] f32
   std::unique_ptr<AttentionPlan> plan_;  // the attention partition of the running step
   size_t cap_meta_ = 0;
   Buffer meta_host_;                          // staging of an eager step's metadata (pinned on cuda)

@@ -106,13 +106,12 @@ int Model::pad_decode_rows(const StepMetadata& step, int32_t* words) const {
   const int assigned = T + (b - S);
   for (int s = S; s < b; ++s) words[m.cu + size_t(s) + 1] = T + (s - S) + 1;
   std::fill(words + m.skv + S, words + m.skv + b, 1);
-  std::fill(words + m.bt + size_t(S) * size_t(m.pages_per_seq), words + m.bt + size_t(b) * size_t(m.pages_per_seq),
-            0);
+  std::fill(words + m.bt + size_t(S) * size_t(m.pages_per_seq), words + m.bt + size_t(b) * size_t(m.pages_per_seq), 0);
   // Rows [T, capacity): token 0 at position 0, written nowhere; rows past `assigned` belong to
   // no sequence, so attention neither reads nor writes them.
   std::fill(words + m.ids + T, words + m.ids + m.total_q, 0);
   std::fill(words + m.pos + T, words + m.pos + m.total_q, 0);
-  std::fill(words + m.slot + T, words + m.slot + m.total_q, -1);  // kv_write skips padded rows
+  std::fill(words + m.slot + T, words + m.slot + m.total_q, -1);    // kv_write skips padded rows
   std::fill(words + m.lidx + L, words + m.lidx + m.num_logits, 0);  // computed, never returned
   return assigned;
 }

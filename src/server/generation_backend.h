@@ -114,10 +114,10 @@ struct BackendStats {
   int64_t steps = 0;
   HistogramSnapshot batch_size;  // sequences per engine step
   // Speculative decoding (all zero when the engine does not speculate).
-  int64_t spec_draft_tokens = 0;            // drafted tokens verified
-  int64_t spec_accepted_tokens = 0;         // ... accepted
-  std::vector<int64_t> spec_drafted_at;     // [k] drafts verified at position i + 1
-  std::vector<int64_t> spec_accepted_at;    // [k] ... accepted
+  int64_t spec_draft_tokens = 0;          // drafted tokens verified
+  int64_t spec_accepted_tokens = 0;       // ... accepted
+  std::vector<int64_t> spec_drafted_at;   // [k] drafts verified at position i + 1
+  std::vector<int64_t> spec_accepted_at;  // [k] ... accepted
 };
 
 class GenerationBackend {

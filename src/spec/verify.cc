@@ -43,8 +43,8 @@ Verdict verify_greedy(std::span<const int32_t> draft, std::span<const int32_t> c
   return v;
 }
 
-Verdict verify_sampled(std::span<const int32_t> draft, std::span<const float* const> p,
-                       std::span<const float* const> q, int64_t vocab, uint64_t seed, uint64_t position) {
+Verdict verify_sampled(std::span<const int32_t> draft, std::span<const float* const> p, std::span<const float* const> q,
+                       int64_t vocab, uint64_t seed, uint64_t position) {
   const size_t k = draft.size();
   FG_CHECK(p.size() == k + 1 && (q.empty() || q.size() == k) && vocab > 0,
            "verify_sampled: k + 1 target rows and k (or no) proposer rows");

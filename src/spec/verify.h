@@ -31,7 +31,7 @@ Verdict verify_greedy(std::span<const int32_t> draft, std::span<const int32_t> c
 // the sampling rule keeps, 0 elsewhere); q: k rows of the proposer's distribution, or empty for a
 // point-mass proposer. position: the output position of the first token this step emits (the
 // draws for token j use position + j).
-Verdict verify_sampled(std::span<const int32_t> draft, std::span<const float* const> p,
-                       std::span<const float* const> q, int64_t vocab, uint64_t seed, uint64_t position);
+Verdict verify_sampled(std::span<const int32_t> draft, std::span<const float* const> p, std::span<const float* const> q,
+                       int64_t vocab, uint64_t seed, uint64_t position);
 
 }  // namespace fg::spec

@@ -80,7 +80,9 @@ void validate_batch(const char* op, const AttentionBatch& batch, std::vector<int
 
 }  // namespace
 
-size_t CpuBackend::attention_workspace_bytes(const AttentionPlanShape&) const { return 0; }
+size_t CpuBackend::attention_workspace_bytes(const AttentionPlanShape&) const {
+  return 0;
+}
 
 std::unique_ptr<AttentionPlan> CpuBackend::make_attention_plan(const AttentionPlanShape& shape, Buffer) {
   FG_CHECK(shape.num_q_heads > 0 && shape.num_kv_heads > 0 && shape.num_q_heads % shape.num_kv_heads == 0 &&

@@ -200,9 +200,8 @@ static void gather_checked_rows(const char* op, const char* src_name, const Tens
   check_dim(op, "out", out, 1, h);
   const int32_t* idx = index.ptr<int32_t>();
   for (int64_t i = 0; i < m; ++i)
-    FG_CHECK(idx[i] >= 0 && idx[i] < n, std::string(op) + ": " + index_name + "[" + std::to_string(i) +
-                                            "] = " + std::to_string(idx[i]) + " is outside " + src_name + " " +
-                                            src.describe());
+    FG_CHECK(idx[i] >= 0 && idx[i] < n, std::string(op) + ": " + index_name + "[" + std::to_string(i) + "] = " +
+                                            std::to_string(idx[i]) + " is outside " + src_name + " " + src.describe());
 #pragma omp parallel for schedule(static) if (m * h > kParallelMinWork)
   for (int64_t i = 0; i < m; ++i) std::memcpy(row<float>(out, i), row<float>(src, idx[i]), size_t(h) * 4);
 }

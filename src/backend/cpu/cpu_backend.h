@@ -67,7 +67,7 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
 // The distribution cpu_sample_row draws from: dist [vocab] gets p / (kept mass) for the tokens the
 // rule keeps and 0 elsewhere (a point mass on the argmax for greedy rows). Speculative decoding's
 // rejection sampling verifies drafts against it.
-void cpu_sampling_distribution(const float* logits, int64_t vocab, const SamplingRow& row,
-                               CpuSampleScratch& scratch, float* dist);
+void cpu_sampling_distribution(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
+                               float* dist);
 
 }  // namespace fg

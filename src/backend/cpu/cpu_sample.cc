@@ -159,8 +159,8 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
   return order.at(kept.keep - 1);
 }
 
-void cpu_sampling_distribution(const float* logits, int64_t vocab, const SamplingRow& row,
-                               CpuSampleScratch& scratch, float* dist) {
+void cpu_sampling_distribution(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
+                               float* dist) {
   FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
   std::fill(dist, dist + vocab, 0.0f);
   LazyOrder order(nullptr, 0, nullptr);

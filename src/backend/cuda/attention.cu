@@ -2,13 +2,12 @@
 // into buffers allocated once, and the per-layer launch of the main and merge kernels.
 // Device code lives in attention_kernel.cuh. Nothing here allocates after the constructor, and
 // run() only reads the plan, so CUDA graphs captured around run() stay valid across plans.
-#include "backend/cuda/attention.h"
-
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/attention_kernel.cuh"
 #include "backend/cuda/attention_prefill_kernel.cuh"
 #include "backend/cuda/attention_wgmma_kernel.cuh"
@@ -17,18 +16,20 @@ namespace fg::cuda {
 
 namespace {
 
-#define FG_ATTN_CUDA(expr)                                                                          \
-  do {                                                                                              \
-    cudaError_t fg_err_ = (expr);                                                                   \
-    FG_CHECK(fg_err_ == cudaSuccess, std::string(#expr) + ": " + cudaGetErrorString(fg_err_));     \
+#define FG_ATTN_CUDA(expr)                                                                     \
+  do {                                                                                         \
+    cudaError_t fg_err_ = (expr);                                                              \
+    FG_CHECK(fg_err_ == cudaSuccess, std::string(#expr) + ": " + cudaGetErrorString(fg_err_)); \
   } while (0)
 
-constexpr int kMinSplitKeys = 256;        // a split reads at least this many keys
-constexpr int kMaxSplits = 128;           // per tile
+constexpr int kMinSplitKeys = 256;                  // a split reads at least this many keys
+constexpr int kMaxSplits = 128;                     // per tile
 constexpr size_t kPartialFloats = size_t(8) << 20;  // 32 MB of f32 partial outputs
-constexpr int kHeaderInts = 4;            // counts[0..3] (see KernelParams::counts), ahead of the items
+constexpr int kHeaderInts = 4;                      // counts[0..3] (see KernelParams::counts), ahead of the items
 
-int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+int ceil_div(int64_t a, int64_t b) {
+  return int((a + b - 1) / b);
+}
 
 template <typename T, int D>
 void set_smem_attr() {
@@ -92,16 +93,16 @@ struct AttentionPlanState {
   int next_staging = 0;
   // The current plan.
   bool planned = false;
-  int num_items = 0;       // items of the general kernel (items[0, num_items))
-  int num_prefill = 0;     // items of the prefill kernel (items[num_items, num_items + num_prefill))
+  int num_items = 0;    // items of the general kernel (items[0, num_items))
+  int num_prefill = 0;  // items of the prefill kernel (items[num_items, num_items + num_prefill))
   int num_merges = 0;
-  bool prefill_kernel = true;  // give unsplit 128-row tiles to a prefill kernel
+  bool prefill_kernel = true;    // give unsplit 128-row tiles to a prefill kernel
   bool wgmma_available = false;  // this build has sm_90a code and the device is sm_90
   bool wgmma = false;            // the prefill kernel is attention_wgmma_kernel (else the mma.sync one)
   bool plan_wgmma = false;       // the current plan's prefill items are for the wgmma kernel
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
   int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
-  int graph_max_q_len = 0, graph_max_kv_len = 0;  // begin_capture's bounds (0: none)
+  int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -149,10 +150,12 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
   set_smem_attr<__half, 128>();
 }
 
-void AttentionKernel::use_prefill_kernel(bool on) { state_->prefill_kernel = on; }
+void AttentionKernel::use_prefill_kernel(bool on) {
+  state_->prefill_kernel = on;
+}
 
-void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads,
-                                    int head_dim, cudaStream_t stream) {
+void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
+                                    cudaStream_t stream) {
   auto& s = *state_;
   FG_CHECK(bounds.num_seqs > 0 && num_kv_heads > 0, "attention begin_capture: empty bounds");
   // The widest partition a batch within the bounds can get: as many full-length sequences as
@@ -189,9 +192,13 @@ bool AttentionKernel::plan_within(const GraphAttentionShape& b) const {
          s.plan_max_kv_len <= std::max(1, b.max_kv_len) && s.page_size == b.page_size;
 }
 
-void AttentionKernel::use_wgmma(bool on) { state_->wgmma = on && state_->wgmma_available; }
+void AttentionKernel::use_wgmma(bool on) {
+  state_->wgmma = on && state_->wgmma_available;
+}
 
-bool AttentionKernel::wgmma_active() const { return state_->wgmma; }
+bool AttentionKernel::wgmma_active() const {
+  return state_->wgmma;
+}
 
 AttentionKernel::~AttentionKernel() {
   if (!state_) return;
@@ -210,11 +217,11 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   FG_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0,
            "attention plan: num_q_heads " + std::to_string(num_q_heads) + " is not a multiple of num_kv_heads " +
                std::to_string(num_kv_heads));
-  FG_CHECK(head_dim == 64 || head_dim == 128, "attention plan: head_dim " + std::to_string(head_dim) +
-                                                  " is not built (64 and 128 are)");
-  FG_CHECK(int(batch.host_cu_seqlens_q.size()) >= batch.num_seqs + 1 &&
-               int(batch.host_seqlens_kv.size()) >= batch.num_seqs,
-           "attention plan: host metadata shorter than num_seqs");
+  FG_CHECK(head_dim == 64 || head_dim == 128,
+           "attention plan: head_dim " + std::to_string(head_dim) + " is not built (64 and 128 are)");
+  FG_CHECK(
+      int(batch.host_cu_seqlens_q.size()) >= batch.num_seqs + 1 && int(batch.host_seqlens_kv.size()) >= batch.num_seqs,
+      "attention plan: host metadata shorter than num_seqs");
   const int group = num_q_heads / num_kv_heads;
 
   // ---- tiles: (sequence, packed-row block); extent = keys a causal tile can see.
@@ -256,10 +263,10 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     FG_CHECK(kv_len >= q_len, "attention plan: sequence " + std::to_string(q) + " has seqlens_kv " +
                                   std::to_string(kv_len) + " < its " + std::to_string(q_len) + " new tokens");
     const int rows = q_len * group;
-    const int kind = rows <= 16   ? attn::kRows16
-                     : rows <= 32 ? attn::kRows32
+    const int kind = rows <= 16                ? attn::kRows16
+                     : rows <= 32              ? attn::kRows32
                      : rows <= 64 || !use_wide ? attn::kRows64
-                                                : attn::kRows128;
+                                               : attn::kRows128;
     const int tr = attn::tile_rows(kind);
     for (int m0 = 0; m0 < rows; m0 += tr) {
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
@@ -322,14 +329,15 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
     if (n == 1 && prefill_pages && t.kind == attn::kRows128) {
-      keyed_prefill.push_back({t.extent, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
+      keyed_prefill.push_back(
+          {t.extent, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
       continue;
     }
     // Larger tiles do more math per key (the 16- and 32-row kinds are bound by reading K/V).
     const int64_t row_weight = t.kind == attn::kRows128 ? 4 : t.kind == attn::kRows64 ? 2 : 1;
     if (n == 1) {
-      keyed.push_back({int64_t(t.extent) * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1,
-                                                        t.kind, {0, 0, 0}}});
+      keyed.push_back({int64_t(t.extent) * row_weight,
+                       {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
       continue;
     }
     FG_CHECK(n_merges < s.merge_capacity, "attention plan: merge list overflow");
@@ -341,15 +349,24 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       const int end = i == n - 1 ? t.kv_len : (i + 1) * chunk;  // the last split also covers keys a
                                                                 // non-causal run would see
       const int64_t cost = std::min(end, t.extent) - begin;
-      keyed.push_back({cost * row_weight, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, begin, end,
-                                           next_slot + i * num_kv_heads * rows, t.kind, {0, 0, 0}}});
+      keyed.push_back({cost * row_weight,
+                       {t.seq,
+                        t.q_start,
+                        t.q_len,
+                        t.kv_len,
+                        t.m0,
+                        begin,
+                        end,
+                        next_slot + i * num_kv_heads * rows,
+                        t.kind,
+                        {0, 0, 0}}});
     }
     next_slot += n * num_kv_heads * rows;
   }
   FG_CHECK(int(keyed.size() + keyed_prefill.size()) <= s.item_capacity,
            "attention plan: " + std::to_string(keyed.size() + keyed_prefill.size()) +
-               " work items exceed the capacity " +
-               std::to_string(s.item_capacity) + " sized from max_total_q/max_num_seqs");
+               " work items exceed the capacity " + std::to_string(s.item_capacity) +
+               " sized from max_total_q/max_num_seqs");
   auto by_cost = [](const Keyed& a, const Keyed& b) { return a.cost > b.cost; };
   std::stable_sort(keyed.begin(), keyed.end(), by_cost);
   std::stable_sort(keyed_prefill.begin(), keyed_prefill.end(), by_cost);
@@ -361,7 +378,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   header[2] = n_items - n_general;
   header[3] = n_general;
 
-  FG_ATTN_CUDA(cudaMemcpyAsync(s.d_meta, s.h_meta[st], kHeaderInts * sizeof(int) + size_t(n_items) * sizeof(attn::WorkItem),
+  FG_ATTN_CUDA(cudaMemcpyAsync(s.d_meta, s.h_meta[st],
+                               kHeaderInts * sizeof(int) + size_t(n_items) * sizeof(attn::WorkItem),
                                cudaMemcpyHostToDevice, stream));
   if (n_merges > 0)
     FG_ATTN_CUDA(cudaMemcpyAsync(s.d_merges, merges, size_t(n_merges) * sizeof(attn::MergeItem), cudaMemcpyHostToDevice,
@@ -406,7 +424,9 @@ void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
 
 }  // namespace
 
@@ -523,11 +543,15 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   }
 
   if (q.dtype == DType::kBF16) {
-    if (d == 64) launch<__nv_bfloat16, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
-    else launch<__nv_bfloat16, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    if (d == 64)
+      launch<__nv_bfloat16, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    else
+      launch<__nv_bfloat16, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   } else {
-    if (d == 64) launch<__half, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
-    else launch<__half, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    if (d == 64)
+      launch<__half, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    else
+      launch<__half, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   }
 }
 

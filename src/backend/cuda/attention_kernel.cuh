@@ -36,7 +36,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 enum TileKind : int { kRows16 = 0, kRows32 = 1, kRows64 = 2, kRows128 = 3 };
-constexpr int tile_rows(int kind) { return 16 << kind; }
+constexpr int tile_rows(int kind) {
+  return 16 << kind;
+}
 
 // One unit of work for one CTA per kv head: a row tile of one sequence against the key range
 // [kv_begin, kv_end) (clamped further by the causal mask and the window in the kernel).
@@ -48,8 +50,8 @@ struct alignas(16) WorkItem {
   int m0;        // first packed row of the tile (packed row = token * group + g)
   int kv_begin;  // split range, a multiple of kBlockN
   int kv_end;
-  int slot;      // -1: write out/lse directly; else first partial row of this split (see MergeItem)
-  int kind;      // TileKind
+  int slot;  // -1: write out/lse directly; else first partial row of this split (see MergeItem)
+  int kind;  // TileKind
   int pad[3];
 };
 
@@ -109,10 +111,10 @@ struct KernelParams {
   int page_size;
   int page_shift;  // log2(page_size) when a power of two, else -1
   int num_kv_heads;
-  int group;       // num_q_heads / num_kv_heads
-  float scale_log2;   // scale * log2(e), used without softcap
-  float softcap_log2; // softcap * log2(e); 0 = softcap off
-  float softcap_in;   // scale / softcap
+  int group;           // num_q_heads / num_kv_heads
+  float scale_log2;    // scale * log2(e), used without softcap
+  float softcap_log2;  // softcap * log2(e); 0 = softcap off
+  float softcap_in;    // scale / softcap
   int causal;
   int window;  // 0 = off
   const int* counts;
@@ -182,7 +184,9 @@ __device__ __forceinline__ uint32_t kv_row_chunk(const KernelParams& p, int page
   return uint32_t(page_id) * p.kv_page_chunks + uint32_t(in_page) * p.kv_slot_chunks;
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -342,7 +346,9 @@ using Shape32 = TileShape<2, 2, 1, true, 3, 64>;    // speculative windows of 5.
 using Shape64 = TileShape<4, 1, 1, true, 3, 64>;    // short prefill chunks
 using Shape128 = TileShape<4, 1, 2, false, 3, 32>;  // prefill
 
-constexpr int const_max(int a, int b) { return a > b ? a : b; }
+constexpr int const_max(int a, int b) {
+  return a > b ? a : b;
+}
 
 // Shared memory of one tile shape, in bytes: Q tile + kSt x (K, V) blocks, or the epilogue's
 // per-warp softmax states, whichever is larger.
@@ -374,12 +380,12 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   constexpr int kSt = S::kSt;
   constexpr int kColWarps = S::kColWarps;
   constexpr int kCols = S::kBn / kColWarps;  // keys per warp per block
-  constexpr int kNi = kCols / 8;              // S n-tiles per warp and m-tile
-  constexpr int kKi = D / 16;                 // k-steps of Q.K^T
-  constexpr int kDi = D / 8;                  // O n-tiles
-  constexpr int kChunks = D / 8;              // 16-byte chunks per row
+  constexpr int kNi = kCols / 8;             // S n-tiles per warp and m-tile
+  constexpr int kKi = D / 16;                // k-steps of Q.K^T
+  constexpr int kDi = D / 8;                 // O n-tiles
+  constexpr int kChunks = D / 8;             // 16-byte chunks per row
   constexpr int kRowsPerPass = kThreads / kChunks;
-  constexpr int kR = 2 * kMt;                 // accumulator rows per thread
+  constexpr int kR = 2 * kMt;  // accumulator rows per thread
   using L = TileSmem<D, S>;
 
   const int tid = threadIdx.x;
@@ -467,7 +473,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     m_run[i] = -INFINITY;
     l_run[i] = 0.f;
   }
-  auto ldsm_q = [&](int kk, int mt, uint32_t (&a)[4]) {
+  auto ldsm_q = [&](int kk, int mt, uint32_t(&a)[4]) {
     const int row = warp_row0 + mt * 16 + (lane & 15);
     ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), a[0], a[1], a[2], a[3]);
   };
@@ -625,9 +631,9 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
     l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
   }
-  float* red_o = reinterpret_cast<float*>(smem);                      // [kColWarps][kRows][kRedStride]
-  float* red_m = red_o + kColWarps * kRows * L::kRedStride;           // [kColWarps][kRows]
-  float* red_l = red_m + kColWarps * kRows;                           // [kColWarps][kRows]
+  float* red_o = reinterpret_cast<float*>(smem);             // [kColWarps][kRows][kRedStride]
+  float* red_m = red_o + kColWarps * kRows * L::kRedStride;  // [kColWarps][kRows]
+  float* red_l = red_m + kColWarps * kRows;                  // [kColWarps][kRows]
 #pragma unroll
   for (int i = 0; i < kR; ++i) {
     const int r = acc_row(i);
@@ -657,8 +663,14 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       lsum += red_l[w * kRows + r] * sc;
       const float4* src = reinterpret_cast<const float4*>(red_o + (w * kRows + r) * L::kRedStride + c * 8);
       const float4 x0 = src[0], x1 = src[1];
-      acc[0] += sc * x0.x; acc[1] += sc * x0.y; acc[2] += sc * x0.z; acc[3] += sc * x0.w;
-      acc[4] += sc * x1.x; acc[5] += sc * x1.y; acc[6] += sc * x1.z; acc[7] += sc * x1.w;
+      acc[0] += sc * x0.x;
+      acc[1] += sc * x0.y;
+      acc[2] += sc * x0.z;
+      acc[3] += sc * x0.w;
+      acc[4] += sc * x1.x;
+      acc[5] += sc * x1.y;
+      acc[6] += sc * x1.z;
+      acc[7] += sc * x1.w;
     }
     const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
     const float lse = lsum > 0.f ? (mmax + __log2f(lsum)) * kLn2 : -INFINITY;
@@ -736,7 +748,10 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
           const float* src = p.partial_o + row * D + lane * kPerLane;
           if constexpr (kPerLane == 4) {
             const float4 x = *reinterpret_cast<const float4*>(src);
-            acc[0] += w * x.x; acc[1] += w * x.y; acc[2] += w * x.z; acc[3] += w * x.w;
+            acc[0] += w * x.x;
+            acc[1] += w * x.y;
+            acc[2] += w * x.z;
+            acc[3] += w * x.w;
           } else {
 #pragma unroll
             for (int e = 0; e < kPerLane; ++e) acc[e] += w * src[e];
@@ -750,7 +765,8 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
       T* out = static_cast<T*>(p.out) + int64_t(mi.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head +
                lane * kPerLane;
 #pragma unroll
-      for (int e = 0; e < kPerLane; e += 2) *reinterpret_cast<uint32_t*>(out + e) = pack2<T>(acc[e] * inv, acc[e + 1] * inv);
+      for (int e = 0; e < kPerLane; e += 2)
+        *reinterpret_cast<uint32_t*>(out + e) = pack2<T>(acc[e] * inv, acc[e + 1] * inv);
       if (lane == 0 && p.lse != nullptr)
         p.lse[int64_t(mi.q_start + t) * p.lse_stride_tok + int64_t(head) * p.lse_stride_head] =
             lsum > 0.f ? mmax + __logf(lsum) : -INFINITY;

@@ -23,9 +23,9 @@
 
 namespace fg::cuda::attn {
 
-constexpr int kPfRows = 128;              // packed rows per tile (tile kind kRows128)
-constexpr int kPfBn = 64;                 // keys per iteration (== kBlockN, so blocks align with splits)
-constexpr int kPfGroups = kPfBn / 8;      // page-id entries per key block (one per 8 keys)
+constexpr int kPfRows = 128;          // packed rows per tile (tile kind kRows128)
+constexpr int kPfBn = 64;             // keys per iteration (== kBlockN, so blocks align with splits)
+constexpr int kPfGroups = kPfBn / 8;  // page-id entries per key block (one per 8 keys)
 constexpr int kPfMinPageSize = 8;
 
 // The page sizes the prefill kernel reads whole 8-key groups from: powers of two >= 8.
@@ -45,10 +45,10 @@ struct PrefillSmem {
 
 template <typename T, int D>
 __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkItem& it, int kvh, char* smem) {
-  constexpr int kKi = D / 16;                     // k-steps of Q.K^T
-  constexpr int kDi = D / 8;                      // O n-tiles
-  constexpr int kNi = kPfBn / 8;                  // S n-tiles per m-tile
-  constexpr int kChunks = D / 8;                  // 16-byte chunks per row
+  constexpr int kKi = D / 16;                       // k-steps of Q.K^T
+  constexpr int kDi = D / 8;                        // O n-tiles
+  constexpr int kNi = kPfBn / 8;                    // S n-tiles per m-tile
+  constexpr int kChunks = D / 8;                    // 16-byte chunks per row
   constexpr int kRowsPerPass = kThreads / kChunks;  // 8 (head_dim 128) or 16 (64)
   constexpr int kPasses = kPfBn / kRowsPerPass;
   using L = PrefillSmem<D>;
@@ -181,12 +181,13 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
     for (int mt = 0; mt < 2; ++mt) {
       const int ia = 2 * mt, ib = 2 * mt + 1;
       float alpha0, alpha1;
-      softmax_step(s[mt], p, sc, j0, lane, need_mask,
-                   [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
-                     const int ta = acc_t(ia), tb = acc_t(ib);
-                     lo_a = geo.row_lo(ta), hi_a = geo.row_hi(ta), lo_b = geo.row_lo(tb), hi_b = geo.row_hi(tb);
-                   },
-                   m_run[ia], m_run[ib], l_run[ia], l_run[ib], alpha0, alpha1);
+      softmax_step(
+          s[mt], p, sc, j0, lane, need_mask,
+          [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
+            const int ta = acc_t(ia), tb = acc_t(ib);
+            lo_a = geo.row_lo(ta), hi_a = geo.row_hi(ta), lo_b = geo.row_lo(tb), hi_b = geo.row_hi(tb);
+          },
+          m_run[ia], m_run[ib], l_run[ia], l_run[ib], alpha0, alpha1);
 #pragma unroll
       for (int i = 0; i < kDi; ++i) {
         o[mt][i][0] *= alpha0;
@@ -245,7 +246,8 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
     if (r >= geo.rows_valid) break;  // rows ascend with i
     const int pr = it.m0 + r;
     const int t = pr / G, g = pr - t * G;
-    T* out = static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(kvh * G + g) * p.out_stride_head;
+    T* out =
+        static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(kvh * G + g) * p.out_stride_head;
     *reinterpret_cast<uint4*>(out + c * 8) = *reinterpret_cast<const uint4*>(q_s + swz<D>(r, c));
   }
 }

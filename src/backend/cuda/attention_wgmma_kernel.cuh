@@ -29,7 +29,7 @@
 
 namespace fg::cuda::attn {
 
-constexpr int kWgRows = 128;     // packed rows per tile (tile kind kRows128)
+constexpr int kWgRows = 128;  // packed rows per tile (tile kind kRows128)
 // 64-key blocks: 128-key blocks (S as m64n128k16, 3 stages, one Q buffer, setmaxnreg 40/232)
 // measured 329 against 361 TFLOP/s at 1 x 16k on the H200.
 constexpr int kWgBn = 64;        // keys per block
@@ -40,11 +40,11 @@ constexpr int kWgConsumers = 256;
 
 template <int D>
 struct WgmmaSmem {
-  static constexpr int kQBytes = kWgRows * D * 2;     // one Q buffer
-  static constexpr int kQPanel = kWgRows * 128;       // bytes per 64-column panel of Q
-  static constexpr int kKvBytes = kWgBn * D * 2;      // one K (or V) block
+  static constexpr int kQBytes = kWgRows * D * 2;  // one Q buffer
+  static constexpr int kQPanel = kWgRows * 128;    // bytes per 64-column panel of Q
+  static constexpr int kKvBytes = kWgBn * D * 2;   // one K (or V) block
   static constexpr int kKvPanel = kWgBn * 128;
-  static constexpr int kStageBytes = 2 * kKvBytes;    // K then V
+  static constexpr int kStageBytes = 2 * kKvBytes;  // K then V
   static constexpr int kKvOffset = kWgQBufs * kQBytes;
   static constexpr int kBarOffset = kKvOffset + kWgStages * kStageBytes;
   static constexpr int kNumBars = 2 * kWgStages + 2 * kWgQBufs;  // full[S], empty[S], q_full[Q], q_empty[Q]
@@ -81,9 +81,15 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
 // Keeps the compiler from moving accumulator reads/writes across the asynchronous MMAs.
 template <int N>
 __device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
@@ -96,9 +102,9 @@ __device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
 template <typename T, int D>
 __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base, int first, int num_units) {
   using L = WgmmaSmem<D>;
-  constexpr int kChunks = D / 8;                    // 16-byte chunks per row
-  constexpr int kRowsPerPass = 128 / kChunks;       // 8 (head_dim 128) or 16 (64): multiples of 8
-  const int tid = threadIdx.x;                      // 0..127
+  constexpr int kChunks = D / 8;               // 16-byte chunks per row
+  constexpr int kRowsPerPass = 128 / kChunks;  // 8 (head_dim 128) or 16 (64): multiples of 8
+  const int tid = threadIdx.x;                 // 0..127
   const int c = tid % kChunks;
   const int r0 = tid / kChunks;
   // Every row this thread copies is r0 + a multiple of 8, so its swizzled chunk offset is fixed.
@@ -116,7 +122,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + c;
     const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + c;
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
-    auto load_block = [&](int b) {  // K/V block b -> the next ring stage
+    auto load_block = [&](int b) {                                           // K/V block b -> the next ring stage
       mbar_wait(base + L::kBarOffset + 8 * (kWgStages + stage), phase ^ 1);  // empty[stage]
       const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel + chunk_off;
       const uint32_t v_dst = k_dst + L::kKvBytes;
@@ -158,11 +164,11 @@ template <typename T, int D>
 __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base, int first, int num_units) {
   using L = WgmmaSmem<D>;
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-  constexpr int kDi = D / 8;      // O n-tiles
-  constexpr int kNi = kWgBn / 8;  // S n-tiles
-  constexpr int kPk = kWgBn / 16; // k-steps of P V
+  constexpr int kDi = D / 8;       // O n-tiles
+  constexpr int kNi = kWgBn / 8;   // S n-tiles
+  constexpr int kPk = kWgBn / 16;  // k-steps of P V
   const int ctid = threadIdx.x - 128;
-  const int wg = ctid >> 7;        // consumer warpgroup: rows 64 wg .. 64 wg + 63
+  const int wg = ctid >> 7;  // consumer warpgroup: rows 64 wg .. 64 wg + 63
   const int warp = (ctid >> 5) & 3;
   const int lane = ctid & 31;
   const int G = p.group;
@@ -233,16 +239,17 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     };
     // Online softmax of block b (scores in s) for this thread's two rows: updates m and l, packs
     // P into p_out and returns the factors O must be rescaled by before this block's P V.
-    auto softmax = [&](int b, uint32_t (&p_out)[kPk][4], float& alpha0, float& alpha1) {
+    auto softmax = [&](int b, uint32_t(&p_out)[kPk][4], float& alpha0, float& alpha1) {
       const int j0 = g.block_begin + b * kWgBn;
-      softmax_step(s, p, sc, j0, lane, (j0 + kWgBn - 1 > g.min_hi) || (j0 < g.max_lo),
-                   [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
-                     lo_a = g.row_lo(ta), hi_a = g.row_hi(ta), lo_b = g.row_lo(tb), hi_b = g.row_hi(tb);
-                   },
-                   m0, m1, l0, l1, alpha0, alpha1);
+      softmax_step(
+          s, p, sc, j0, lane, (j0 + kWgBn - 1 > g.min_hi) || (j0 < g.max_lo),
+          [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
+            lo_a = g.row_lo(ta), hi_a = g.row_hi(ta), lo_b = g.row_lo(tb), hi_b = g.row_hi(tb);
+          },
+          m0, m1, l0, l1, alpha0, alpha1);
       pack_p<T>(s, p_out);
     };
-    auto keep = [](uint32_t (&r)[kPk][4]) {  // r stays live (the in-flight P V reads it)
+    auto keep = [](uint32_t(&r)[kPk][4]) {  // r stays live (the in-flight P V reads it)
 #pragma unroll
       for (int kk = 0; kk < kPk; ++kk)
 #pragma unroll
@@ -251,12 +258,8 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 
     // Ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and
     // 2), so one warpgroup's softmax runs while the other's MMAs occupy the tensor cores.
-    auto pp_wait = [&] {
-      asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
-    };
-    auto pp_pass = [&] {
-      asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
-    };
+    auto pp_wait = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory"); };
+    auto pp_pass = [&] { asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory"); };
     // Pipeline: S of block b + 1 is issued before P V of block b, so wait_group 1 returns with S
     // done and P V still running, and the softmax of block b + 1 overlaps it. O is rescaled by
     // block b + 1's factors once P V of block b is done. The last block's P V is peeled off so

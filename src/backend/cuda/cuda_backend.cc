@@ -16,7 +16,9 @@ namespace fg::cuda {
 
 namespace {
 
-bool is_float_type(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+bool is_float_type(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
 
 void check_on_device(const Tensor& t, const char* what) {
   FG_CHECK(t.device == Device::kCuda, std::string(what) + " must be a cuda tensor, got " + t.describe());
@@ -31,7 +33,8 @@ RowView row_view(const Tensor& t, const char* what) {
   RowView v;
   v.data = t.data;
   v.cols = t.shape[t.ndim - 1];
-  FG_CHECK(v.cols <= 1 || t.stride[t.ndim - 1] == 1, std::string(what) + ": last dim must be contiguous: " + t.describe());
+  FG_CHECK(v.cols <= 1 || t.stride[t.ndim - 1] == 1,
+           std::string(what) + ": last dim must be contiguous: " + t.describe());
   // Leading dims, size-1 dims dropped, adjacent dims merged when they are one strided run.
   int64_t shape[kMaxDims];
   int64_t stride[kMaxDims];
@@ -73,7 +76,9 @@ bool same_shape(const Tensor& a, const Tensor& b) {
   return true;
 }
 
-std::string pair_desc(const Tensor& a, const Tensor& b) { return a.describe() + " vs " + b.describe(); }
+std::string pair_desc(const Tensor& a, const Tensor& b) {
+  return a.describe() + " vs " + b.describe();
+}
 
 }  // namespace
 
@@ -100,7 +105,9 @@ CudaBackend::~CudaBackend() {
 
 // ---- memory and transfers
 
-Buffer CudaBackend::alloc(size_t bytes) { return arena_->alloc(bytes); }
+Buffer CudaBackend::alloc(size_t bytes) {
+  return arena_->alloc(bytes);
+}
 
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
@@ -117,7 +124,9 @@ void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 Buffer CudaBackend::alloc_host(size_t bytes) {
   void* p = nullptr;
@@ -137,7 +146,8 @@ Backend::MemoryInfo CudaBackend::memory_info() {
 void CudaBackend::convert(const Tensor& src, Tensor& dst) {
   FG_CHECK(same_shape(src, dst), "convert: shapes differ: " + pair_desc(src, dst));
   FG_CHECK(is_float_type(src.dtype) && is_float_type(dst.dtype), "convert: f32/f16/bf16 only: " + pair_desc(src, dst));
-  launch_convert(ConvertParams{row_view(src, "convert src"), row_view(dst, "convert dst")}, src.dtype, dst.dtype, stream_);
+  launch_convert(ConvertParams{row_view(src, "convert src"), row_view(dst, "convert dst")}, src.dtype, dst.dtype,
+                 stream_);
 }
 
 void CudaBackend::fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) {
@@ -332,8 +342,8 @@ void CudaBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
   launch_rope(rope_params(q, k, args), q.dtype, stream_);
 }
 
-void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args,
-                                const Tensor& slot_mapping, KvCacheLayer& cache) {
+void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args, const Tensor& slot_mapping,
+                                KvCacheLayer& cache) {
   RopeParams p = rope_params(q, k, args);
   p.kv = kv_write_params(k, v, slot_mapping, cache);
   FG_CHECK(p.head_dim % 2 == 0, "rope_kv_write: head_dim must be even, got " + std::to_string(p.head_dim));
@@ -346,13 +356,14 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   check_on_device(x, "gemm x");
   check_on_device(w, "gemm w");
   check_on_device(out, "gemm out");
-  FG_CHECK(x.ndim == 2 && w.ndim == 2 && out.ndim == 2 && x.shape[1] == w.shape[1] && out.shape[0] == x.shape[0] &&
-               out.shape[1] == w.shape[0],
-           "gemm: expected x [m, k], w [n, k], out [m, n]: " + x.describe() + ", " + w.describe() + ", " +
-               out.describe());
+  FG_CHECK(
+      x.ndim == 2 && w.ndim == 2 && out.ndim == 2 && x.shape[1] == w.shape[1] && out.shape[0] == x.shape[0] &&
+          out.shape[1] == w.shape[0],
+      "gemm: expected x [m, k], w [n, k], out [m, n]: " + x.describe() + ", " + w.describe() + ", " + out.describe());
   FG_CHECK((x.dtype == DType::kBF16 || x.dtype == DType::kF16) && w.dtype == x.dtype,
            "gemm: x and w must share a bf16/f16 dtype: " + pair_desc(x, w));
-  FG_CHECK(out.dtype == x.dtype || out.dtype == DType::kF32, "gemm: out must be the act dtype or f32: " + out.describe());
+  FG_CHECK(out.dtype == x.dtype || out.dtype == DType::kF32,
+           "gemm: out must be the act dtype or f32: " + out.describe());
   FG_CHECK(x.shape[1] > 0, "gemm: k must be positive");
   FG_CHECK((x.shape[1] <= 1 || (x.stride[1] == 1 && w.stride[1] == 1)) && (out.shape[1] <= 1 || out.stride[1] == 1),
            "gemm: last dims must be contiguous: " + pair_desc(x, out));
@@ -458,8 +469,8 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   check_on_device(out, "sample out");
   FG_CHECK(logits.ndim == 2 && logits.dtype == DType::kF32 && (logits.shape[1] <= 1 || logits.stride[1] == 1),
            "sample: logits must be [m, vocab] f32 with contiguous rows: " + logits.describe());
-  FG_CHECK(int64_t(rows.size()) == logits.shape[0], "sample: " + std::to_string(rows.size()) +
-                                                        " sampling rows for " + logits.describe());
+  FG_CHECK(int64_t(rows.size()) == logits.shape[0],
+           "sample: " + std::to_string(rows.size()) + " sampling rows for " + logits.describe());
   FG_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.shape[0] == logits.shape[0] &&
                (out.shape[0] <= 1 || out.stride[0] == 1),
            "sample: out must be [m] i32 contiguous: " + out.describe());
@@ -469,8 +480,8 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   CUDA_CHECK(cudaEventSynchronize(sample_copied_));  // the previous copy has left the staging rows
   auto* host = static_cast<SampleRowParams*>(sample_host_.data());
   for (int i = 0; i < m; ++i) {
-    host[i] = SampleRowParams{rows[i].temperature, rows[i].top_k, rows[i].top_p, rows[i].min_p, rows[i].seed,
-                              rows[i].counter};
+    host[i] = SampleRowParams{rows[i].temperature, rows[i].top_k, rows[i].top_p,
+                              rows[i].min_p,       rows[i].seed,  rows[i].counter};
   }
   CUDA_CHECK(cudaMemcpyAsync(sample_device_.data(), host, size_t(m) * sizeof(SampleRowParams), cudaMemcpyHostToDevice,
                              stream_));

@@ -13,17 +13,17 @@ namespace fg::cuda {
 
 }  // namespace fg::cuda
 
-#define CUDA_CHECK(expr)                                                                        \
-  do {                                                                                          \
-    cudaError_t fg_cuda_err_ = (expr);                                                          \
-    if (fg_cuda_err_ != cudaSuccess) [[unlikely]]                                               \
+#define CUDA_CHECK(expr)                                                                          \
+  do {                                                                                            \
+    cudaError_t fg_cuda_err_ = (expr);                                                            \
+    if (fg_cuda_err_ != cudaSuccess) [[unlikely]]                                                 \
       ::fg::cuda::cuda_check_failed(#expr, cudaGetErrorString(fg_cuda_err_), __FILE__, __LINE__); \
   } while (0)
 
-#define CUBLAS_CHECK(expr)                                                                          \
-  do {                                                                                              \
-    cublasStatus_t fg_cublas_st_ = (expr);                                                          \
-    if (fg_cublas_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                        \
+#define CUBLAS_CHECK(expr)                                                                              \
+  do {                                                                                                  \
+    cublasStatus_t fg_cublas_st_ = (expr);                                                              \
+    if (fg_cublas_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                            \
       ::fg::cuda::cuda_check_failed(#expr, cublasLtGetStatusString(fg_cublas_st_), __FILE__, __LINE__); \
   } while (0)
 

@@ -8,10 +8,13 @@
 namespace fg::cuda {
 
 namespace {
-size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+size_t round_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
 }  // namespace
 
-DeviceArena::DeviceArena(int device, size_t slab_bytes) : device_(device), slab_bytes_(round_up(slab_bytes, kAlignment)) {}
+DeviceArena::DeviceArena(int device, size_t slab_bytes)
+    : device_(device), slab_bytes_(round_up(slab_bytes, kAlignment)) {}
 
 DeviceArena::~DeviceArena() {
   // At process exit the runtime may already be unloading; a failing cudaFree then is harmless.

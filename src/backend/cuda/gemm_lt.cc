@@ -99,7 +99,7 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
 }
 
 GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
-                 cudaStream_t stream) {
+                        cudaStream_t stream) {
   if (prob.m == 0 || prob.n == 0) return GemmOutcome::kDone;
   int ax = alignment_of(x), aw = alignment_of(w), ao = alignment_of(out);
   int ab = prob.bias ? alignment_of(bias) : 256;

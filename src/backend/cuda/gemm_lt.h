@@ -19,10 +19,10 @@ struct GemmProblem {
   int m = 0;
   int n = 0;
   int k = 0;
-  int64_t ldx = 0;  // row stride of x [m, k], elements
-  int64_t ldw = 0;  // row stride of w [n, k]
-  int64_t ldo = 0;  // row stride of out [m, n]
-  DType in = DType::kBF16;   // x and w (and bias)
+  int64_t ldx = 0;          // row stride of x [m, k], elements
+  int64_t ldw = 0;          // row stride of w [n, k]
+  int64_t ldo = 0;          // row stride of out [m, n]
+  DType in = DType::kBF16;  // x and w (and bias)
   DType out = DType::kBF16;
   bool bias = false;
 };
@@ -41,7 +41,8 @@ class GemmLt {
   GemmLt& operator=(const GemmLt&) = delete;
 
   // Enqueues the product on `stream`. x, w, bias: device pointers as GemmProblem describes.
-  GemmOutcome run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out, cudaStream_t stream);
+  GemmOutcome run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
+                  cudaStream_t stream);
 
  private:
   struct Plan {

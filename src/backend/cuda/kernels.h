@@ -129,7 +129,6 @@ struct SiluMulParams {
 };
 void launch_silu_mul(const SiluMulParams& p, DType act, cudaStream_t stream);
 
-
 // out[i, j] += bias[j]. out: [m, n] (row stride), dtype f32/f16/bf16; bias: [n] act.
 struct AddBiasParams {
   void* out = nullptr;

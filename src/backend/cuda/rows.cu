@@ -12,15 +12,25 @@ constexpr int kThreads = 256;
 template <int kBytes>
 struct Chunk;
 template <>
-struct Chunk<16> { using type = uint4; };
+struct Chunk<16> {
+  using type = uint4;
+};
 template <>
-struct Chunk<8> { using type = uint2; };
+struct Chunk<8> {
+  using type = uint2;
+};
 template <>
-struct Chunk<4> { using type = uint32_t; };
+struct Chunk<4> {
+  using type = uint32_t;
+};
 template <>
-struct Chunk<2> { using type = uint16_t; };
+struct Chunk<2> {
+  using type = uint16_t;
+};
 template <>
-struct Chunk<1> { using type = uint8_t; };
+struct Chunk<1> {
+  using type = uint8_t;
+};
 
 // The widest chunk size that divides every value (byte addresses, strides, lengths).
 int widest_chunk(std::initializer_list<int64_t> values) {
@@ -85,7 +95,9 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   }
 }
 
-int64_t addr(const void* p) { return int64_t(reinterpret_cast<uintptr_t>(p)); }
+int64_t addr(const void* p) {
+  return int64_t(reinterpret_cast<uintptr_t>(p));
+}
 
 }  // namespace
 

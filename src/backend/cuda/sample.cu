@@ -56,9 +56,13 @@ __device__ __forceinline__ uint64_t candidate_key(float p, int id) {
   return (uint64_t(__float_as_uint(p)) << 32) | uint64_t(0xffffffffu - uint32_t(id));
 }
 
-__device__ __forceinline__ int key_id(uint64_t key) { return int(0xffffffffu - uint32_t(key & 0xffffffffu)); }
+__device__ __forceinline__ int key_id(uint64_t key) {
+  return int(0xffffffffu - uint32_t(key & 0xffffffffu));
+}
 
-__device__ __forceinline__ uint64_t fixed_mass(float p) { return __float2ull_rz(p * kMassScale); }
+__device__ __forceinline__ uint64_t fixed_mass(float p) {
+  return __float2ull_rz(p * kMassScale);
+}
 
 enum class Stop { kCountAtLeast, kMassAtLeast, kMassAbove };
 
@@ -110,8 +114,7 @@ __device__ bool stop_holds(Stop stop, uint64_t target, uint64_t count, uint64_t 
 }
 
 // The first candidate in the rule's order at which `stop` holds for the prefix through it.
-__device__ Descent descend(const float* logits, int vocab, const RowStats& st, Stop stop, uint64_t target,
-                           Shared& sh) {
+__device__ Descent descend(const float* logits, int vocab, const RowStats& st, Stop stop, uint64_t target, Shared& sh) {
   uint64_t prefix = 0;
   if (threadIdx.x == 0) {
     sh.above_count = 0;
@@ -212,7 +215,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
 
   RowStats st{s.temperature, 0.0f, 1.0};
   float local_max = -INFINITY;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) local_max = fmaxf(local_max, __fdiv_rn(logits[i], st.temperature));
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+    local_max = fmaxf(local_max, __fdiv_rn(logits[i], st.temperature));
   st.z_max = block_max(local_max, sh.scratch);
   if (!isfinite(st.z_max)) {
     // No distribution (all -inf, or a +inf): the greedy rule, as on the CPU backend.
@@ -237,7 +241,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
     // p_max is the arg-max candidate's p: exp(0) / z_sum.
     float threshold = s.min_p * __double2float_rn(__ddiv_rn(1.0, st.z_sum));
     float local = 0.0f;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) local += candidate_p(logits[i], st) >= threshold ? 1.0f : 0.0f;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+      local += candidate_p(logits[i], st) >= threshold ? 1.0f : 0.0f;
     uint64_t n_min = uint64_t(block_sum(local, sh.scratch));
     if (n_min < kept) kept = n_min;
   }

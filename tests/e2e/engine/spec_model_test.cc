@@ -77,8 +77,8 @@ TEST(SpecModel, GreedyOutputsEqualTheReference) {
   ASSERT_NE(runner->draft(), nullptr);
   const auto requests = looping_requests(24, 3, runner->vocab_size());
   const auto want = test::reference_tokens(runner->model(), requests);
-  for (auto [method, k] : {std::pair{SpecMethod::kNgram, 4}, std::pair{SpecMethod::kNgram, 2},
-                           std::pair{SpecMethod::kDraft, 3}}) {
+  for (auto [method, k] :
+       {std::pair{SpecMethod::kNgram, 4}, std::pair{SpecMethod::kNgram, 2}, std::pair{SpecMethod::kDraft, 3}}) {
     SCOPED_TRACE(std::string(spec_method_name(method)) + " k " + std::to_string(k));
     std::vector<RequestOutput> out;
     const EngineStats s = run(*runner, spec(method, k), requests, out);

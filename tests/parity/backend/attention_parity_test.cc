@@ -19,9 +19,9 @@
 namespace fg::parity {
 namespace {
 
-constexpr double kOutTol = 1e-2;    // ||gpu - cpu|| / ||cpu|| of out (bf16)
-constexpr double kLseTol = 2e-2;    // max |gpu - cpu| of lse (natural log)
-constexpr double kMaxCaseMacs = 3e8;  // sum over (query, visible key, q head) of head_dim
+constexpr double kOutTol = 1e-2;        // ||gpu - cpu|| / ||cpu|| of out (bf16)
+constexpr double kLseTol = 2e-2;        // max |gpu - cpu| of lse (natural log)
+constexpr double kMaxCaseMacs = 3e8;    // sum over (query, visible key, q head) of head_dim
 constexpr double kMaxCacheElems = 8e6;  // per cache: bounds host memory and fill time
 constexpr int kRandomCases = 200;
 
@@ -43,10 +43,10 @@ struct AttnCase {
     std::ostringstream os;
     int max_q = *std::max_element(q_lens.begin(), q_lens.end());
     int max_kv = *std::max_element(kv_lens.begin(), kv_lens.end());
-    os << "seqs " << q_lens.size() << " max_q " << max_q << " max_kv " << max_kv << " page " << page_size << " kv_heads "
-       << num_kv_heads << " group " << group << " head_dim " << head_dim << " window " << window << " softcap "
-       << softcap << (causal ? " causal" : " non-causal") << (lse ? " lse" : "") << (strided_q ? " strided-q" : "")
-       << " seed " << seed;
+    os << "seqs " << q_lens.size() << " max_q " << max_q << " max_kv " << max_kv << " page " << page_size
+       << " kv_heads " << num_kv_heads << " group " << group << " head_dim " << head_dim << " window " << window
+       << " softcap " << softcap << (causal ? " causal" : " non-causal") << (lse ? " lse" : "")
+       << (strided_q ? " strided-q" : "") << " seed " << seed;
     return os.str();
   }
 
@@ -176,8 +176,8 @@ void run_case(const AttnCase& c) {
   }
   if (worst_err > kOutTol) {
     ADD_FAILURE() << "worst sequence " << worst_seq << " (q_len " << c.q_lens[size_t(worst_seq)] << ", kv_len "
-                  << c.kv_lens[size_t(worst_seq)] << ", first row " << cu[size_t(worst_seq)]
-                  << "): relative error " << worst_err;
+                  << c.kv_lens[size_t(worst_seq)] << ", first row " << cu[size_t(worst_seq)] << "): relative error "
+                  << worst_err;
   }
   const std::vector<float> qv = q.cpu_values(), kv_k = k_cache.cpu_values(), kv_v = v_cache.cpu_values();
   auto naive_row = [&](int t, int h, std::vector<double>& o) {
@@ -193,7 +193,8 @@ void run_case(const AttnCase& c) {
       int64_t page = int64_t(table[size_t(s) * size_t(max_pages) + size_t(j / c.page_size)]);
       int64_t base = ((page * c.page_size + j % c.page_size) * hk + kvh) * d;
       double dot = 0.0;
-      for (int e = 0; e < d; ++e) dot += double(qv[size_t((int64_t(t) * hq + h) * d + e)]) * double(kv_k[size_t(base + e)]);
+      for (int e = 0; e < d; ++e)
+        dot += double(qv[size_t((int64_t(t) * hq + h) * d + e)]) * double(kv_k[size_t(base + e)]);
       double sc = dot * double(params.scale);
       if (c.softcap > 0.0f) sc = double(c.softcap) * std::tanh(sc / double(c.softcap));
       scores.push_back(sc);
@@ -309,24 +310,24 @@ AttnCase make(std::vector<int> q, std::vector<int> kv, int page, int kv_heads, i
 // Edge cases a random draw may miss.
 std::vector<AttnCase> fixed_cases() {
   std::vector<AttnCase> cases;
-  cases.push_back(make({1}, {1}, 1, 1, 1, 128));                  // the smallest batch
-  cases.push_back(make({1}, {32768}, 256, 1, 8, 128));            // long decode: split-KV
-  cases.push_back(make({1}, {32768}, 1, 1, 4, 64));               // page size 1 at length
-  cases.push_back(make({512}, {512}, 16, 1, 1, 128));             // plain causal prefill
-  cases.push_back(make({300}, {4000}, 48, 2, 4, 64));             // chunked prefill continuation
-  cases.push_back(make({8, 8, 8}, {4096, 100, 9}, 64, 1, 8, 128)); // speculative windows
+  cases.push_back(make({1}, {1}, 1, 1, 1, 128));                    // the smallest batch
+  cases.push_back(make({1}, {32768}, 256, 1, 8, 128));              // long decode: split-KV
+  cases.push_back(make({1}, {32768}, 1, 1, 4, 64));                 // page size 1 at length
+  cases.push_back(make({512}, {512}, 16, 1, 1, 128));               // plain causal prefill
+  cases.push_back(make({300}, {4000}, 48, 2, 4, 64));               // chunked prefill continuation
+  cases.push_back(make({8, 8, 8}, {4096, 100, 9}, 64, 1, 8, 128));  // speculative windows
   std::vector<int> dq(256, 1), dkv(256);
   for (int i = 0; i < 256; ++i) dkv[size_t(i)] = 1 + (i * 37) % 600;
-  cases.push_back(make(dq, dkv, 3, 1, 4, 128));                   // 256 decodes, odd page size
+  cases.push_back(make(dq, dkv, 3, 1, 4, 128));  // 256 decodes, odd page size
   std::vector<int> mq(17, 1), mkv(17, 777);
   mq[3] = 200;
   mkv[3] = 1500;
-  cases.push_back(make(mq, mkv, 16, 2, 8, 128));                  // one prefill chunk among decodes
+  cases.push_back(make(mq, mkv, 16, 2, 8, 128));  // one prefill chunk among decodes
   AttnCase w = make({64, 1}, {2048, 3000}, 16, 1, 4, 128);
   w.window = 100;
   w.softcap = 30.0f;
   w.lse = true;
-  cases.push_back(w);                                             // window + softcap + lse
+  cases.push_back(w);  // window + softcap + lse
   AttnCase nc = make({5, 1}, {5, 70}, 16, 1, 1, 64);
   nc.causal = false;
   nc.lse = true;
@@ -334,7 +335,7 @@ std::vector<AttnCase> fixed_cases() {
   cases.push_back(nc);
   AttnCase tiny_window = make({33}, {1000}, 64, 1, 8, 64);
   tiny_window.window = 1;
-  cases.push_back(tiny_window);                                   // each query sees itself only
+  cases.push_back(tiny_window);  // each query sees itself only
   for (size_t i = 0; i < cases.size(); ++i) cases[i].seed = 1000 + i;
   return cases;
 }

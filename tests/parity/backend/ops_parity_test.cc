@@ -15,8 +15,12 @@ namespace {
 
 constexpr double kBf16Tol = 1e-2;
 
-Backend& cpu() { return *backends().cpu; }
-Backend& gpu() { return *backends().gpu; }
+Backend& cpu() {
+  return *backends().cpu;
+}
+Backend& gpu() {
+  return *backends().gpu;
+}
 
 // A view of a fused [n, width] row buffer: [n, heads, head_dim] at column `col0`.
 struct HeadsLayout {
@@ -360,9 +364,9 @@ TEST(BackendParity, GemmShapesBiasAndOutputs) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(8);
   const GemmCase cases[] = {
-      {1, 17, 64, false, DType::kBF16, 0},   {7, 33, 96, true, DType::kBF16, 8},
-      {64, 256, 512, true, DType::kF32, 0},  {130, 1000, 384, false, DType::kF32, 16},
-      {3, 50, 17, true, DType::kBF16, 0},    {5, 31, 33, true, DType::kF32, 1},
+      {1, 17, 64, false, DType::kBF16, 0},       {7, 33, 96, true, DType::kBF16, 8},
+      {64, 256, 512, true, DType::kF32, 0},      {130, 1000, 384, false, DType::kF32, 16},
+      {3, 50, 17, true, DType::kBF16, 0},        {5, 31, 33, true, DType::kF32, 1},
       {300, 512, 1024, false, DType::kBF16, 64}, {1, 32003, 256, false, DType::kF32, 0},
   };
   for (const GemmCase& gc : cases) {
@@ -437,12 +441,32 @@ std::vector<SamplingRow> sampling_rows(int m, std::mt19937_64& rng) {
     switch (i % 8) {
       case 0: r.temperature = 0.0f; break;  // greedy
       case 1: r.temperature = 1.0f; break;
-      case 2: r.temperature = 0.7f; r.top_k = 1 + int(unit(rng) * 50); break;
-      case 3: r.temperature = 1.3f; r.top_p = 0.5f + 0.45f * unit(rng); break;
-      case 4: r.temperature = 0.9f; r.min_p = 0.02f + 0.2f * unit(rng); break;
-      case 5: r.temperature = 1.0f; r.top_k = 40; r.top_p = 0.9f; r.min_p = 0.05f; break;
-      case 6: r.temperature = 2.0f; r.top_k = 5000; break;
-      default: r.temperature = 0.5f; r.top_p = 0.99f; break;
+      case 2:
+        r.temperature = 0.7f;
+        r.top_k = 1 + int(unit(rng) * 50);
+        break;
+      case 3:
+        r.temperature = 1.3f;
+        r.top_p = 0.5f + 0.45f * unit(rng);
+        break;
+      case 4:
+        r.temperature = 0.9f;
+        r.min_p = 0.02f + 0.2f * unit(rng);
+        break;
+      case 5:
+        r.temperature = 1.0f;
+        r.top_k = 40;
+        r.top_p = 0.9f;
+        r.min_p = 0.05f;
+        break;
+      case 6:
+        r.temperature = 2.0f;
+        r.top_k = 5000;
+        break;
+      default:
+        r.temperature = 0.5f;
+        r.top_p = 0.99f;
+        break;
     }
   }
   return rows;

@@ -11,7 +11,9 @@ namespace {
 
 constexpr int64_t kGuardBytes = 512;
 
-uint8_t sentinel_byte(int64_t i) { return uint8_t(0x5a ^ (i * 37)); }
+uint8_t sentinel_byte(int64_t i) {
+  return uint8_t(0x5a ^ (i * 37));
+}
 
 float decode(DType t, const uint8_t* p) {
   switch (t) {
@@ -99,7 +101,10 @@ float round_to(DType dtype, float v) {
 
 Twin::Twin(std::vector<int64_t> shape, DType gpu_dtype, DType cpu_dtype, std::vector<int64_t> strides,
            int64_t storage_elems, int64_t offset)
-    : shape_(std::move(shape)), strides_(std::move(strides)), gpu_dtype_(gpu_dtype), cpu_dtype_(cpu_dtype),
+    : shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      gpu_dtype_(gpu_dtype),
+      cpu_dtype_(cpu_dtype),
       offset_(offset) {
   const int nd = int(shape_.size());
   if (strides_.empty()) {
@@ -200,7 +205,8 @@ std::vector<float> Twin::gpu_values() const {
 std::vector<float> Twin::cpu_values() const {
   std::vector<float> v;
   v.reserve(offsets_.size());
-  for (int64_t off : offsets_) v.push_back(decode(cpu_dtype_, cpu_storage_.data() + off * int64_t(dtype_size(cpu_dtype_))));
+  for (int64_t off : offsets_)
+    v.push_back(decode(cpu_dtype_, cpu_storage_.data() + off * int64_t(dtype_size(cpu_dtype_))));
   return v;
 }
 

@@ -29,8 +29,8 @@ struct Backends {
 // Created on first use, shared by every test of the process.
 Backends& backends();
 
-#define FG_REQUIRE_GPU()                                                  \
-  do {                                                                    \
+#define FG_REQUIRE_GPU()                                                                     \
+  do {                                                                                       \
     if (!::fg::parity::backends().gpu) GTEST_SKIP() << ::fg::parity::backends().skip_reason; \
   } while (0)
 
@@ -77,9 +77,9 @@ class Twin {
   std::vector<int64_t> shape_, strides_;
   DType gpu_dtype_, cpu_dtype_;
   int64_t storage_elems_ = 0, offset_ = 0;
-  std::vector<int64_t> offsets_;       // storage offsets of the view's elements, row-major order
-  std::vector<uint8_t> cpu_storage_;   // cpu dtype
-  std::vector<uint8_t> gpu_image_;     // guard | storage (gpu dtype) | guard, what the GPU should hold
+  std::vector<int64_t> offsets_;      // storage offsets of the view's elements, row-major order
+  std::vector<uint8_t> cpu_storage_;  // cpu dtype
+  std::vector<uint8_t> gpu_image_;    // guard | storage (gpu dtype) | guard, what the GPU should hold
   Buffer gpu_buffer_;
 };
 

@@ -35,8 +35,8 @@ constexpr int kPageSize = 4;
 constexpr uint8_t kSentinel = 0x3c;
 
 using test::argmax;
-using test::top2_margin;
 using test::model_fixture;
+using test::top2_margin;
 
 std::unique_ptr<Backend> cuda_or_null() {
   auto cuda = make_cuda_backend(0);
@@ -53,7 +53,6 @@ std::vector<float> to_host(Backend& backend, const Tensor& t) {
   backend.synchronize();
   return out;
 }
-
 
 // Prompts of min_len..min_len + 18 tokens (page size 4: several pages, some crossing a page during
 // decode).
@@ -232,11 +231,12 @@ void check_verify_steps(Backend& backend, const std::string& name, int num_seqs,
     for (int step = -1; step < steps; ++step) {
       std::vector<SequenceChunk> chunks;
       for (int s = 0; s < num_seqs; ++s) {
-        std::span<const int32_t> in =
-            step < 0 ? std::span<const int32_t>(prompts[size_t(s)])
-                     : std::span<const int32_t>(stream[size_t(s)]).subspan(size_t(fed[size_t(s)]),
-                                                                          size_t(lens[size_t(step)][size_t(s)]));
-        chunks.push_back({in, cached[size_t(s)], pages[size_t(s)], step < 0 ? LogitsWanted::kLast : LogitsWanted::kAll});
+        std::span<const int32_t> in = step < 0
+                                          ? std::span<const int32_t>(prompts[size_t(s)])
+                                          : std::span<const int32_t>(stream[size_t(s)])
+                                                .subspan(size_t(fed[size_t(s)]), size_t(lens[size_t(step)][size_t(s)]));
+        chunks.push_back(
+            {in, cached[size_t(s)], pages[size_t(s)], step < 0 ? LogitsWanted::kLast : LogitsWanted::kAll});
       }
       auto logits = model.forward(chunks, cache);
       EXPECT_TRUE(logits.is_ok()) << logits.status().to_string();
@@ -452,11 +452,15 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
   }
 }
 
-TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) { check_engine_tokens(false, SpecMethod::kOff); }
+TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
+  check_engine_tokens(false, SpecMethod::kOff);
+}
 
 // Speculative decoding on the GPU: verification steps (1 + k query tokens, graphs of that width)
 // give the tokens plain decoding gives, up to bf16 near ties.
-TEST(DecodeGraphCuda, SpeculativeEngineTokensMatchPlainDecoding) { check_engine_tokens(true, SpecMethod::kNgram); }
+TEST(DecodeGraphCuda, SpeculativeEngineTokensMatchPlainDecoding) {
+  check_engine_tokens(true, SpecMethod::kNgram);
+}
 
 }  // namespace
 }  // namespace fg

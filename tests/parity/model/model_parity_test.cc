@@ -26,8 +26,8 @@ namespace fg {
 namespace {
 
 using test::argmax;
-using test::top2_margin;
 using test::model_fixture;
+using test::top2_margin;
 
 struct Reference {
   std::vector<std::vector<int32_t>> prompts;
@@ -93,8 +93,6 @@ class ModelParity : public ::testing::TestWithParam<std::string> {
   bool exact_ = true;
   float tolerance_ = 1e-4f;
 };
-
-
 
 TEST_P(ModelParity, LogitsMatchTransformers) {
   const std::string dir = model_fixture(GetParam());

@@ -39,10 +39,10 @@ __global__ void fill_kv_rows_kernel(T* k, T* v, const int32_t* bt, int max_pages
 
 // f32 reference: grid (total_q, hq), 128 threads. out: [total_q, hq, d] f32; lse: [total_q, hq] f32.
 template <typename T>
-__global__ void reference_kernel(const T* q, int64_t q_stride_tok, const T* k, const T* v, const int32_t* bt, int max_pages,
-                                 const int32_t* cu, const int32_t* kv_lens, const int32_t* seq_of, int page_size, int hq,
-                                 int hkv, int d, float scale, int causal, int window, float softcap, float* out,
-                                 float* lse) {
+__global__ void reference_kernel(const T* q, int64_t q_stride_tok, const T* k, const T* v, const int32_t* bt,
+                                 int max_pages, const int32_t* cu, const int32_t* kv_lens, const int32_t* seq_of,
+                                 int page_size, int hq, int hkv, int d, float scale, int causal, int window,
+                                 float softcap, float* out, float* lse) {
   __shared__ float w[128];
   __shared__ float red[128];
   const int tok = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
@@ -105,7 +105,9 @@ struct CheckCase {
   bool mma_prefill = false;
 };
 
-float to_f32(uint16_t x, DType dt) { return dt == DType::kBF16 ? bf16_to_f32(x) : f16_to_f32(x); }
+float to_f32(uint16_t x, DType dt) {
+  return dt == DType::kBF16 ? bf16_to_f32(x) : f16_to_f32(x);
+}
 
 template <typename T>
 bool run_case(const CheckCase& c, uint64_t seed, bool verbose) {
@@ -256,8 +258,9 @@ std::string describe(const CheckCase& c) {
   std::snprintf(buf, sizeof buf, "%s d%d h%d/%d ps%d n%d maxq%d maxkv%d%s%s%s%s%s%s", dtype_name(c.dtype).data(), c.d,
                 c.hq, c.hkv, c.page_size, int(c.q_lens.size()), *std::max_element(c.q_lens.begin(), c.q_lens.end()),
                 *std::max_element(c.kv_lens.begin(), c.kv_lens.end()), c.params.causal ? "" : " noncausal",
-                c.params.sliding_window ? " win" : "", c.params.softcap > 0 ? " cap" : "", c.strided_q ? " strided" : "",
-                c.kv_lens_capture.empty() ? "" : " graph", c.mma_prefill ? " mma.sync" : "");
+                c.params.sliding_window ? " win" : "", c.params.softcap > 0 ? " cap" : "",
+                c.strided_q ? " strided" : "", c.kv_lens_capture.empty() ? "" : " graph",
+                c.mma_prefill ? " mma.sync" : "");
   return buf;
 }
 

@@ -20,13 +20,13 @@
 
 namespace fg::bench {
 
-#define BENCH_CUDA(expr)                                                                        \
-  do {                                                                                          \
-    cudaError_t e_ = (expr);                                                                    \
-    if (e_ != cudaSuccess) {                                                                    \
+#define BENCH_CUDA(expr)                                                                          \
+  do {                                                                                            \
+    cudaError_t e_ = (expr);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                             \
-    }                                                                                           \
+      std::exit(2);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // An attention plan (cuda::AttentionKernel) with a workspace of its own; the engine's plans get
@@ -75,8 +75,10 @@ inline void fill_uniform(T* p, int64_t n, float lo, float hi, uint64_t seed, cud
 }
 
 inline void fill_act(void* p, DType dt, int64_t n, uint64_t seed, cudaStream_t st = nullptr) {
-  if (dt == DType::kBF16) fill_uniform(static_cast<__nv_bfloat16*>(p), n, -1.f, 1.f, seed, st);
-  else fill_uniform(static_cast<__half*>(p), n, -1.f, 1.f, seed, st);
+  if (dt == DType::kBF16)
+    fill_uniform(static_cast<__nv_bfloat16*>(p), n, -1.f, 1.f, seed, st);
+  else
+    fill_uniform(static_cast<__half*>(p), n, -1.f, 1.f, seed, st);
 }
 
 // The metadata of one ragged batch plus a paged KV layout (pages randomly permuted).
@@ -84,8 +86,8 @@ struct PagedLayout {
   std::vector<int32_t> q_lens, kv_lens;
   std::vector<int32_t> cu_seqlens_q, block_table;  // host copies
   int page_size = 16;
-  int max_pages = 0;   // per sequence (block_table row length)
-  int num_pages = 0;   // pages in the pool (all used)
+  int max_pages = 0;  // per sequence (block_table row length)
+  int num_pages = 0;  // pages in the pool (all used)
   int total_q = 0;
   int64_t total_kv = 0;
 

@@ -24,7 +24,10 @@ TEST(Tensor, ContiguousStridesAndSlices) {
 TEST(Tensor, BufferReleasesThroughItsDeleter) {
   int released = 0;
   {
-    Buffer b(new char[16], 16, Device::kCpu, [&](void* p) { delete[] static_cast<char*>(p); ++released; });
+    Buffer b(new char[16], 16, Device::kCpu, [&](void* p) {
+      delete[] static_cast<char*>(p);
+      ++released;
+    });
     Buffer moved = std::move(b);
     EXPECT_EQ(b.data(), nullptr);
     EXPECT_EQ(moved.view(DType::kF32, {4}).nbytes(), 16u);

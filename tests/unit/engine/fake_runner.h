@@ -143,7 +143,7 @@ class FakeRunner : public StepRunner {
   FakeModelShape shape_;
   std::unique_ptr<Backend> backend_;
   std::vector<int64_t> slots_;
-  std::vector<int32_t> block_;  // the step metadata block begin_step hands out
+  std::vector<int32_t> block_;   // the step metadata block begin_step hands out
   std::vector<int32_t> cached_;  // tokens of one row's sequence, read back from the slots
   std::unique_ptr<FakeRunner> draft_;
   Buffer logits_;

@@ -310,8 +310,12 @@ void check_sampled_distribution(SpecMethod method) {
   EXPECT_LT(chi2, 213.7) << spec_method_name(method) << ": outputs do not follow the target's distribution";
 }
 
-TEST(SpecEngine, SampledOutputsFollowTheTargetWithADraftModel) { check_sampled_distribution(SpecMethod::kDraft); }
-TEST(SpecEngine, SampledOutputsFollowTheTargetWithNgramDrafts) { check_sampled_distribution(SpecMethod::kNgram); }
+TEST(SpecEngine, SampledOutputsFollowTheTargetWithADraftModel) {
+  check_sampled_distribution(SpecMethod::kDraft);
+}
+TEST(SpecEngine, SampledOutputsFollowTheTargetWithNgramDrafts) {
+  check_sampled_distribution(SpecMethod::kNgram);
+}
 
 TEST(SpecEngine, SeededSampledRequestsAreReproducibleInAnyBatch) {
   const FakeModelShape shape = looping_shape();

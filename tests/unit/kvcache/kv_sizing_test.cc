@@ -23,7 +23,7 @@ TEST(KvSizing, ParsesSizesWithBinarySuffixes) {
 }
 
 TEST(KvSizing, PagesFromAnExplicitBudget) {
-  KvCacheShape shape{32, 8, 128, DType::kBF16, 16};  // Llama-3.1-8B
+  KvCacheShape shape{32, 8, 128, DType::kBF16, 16};                  // Llama-3.1-8B
   EXPECT_EQ(kv_bytes_per_page(shape), 2ll * 32 * 16 * 8 * 128 * 2);  // 2 MiB
   KvMemoryRequest req;
   req.kv_cache_bytes = 10ll << 30;

@@ -32,7 +32,6 @@ struct SeqResult {
   std::vector<int32_t> generated;    // kNewTokens greedy ids
 };
 
-
 // Runs every prompt to its end and then kNewTokens greedy decode steps. together: all sequences
 // share each step; otherwise one sequence at a time. chunk: prefill tokens per step (0 = all).
 std::vector<SeqResult> run(Model& model, const std::vector<std::vector<int32_t>>& prompts, int page_size, int chunk,

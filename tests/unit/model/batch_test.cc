@@ -9,7 +9,9 @@
 namespace fg {
 namespace {
 
-std::vector<int32_t> vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
+std::vector<int32_t> vec(std::span<const int32_t> s) {
+  return {s.begin(), s.end()};
+}
 
 struct Block {
   StepLayout layout;
@@ -89,7 +91,7 @@ TEST(StepWriter, Errors) {
   ASSERT_TRUE(w.add({t, 0, two_pages, LogitsWanted::kLast}).is_ok());
   ASSERT_TRUE(w.add({t, 0, two_pages, LogitsWanted::kLast}).is_ok());
   EXPECT_FALSE(w.add({t, 0, two_pages, LogitsWanted::kLast}).is_ok());  // a third sequence
-  EXPECT_EQ(w.finish().num_seqs(), 2);  // failed adds wrote nothing
+  EXPECT_EQ(w.finish().num_seqs(), 2);                                  // failed adds wrote nothing
 }
 
 }  // namespace

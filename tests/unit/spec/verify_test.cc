@@ -100,8 +100,12 @@ void check_distribution(bool point_mass) {
   }
 }
 
-TEST(VerifySampled, OutputFollowsTheTargetWithADraftModel) { check_distribution(false); }
-TEST(VerifySampled, OutputFollowsTheTargetWithAPointMassProposer) { check_distribution(true); }
+TEST(VerifySampled, OutputFollowsTheTargetWithADraftModel) {
+  check_distribution(false);
+}
+TEST(VerifySampled, OutputFollowsTheTargetWithAPointMassProposer) {
+  check_distribution(true);
+}
 
 TEST(VerifySampled, ReproducibleForASeed) {
   const Row p0 = normalized({1, 2, 3, 4, 5, 6}), p1 = normalized({6, 5, 4, 3, 2, 1});

@@ -1,5 +1,6 @@
 // Tokenizers built from GGUF metadata give Hugging Face's ids:
-//  - llama.cpp's vocab-only GGUF files of the committed vocab tests (tests/fixtures/vocab_tests.tar.xz) (gpt-2: byte-level BPE;
+//  - llama.cpp's vocab-only GGUF files of the committed vocab tests (tests/fixtures/vocab_tests.tar.xz) (gpt-2:
+//  byte-level BPE;
 //    llama-spm, phi-3: SentencePiece-style) against their .out files, which come from the
 //    models' Hugging Face tokenizers;
 //  - GGUF files written here from the reference tokenizer.json files the way llama.cpp's converter
