@@ -4,7 +4,7 @@
 // ([num_pages, page_size, num_kv_heads, head_dim] per layer, owned by the model). The pool is
 // host-side bookkeeping only: it never touches device memory and never waits on the device.
 //
-// Page lifecycle (designed for the prefix cache of issue 7):
+// Page lifecycle (the prefix cache, kvcache/prefix_cache.h, is what keeps pages "cached"):
 //   free --allocate--> held (refcount 1) --retain/release--> held (refcount n)
 //   held --release to refcount 0--> free           (a page nobody will ask for again)
 //   held --release to refcount 0--> cached         (a full page whose contents a cache has

@@ -63,10 +63,9 @@ int32_t argmax(const float* logits, int64_t vocab) {
   return int32_t(best);
 }
 
-// Below this many logits (rows x vocab) a step samples on the calling thread: starting an OpenMP
-// team costs more than the rows themselves (measured 7-28 ms per step on a loaded 2-core machine
-// against microseconds of work for small vocabularies). Rows are independent and each thread has
-// its own scratch, so the result is the same either way.
+// Below this many logits (rows x vocab) a step samples on the calling thread: on a loaded machine
+// starting an OpenMP team costs far more than sampling a few small rows. Rows are independent and
+// each thread has its own scratch, so the result is the same either way.
 constexpr int64_t kParallelSampleLogits = int64_t(1) << 20;
 
 }  // namespace
