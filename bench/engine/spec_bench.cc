@@ -50,6 +50,8 @@ struct Args {
   int load_prompt = 512;
   int load_output = 256;
   std::string skip;  // comma list of a, b, c, d
+  std::vector<int> step_batches = {1, 32};
+  int step_only_q = 0;  // > 0: (a) times only steps of this many query tokens per sequence (profiling)
   std::string json_path;
 };
 
@@ -150,6 +152,8 @@ int main(int argc, char** argv) {
   app.add_option("--load-prompt", a.load_prompt, "(d): prompt tokens per request (512)");
   app.add_option("--load-output", a.load_output, "(d): output tokens per request (256)");
   app.add_option("--skip", a.skip, "comma list of parts to skip: a,b,c,d");
+  app.add_option("--step-batches", a.step_batches, "(a): batch sizes (1 32)");
+  app.add_option("--step-only-q", a.step_only_q, "(a): time only steps of this query length (for a profiler)");
   app.add_option("--json", a.json_path, "also write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   auto skip = [&](char p) { return a.skip.find(p) != std::string::npos; };
@@ -163,7 +167,12 @@ int main(int argc, char** argv) {
   if (!skip('a')) {
     std::printf("\n(a) verification step (1 + %d tokens per sequence, all logits) vs decode step, kv %d\n", a.k,
                 a.context);
-    for (int b : {1, 32}) {
+    for (int b : a.step_batches) {
+      if (a.step_only_q > 0) {
+        const double t = step_time(*target, b, a.step_only_q, a.context);
+        std::printf("  batch %3d: q %d %8.3f ms\n", b, a.step_only_q, 1e3 * t);
+        continue;
+      }
       const double dec = step_time(*target, b, 1, a.context), ver = step_time(*target, b, 1 + a.k, a.context);
       if (b == 1) t_decode1 = dec;
       std::printf("  batch %3d: decode %8.3f ms, verify %8.3f ms, ratio %.3f\n", b, 1e3 * dec, 1e3 * ver, ver / dec);

@@ -1,8 +1,11 @@
-// Rotary position embedding, in place on q and k (one launch for both). One thread per rotated
-// pair: (token, head, i) with i < rotary_dim / 2. Angles in f32, their cos/sin in double
-// (positions reach tens of thousands of radians); channels past rotary_dim are left untouched.
+// Rotary position embedding, in place on q and k (one launch for both). One block per token: its
+// cos/sin per rotated pair i < rotary_dim / 2 once (angles in f32, their cos/sin in double:
+// positions reach tens of thousands of radians), then one thread per (head, pair); channels past
+// rotary_dim are left untouched.
 // With p.kv.slots the same launch writes the new K/V rows into the paged cache (kv_write): the kv
 // heads' threads then cover all head_dim / 2 channel pairs, rotated or not.
+#include <algorithm>
+
 #include "backend/cuda/kernel_util.cuh"
 
 namespace fg::cuda {
@@ -11,61 +14,71 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// One block per token (grid-stride): the token's cos/sin of every rotary pair are computed once
+// into shared memory, then every head's pairs of that token use them (the angle depends on the
+// token and the pair, not the head).
 template <class T>
 __global__ void rope_kernel(RopeParams p) {
-  int half = p.rotary_dim / 2;
+  extern __shared__ float cs[];  // [half] cos, then [half] sin
+  const int half = p.rotary_dim / 2;
+  float* cos_t = cs;
+  float* sin_t = cs + half;
   const bool write_cache = p.kv.slots != nullptr;
-  int pairs = write_cache ? p.head_dim / 2 : half;
-  int heads = p.num_q_heads + p.num_kv_heads;
-  int64_t total = int64_t(p.n) * heads * pairs;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    int i = int(e % pairs);
-    int64_t th = e / pairs;
-    int head = int(th % heads);
-    int64_t token = th / heads;
-    const bool is_q = head < p.num_q_heads;
-    const int kvh = head - p.num_q_heads;
-    T* x = is_q ? static_cast<T*>(p.q) + token * p.q_stride_token + int64_t(head) * p.q_stride_head
-                : static_cast<T*>(p.k) + token * p.k_stride_token + int64_t(kvh) * p.k_stride_head;
-    int i0, i1;
-    if (i >= half) {  // a channel pair past rotary_dim: only copied to the cache
-      if (is_q) continue;
-      i0 = p.rotary_dim + 2 * (i - half);
-      i1 = i0 + 1;
-    } else {
+  const int pairs = write_cache ? p.head_dim / 2 : half;
+  const int heads = p.num_q_heads + p.num_kv_heads;
+  for (int64_t token = blockIdx.x; token < p.n; token += gridDim.x) {
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
       float inv_freq;
       if (p.per_token_base != nullptr) {
         inv_freq = 1.0f / powf(p.per_token_base[token], float(2 * i) / float(p.rotary_dim));
       } else {
         inv_freq = p.inv_freq[i];
       }
-      float angle = float(p.positions[token]) * inv_freq;
+      const float angle = float(p.positions[token]) * inv_freq;
       // cos/sin of the f32 angle rounded once to f32 (computed in double), as the CPU backend does.
       double sd, cd;
       sincos(double(angle), &sd, &cd);
-      float c = float(cd) * p.attention_scaling;
-      float s = float(sd) * p.attention_scaling;
-      i0 = p.neox ? i : 2 * i;
-      i1 = p.neox ? i + half : 2 * i + 1;
-      float x0 = to_f32(x[i0]);
-      float x1 = to_f32(x[i1]);
-      x[i0] = from_f32<T>(x0 * c - x1 * s);
-      x[i1] = from_f32<T>(x1 * c + x0 * s);
+      cos_t[i] = float(cd) * p.attention_scaling;
+      sin_t[i] = float(sd) * p.attention_scaling;
     }
-    if (write_cache && !is_q) {
-      const int32_t slot = p.kv.slots[token];
-      if (slot < 0) continue;
-      const int64_t page = slot / p.kv.page_size;
-      const int64_t offset = slot - page * p.kv.page_size;
-      const int64_t ce = page * p.kv.cache_stride_page + offset * p.kv.cache_stride_slot + kvh * p.kv.cache_stride_head;
-      const T* v = static_cast<const T*>(p.kv.v) + token * p.kv.v_stride_token + int64_t(kvh) * p.kv.v_stride_head;
-      T* kc = static_cast<T*>(p.kv.k_cache) + ce;
-      T* vc = static_cast<T*>(p.kv.v_cache) + ce;
-      kc[i0] = x[i0];
-      kc[i1] = x[i1];
-      vc[i0] = v[i0];
-      vc[i1] = v[i1];
+    __syncthreads();
+    const int32_t slot = write_cache ? p.kv.slots[token] : -1;
+    for (int e = threadIdx.x; e < heads * pairs; e += blockDim.x) {
+      const int head = e / pairs;
+      const int i = e - head * pairs;
+      const bool is_q = head < p.num_q_heads;
+      const int kvh = head - p.num_q_heads;
+      T* x = is_q ? static_cast<T*>(p.q) + token * p.q_stride_token + int64_t(head) * p.q_stride_head
+                  : static_cast<T*>(p.k) + token * p.k_stride_token + int64_t(kvh) * p.k_stride_head;
+      int i0, i1;
+      if (i >= half) {  // a channel pair past rotary_dim: only copied to the cache
+        if (is_q) continue;
+        i0 = p.rotary_dim + 2 * (i - half);
+        i1 = i0 + 1;
+      } else {
+        const float c = cos_t[i], s = sin_t[i];
+        i0 = p.neox ? i : 2 * i;
+        i1 = p.neox ? i + half : 2 * i + 1;
+        const float x0 = to_f32(x[i0]);
+        const float x1 = to_f32(x[i1]);
+        x[i0] = from_f32<T>(x0 * c - x1 * s);
+        x[i1] = from_f32<T>(x1 * c + x0 * s);
+      }
+      if (write_cache && !is_q && slot >= 0) {
+        const int64_t page = slot / p.kv.page_size;
+        const int64_t offset = slot - page * p.kv.page_size;
+        const int64_t ce =
+            page * p.kv.cache_stride_page + offset * p.kv.cache_stride_slot + kvh * p.kv.cache_stride_head;
+        const T* v = static_cast<const T*>(p.kv.v) + token * p.kv.v_stride_token + int64_t(kvh) * p.kv.v_stride_head;
+        T* kc = static_cast<T*>(p.kv.k_cache) + ce;
+        T* vc = static_cast<T*>(p.kv.v_cache) + ce;
+        kc[i0] = x[i0];
+        kc[i1] = x[i1];
+        vc[i0] = v[i0];
+        vc[i1] = v[i1];
+      }
     }
+    __syncthreads();  // the next token's table overwrites this one
   }
 }
 
@@ -75,8 +88,10 @@ void launch_rope(const RopeParams& p, DType act, cudaStream_t stream) {
   const int pairs = p.kv.slots != nullptr ? p.head_dim / 2 : p.rotary_dim / 2;
   int64_t total = int64_t(p.n) * (p.num_q_heads + p.num_kv_heads) * pairs;
   if (total == 0) return;
+  const size_t smem = size_t(p.rotary_dim) * sizeof(float);  // cos and sin of rotary_dim / 2 pairs
+  const unsigned grid = unsigned(std::min<int64_t>(p.n, 65535));
   dispatch_act(act, [&]<class T>() {
-    rope_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
+    rope_kernel<T><<<grid, kThreads, smem, stream>>>(p);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -161,10 +161,19 @@ TEST(BackendParity, KvWriteEveryPageSizeExact) {
 TEST(BackendParity, RmsNorm2DOddSizes) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(4);
-  for (int64_t hidden : {17, 1000, 2051, 5120}) {
-    SCOPED_TRACE("hidden " + std::to_string(hidden));
+  // Odd strides take the general kernel; rows of 8-element multiples (hidden sizes) the vectorized
+  // one, with 1, 2 and 4 vectors per thread.
+  for (auto [hidden, pad] : {std::pair<int64_t, int64_t>{17, 5},
+                             {1000, 5},
+                             {2051, 5},
+                             {5120, 5},
+                             {4096, 0},
+                             {5120, 8},
+                             {8192, 0},
+                             {12288, 0}}) {
+    SCOPED_TRACE("hidden " + std::to_string(hidden) + " pad " + std::to_string(pad));
     const int64_t n = 13;
-    Twin x({n, hidden}, DType::kBF16, DType::kF32, {hidden + 5, 1});
+    Twin x({n, hidden}, DType::kBF16, DType::kF32, {hidden + pad, 1});
     x.fill_random(rng, -3.0f, 3.0f);
     Twin w({hidden}, DType::kBF16);
     w.fill_random(rng, 0.5f, 1.5f);
@@ -201,12 +210,12 @@ TEST(BackendParity, RmsNormPerHeadStridedInPlace) {
 TEST(BackendParity, AddRmsNormUpdatesResidualAndNormalizes) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(6);
-  for (int64_t hidden : {31, 4096}) {
-    SCOPED_TRACE("hidden " + std::to_string(hidden));
+  for (auto [hidden, pad] : {std::pair<int64_t, int64_t>{31, 1}, {4096, 1}, {4096, 0}, {8192, 8}, {2056, 0}}) {
+    SCOPED_TRACE("hidden " + std::to_string(hidden) + " delta pad " + std::to_string(pad));
     const int64_t n = 9;
     Twin residual({n, hidden}, DType::kBF16);
     residual.fill_random(rng, -2.0f, 2.0f);
-    Twin delta({n, hidden}, DType::kBF16, DType::kF32, {hidden + 1, 1});
+    Twin delta({n, hidden}, DType::kBF16, DType::kF32, {hidden + pad, 1});
     delta.fill_random(rng, -2.0f, 2.0f);
     Twin w({hidden}, DType::kBF16);
     w.fill_random(rng, 0.5f, 1.5f);
@@ -420,6 +429,20 @@ TEST(BackendParity, SiluMulOddSizesStrided) {
     Twin x({n, 2 * inter}, DType::kBF16, DType::kF32, {2 * inter + 6, 1});
     x.fill_random(rng, -6.0f, 6.0f);
     Twin out({n, inter}, DType::kBF16, DType::kF32, {inter + 3, 1});
+    out.poison();
+    cpu().silu_mul(x.cpu, out.cpu);
+    gpu().silu_mul(x.gpu, out.gpu);
+    gpu().synchronize();
+    EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), kBf16Tol);
+    out.check_guards("silu_mul out", true);
+  }
+  // Rows whose layout allows 16-byte vectors (the MLP's own case): contiguous and strided by 8.
+  for (auto [inter, pad] : {std::pair<int64_t, int64_t>{1376, 0}, {4104, 8}, {24, 16}}) {
+    SCOPED_TRACE("vectorized inter " + std::to_string(inter) + " pad " + std::to_string(pad));
+    const int64_t n = 37;
+    Twin x({n, 2 * inter}, DType::kBF16, DType::kF32, {2 * inter + pad, 1});
+    x.fill_random(rng, -6.0f, 6.0f);
+    Twin out({n, inter}, DType::kBF16, DType::kF32, {inter + pad, 1});
     out.poison();
     cpu().silu_mul(x.cpu, out.cpu);
     gpu().silu_mul(x.gpu, out.gpu);
