@@ -37,8 +37,6 @@ GemmLt::GemmLt(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
 
 GemmLt::~GemmLt() {
   for (auto& [key, plan] : plans_) destroy(plan);
-  for (cudaEvent_t e : timer_)
-    if (e != nullptr) (void)cudaEventDestroy(e);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
   if (handle_ != nullptr) (void)cublasLtDestroy(handle_);
 }
@@ -86,50 +84,18 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ao, sizeof(ao)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ao, sizeof(ao)));
-  cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
+  cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const int wanted = prob.m <= kTuneMaxRows ? kTuneCandidates : 1;
   cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref, wanted, results, &found);
+      cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
   (void)cublasLtMatmulPreferenceDestroy(pref);
-  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.candidates.push_back(results[i].algo);
-  if (plan.candidates.empty()) {
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     destroy(plan);
     return plan;
   }
-  plan.algo = plan.candidates.front();
+  plan.algo = result.algo;
   plan.ok = true;
   return plan;
-}
-
-void GemmLt::matmul(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const void* x, const void* w, void* out,
-                    cudaStream_t stream) {
-  float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.op, &alpha, w, plan.a, x, plan.b, &beta, out, plan.c, out, plan.c, &algo,
-                              workspace_, workspace_bytes_, stream));
-}
-
-void GemmLt::tune(Plan& plan, const void* x, const void* w, void* out, cudaStream_t stream) {
-  if (timer_[0] == nullptr) {
-    CUDA_CHECK(cudaEventCreate(&timer_[0]));
-    CUDA_CHECK(cudaEventCreate(&timer_[1]));
-  }
-  float best = 0.0f;
-  for (size_t i = 0; i < plan.candidates.size(); ++i) {
-    const cublasLtMatmulAlgo_t& algo = plan.candidates[i];
-    matmul(plan, algo, x, w, out, stream);  // warm-up (and any lazy module load)
-    CUDA_CHECK(cudaEventRecord(timer_[0], stream));
-    for (int rep = 0; rep < 3; ++rep) matmul(plan, algo, x, w, out, stream);
-    CUDA_CHECK(cudaEventRecord(timer_[1], stream));
-    CUDA_CHECK(cudaEventSynchronize(timer_[1]));
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, timer_[0], timer_[1]));
-    if (i == 0 || ms < best) {
-      best = ms;
-      plan.algo = algo;
-    }
-  }
 }
 
 GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
@@ -139,8 +105,7 @@ GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, c
   int ab = prob.bias ? alignment_of(bias) : 256;
   Key key{prob.m, prob.n, prob.k, prob.ldx, prob.ldw, prob.ldo, int(prob.in), int(prob.out), prob.bias, ax, aw, ao, ab};
   auto it = plans_.find(key);
-  const bool fresh = it == plans_.end();
-  if (fresh) {
+  if (it == plans_.end()) {
     Plan plan;
     if (prob.bias) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/true);
     if (!plan.ok) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/false);
@@ -151,28 +116,9 @@ GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, c
   if (plan.bias_in_epilogue) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  if (fresh && plan.candidates.size() > 1) {
-    // Small problems: the bucket's tuned algorithm when it is valid here, else time the candidates
-    // (never inside a graph capture: no synchronization is allowed there).
-    Key bucket_key = key;
-    std::get<0>(bucket_key) = tune_bucket(prob.m);
-    auto tuned = tuned_.find(bucket_key);
-    cublasLtMatmulHeuristicResult_t check{};
-    if (tuned != tuned_.end() &&
-        cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, &tuned->second, &check) ==
-            CUBLAS_STATUS_SUCCESS &&
-        check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_) {
-      plan.algo = tuned->second;
-    } else {
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-      if (capture == cudaStreamCaptureStatusNone) {
-        tune(plan, x, w, out, stream);
-        tuned_[bucket_key] = plan.algo;
-      }
-    }
-  }
-  matmul(plan, plan.algo, x, w, out, stream);
+  float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.op, &alpha, w, plan.a, x, plan.b, &beta, out, plan.c, out, plan.c,
+                              &plan.algo, workspace_, workspace_bytes_, stream));
   return (prob.bias && !plan.bias_in_epilogue) ? GemmOutcome::kDoneWithoutBias : GemmOutcome::kDone;
 }
 

@@ -1,12 +1,7 @@
 // GEMMs through cuBLASLt: out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), bf16/f16 inputs, f32
 // accumulation, bf16/f16/f32 output. The algorithm is chosen once per problem (shapes, strides,
-// dtypes, pointer alignment, bias) and cached with its descriptors; the workspace is allocated
-// once. Large problems take cublasLtMatmulAlgoGetHeuristic's first choice. Problems of at most
-// kTuneMaxRows rows (decode and verification steps, which run every step and sit near the
-// memory/compute ridge where the heuristic's choice is often not the fastest) time the heuristic's
-// top candidates once, on the real operands, and keep the fastest; the winner is reused for every
-// row count of the same bucket (tune_bucket) that it is valid for. Never tunes while the stream is
-// being captured into a graph. Host-only code.
+// dtypes, pointer alignment, bias) with cublasLtMatmulAlgoGetHeuristic and cached with its
+// descriptors; the workspace is allocated once. Host-only code.
 #pragma once
 
 #include <cublasLt.h>
@@ -15,7 +10,6 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
-#include <vector>
 
 #include "core/dtype.h"
 
@@ -41,19 +35,6 @@ enum class GemmOutcome {
 
 class GemmLt {
  public:
-  static constexpr int kTuneMaxRows = 512;
-  static constexpr int kTuneCandidates = 8;
-  // The row-count bucket a tuned algorithm is shared across: powers of two up to 32, then
-  // multiples of 32.
-  static int tune_bucket(int m) {
-    if (m <= 32) {
-      int b = 1;
-      while (b < m) b *= 2;
-      return b;
-    }
-    return (m + 31) / 32 * 32;
-  }
-
   explicit GemmLt(size_t workspace_bytes = size_t(32) << 20);
   ~GemmLt();
   GemmLt(const GemmLt&) = delete;
@@ -70,22 +51,15 @@ class GemmLt {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's top ones, best first
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, int, bool, int, int, int, int>;
   Plan make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias, bool try_epilogue);
-  // Times plan's candidates on the operands and keeps the fastest in plan.algo.
-  void tune(Plan& plan, const void* x, const void* w, void* out, cudaStream_t stream);
-  void matmul(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const void* x, const void* w, void* out,
-              cudaStream_t stream);
   static void destroy(Plan& plan);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
-  std::map<Key, cublasLtMatmulAlgo_t> tuned_;  // the key with m replaced by tune_bucket(m)
-  cudaEvent_t timer_[2] = {nullptr, nullptr};
 };
 
 }  // namespace fg::cuda
