@@ -213,6 +213,11 @@ class Backend {
   // logits: [m, vocab] f32 (read-only); rows: m settings (host); out: [m] i32, device.
   virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) = 0;
 
+  // Token masks of constrained generation: logits[rows[i], t] = -inf wherever bit t of
+  // masks[i] is clear (bit t = word t / 32, bit t % 32). logits: [m, vocab] f32, contiguous rows;
+  // rows: [r] i32, distinct, in [0, m); masks: [r, ceil(vocab / 32)] u32 as i32 words, contiguous.
+  virtual void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) = 0;
+
   // ---- graphs (optional: supports_graphs() false = the two calls below abort)
   virtual bool supports_graphs() const { return false; }
   // Records the ops `record` enqueues, WITHOUT running them. While recording, `record` may only

@@ -102,6 +102,8 @@ class EngineCore {
   EngineStats counters_;
   std::vector<SampleGroup> groups_;
   std::vector<SampleOutcome> outcomes_;
+  std::vector<SampledToken> emitted_;  // postprocess scratch
+  std::vector<int32_t> forced_;
 };
 
 class Engine {

@@ -96,7 +96,9 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   seq->tokens = std::move(request.prompt_ids);
   seq->num_prompt = int32_t(prompt_len);
   seq->max_output_tokens = int32_t(max_output);
-  seq->speculate = request.speculative;
+  seq->speculate = request.speculative && request.constraint == nullptr;
+  seq->constraint = std::move(request.constraint);
+  seq->jump_forward = request.jump_forward;
   seq->events = std::make_shared<EventStream>(std::move(request.ready), id);
   seq->submit_time = Clock::now();
   return seq;
@@ -205,7 +207,8 @@ std::optional<FinishReason> EngineCore::finish_reason_for(Sequence& seq, int32_t
   const auto& stops = seq.params.stop_token_ids;
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
     reason = FinishReason::kStopToken;
-  } else if (!seq.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+  } else if ((!seq.params.ignore_eos || seq.constraint) &&  // a constraint's end is final
+             std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
     reason = FinishReason::kEos;
   }
   if (seq.stop_matcher && seq.stop_matcher->feed(token) && !reason) reason = FinishReason::kStopString;
@@ -225,28 +228,49 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
     }
     counters_.prefill_tokens += s.num_new - 1 - s.num_draft;
     const SampleOutcome& o = outcomes[group++];
-    // The outcome's tokens (accepted drafts, then the target's own) until one finishes the
-    // request: tokens after a stop are dropped.
+    // The tokens this step emits: the outcome's (accepted drafts, then the target's own), then
+    // for a constrained sequence the tokens its constraint forces (jump-forward: they run as one
+    // multi-token query next step), until one finishes the request: what follows is dropped.
     std::optional<FinishReason> reason;
-    size_t kept = 0;
-    while (kept < o.tokens.size() && !reason) {
-      const int32_t token = o.tokens[kept++].token;
-      seq.tokens.push_back(token);
-      ++seq.output_counts[token];
+    Status status;
+    emitted_.clear();
+    auto emit = [&](const SampledToken& st) {
+      seq.tokens.push_back(st.token);
+      ++seq.output_counts[st.token];
       ++counters_.generated_tokens;
-      reason = finish_reason_for(seq, token);
+      emitted_.push_back(st);
+      reason = finish_reason_for(seq, st.token);
+    };
+    for (size_t j = 0; j < o.tokens.size() && !reason; ++j) {
+      if (seq.constraint && !seq.constraint->accept(o.tokens[j].token)) {
+        reason = FinishReason::kError;
+        status = internal_error("the request's constraint refused token " + std::to_string(o.tokens[j].token) +
+                                " that its own mask allowed");
+        break;
+      }
+      emit(o.tokens[j]);
     }
     // Roll back over rejected (or dropped) drafts: the cache holds K/V of the kept tokens only,
     // so only their pages can ever be published.
     seq.num_computed = std::min(seq.num_computed, seq.num_tokens() - 1);
     if (s.num_draft > 0 && !reason) scheduler_.trim_pages(seq);
+    if (!reason && seq.constraint && seq.jump_forward) {  // constrained sequences never draft
+      forced_.clear();
+      seq.constraint->forced_tokens(forced_);
+      for (size_t j = 0; j < forced_.size() && !reason; ++j) {
+        SampledToken st;
+        st.token = forced_[j];
+        emit(st);
+        ++counters_.jump_forward_tokens;
+      }
+    }
     spec_.verified(seq, s.num_draft, o.accepted);
     seq.draft.clear();
     seq.draft_probs.clear();
     scheduler_.publish(seq);
 
-    for (size_t j = 0; j < kept; ++j) {
-      const SampledToken& st = o.tokens[j];
+    for (size_t j = 0; j < emitted_.size(); ++j) {
+      const SampledToken& st = emitted_[j];
       RequestEvent e;
       e.token = st.token;
       e.cached_tokens = seq.num_cached_tokens;
@@ -256,12 +280,13 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
         e.top_logprobs = st.top_logprobs;
       }
       // The last token travels in the finishing event, so a consumer sees both at once.
-      if (reason && j + 1 == kept) {
-        finish(seq, *reason, Status::ok(), std::move(e));
+      if (reason && j + 1 == emitted_.size()) {
+        finish(seq, *reason, status, std::move(e));
       } else {
         seq.events->push(std::move(e));
       }
     }
+    if (reason && emitted_.empty()) finish(seq, *reason, status);
   }
 }
 

@@ -34,6 +34,7 @@ struct EngineStats {
   int64_t prefill_tokens = 0;  // tokens run without sampling or as a prompt's last token,
                                // recomputation after preemption included
   int64_t generated_tokens = 0;
+  int64_t jump_forward_tokens = 0;   // of generated_tokens, forced by a constraint and run as one query
   int64_t cached_prompt_tokens = 0;  // sum of the finished requests' cached_tokens
   // Prefix cache. Lookups happen at every admission (resumes after preemption too); the hit ratio
   // is hit tokens over looked-up tokens. pages.cached counts the evictable cached pages.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/token_constraint.h"
 #include "request/finish_reason.h"
 #include "request/sampling_params.h"
 #include "request/token_logprob.h"
@@ -63,6 +64,13 @@ struct Request {
   // opt-out; outputs are the same either way for greedy requests, and follow the same distribution
   // for sampled ones).
   bool speculative = true;
+  // Constrained generation (engine/token_constraint.h): which tokens may come next. A constrained
+  // request never speculates. shared_ptr so a Request stays copyable; the engine owns it after
+  // submit.
+  std::shared_ptr<TokenConstraint> constraint;
+  // Whether tokens the constraint forces are run as one multi-token query (jump-forward) rather
+  // than sampled one step at a time (the same tokens either way).
+  bool jump_forward = true;
 };
 
 // One step's output for one request.

@@ -54,7 +54,11 @@ void Sampler::fill_logprobs(const float* row, int32_t token, int n, SampledToken
   for (int32_t i = 0; i < vocab_; ++i) ids[size_t(i)] = i;
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
                     [&](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
-  for (int i = 0; i < k; ++i) out.top_logprobs.push_back({ids[size_t(i)], row[ids[size_t(i)]] - log_z});
+  for (int i = 0; i < k; ++i) {
+    const int32_t id = ids[size_t(i)];
+    if (row[id] == -INFINITY) break;  // masked by a constraint: not a candidate
+    out.top_logprobs.push_back({id, row[id] - log_z});
+  }
 }
 
 Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out) {
@@ -71,9 +75,33 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   // Sampled verification runs on the host; penalties and logprobs need the rows there too.
   auto verified_on_host = [](const SampleGroup& g) { return !g.draft.empty() && g.seq->params.temperature > 0.0f; };
   bool any_penalty = false, any_host = false;
+  int32_t constrained = 0;
   for (const SampleGroup& g : groups) {
     any_penalty |= g.seq->params.needs_penalties();
     any_host |= g.seq->params.needs_penalties() || g.seq->params.wants_logprobs() || verified_on_host(g);
+    constrained += g.seq->constraint ? 1 : 0;
+  }
+  // Constrained rows' masks, filled on the host while the GPU still runs the step's layers.
+  const size_t words = (V + 31) / 32;
+  if (constrained > 0) {
+    if (mask_host_.bytes() < size_t(constrained) * words * 4) {
+      mask_host_ = backend_.alloc_host(size_t(constrained) * words * 4);
+      mask_device_ = backend_.alloc(size_t(constrained) * words * 4);
+      mask_rows_host_ = backend_.alloc_host(size_t(constrained) * 4);
+      mask_rows_device_ = backend_.alloc(size_t(constrained) * 4);
+    }
+    auto* bits = static_cast<uint32_t*>(mask_host_.data());
+    auto* rows = static_cast<int32_t*>(mask_rows_host_.data());
+    int32_t r = 0, i = 0;
+    for (const SampleGroup& g : groups) {
+      if (g.seq->constraint) {
+        FG_CHECK(g.draft.empty(), "a constrained sequence never verifies drafts");
+        rows[i] = r;
+        g.seq->constraint->fill_mask(std::span<uint32_t>(bits + size_t(i) * words, words));
+        ++i;
+      }
+      r += g.rows();
+    }
   }
   float* host = nullptr;
   const size_t block_bytes = size_t(m) * V * sizeof(float);
@@ -88,8 +116,24 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
         for (int32_t j = 0; j < g.rows(); ++j, ++r)
           if (g.seq->params.needs_penalties()) apply_penalties(*g.seq, g.draft.first(size_t(j)), host + size_t(r) * V);
       }
-      backend_.copy_from_host(logits.data, host, block_bytes);
     }
+    // Masks on the host rows too: logprobs are those of the constrained distribution.
+    const auto* bits = static_cast<const uint32_t*>(mask_host_.data());
+    const auto* rows = static_cast<const int32_t*>(mask_rows_host_.data());
+    for (int32_t i = 0; i < constrained; ++i) {
+      float* row = host + size_t(rows[i]) * V;
+      const uint32_t* b = bits + size_t(i) * words;
+      for (size_t t = 0; t < V; ++t)
+        if (!((b[t >> 5] >> (t & 31)) & 1u)) row[t] = -INFINITY;
+    }
+    if (any_penalty || constrained > 0) backend_.copy_from_host(logits.data, host, block_bytes);
+  } else if (constrained > 0) {
+    backend_.copy_from_host(mask_device_.data(), mask_host_.data(), size_t(constrained) * words * 4);
+    backend_.copy_from_host(mask_rows_device_.data(), mask_rows_host_.data(), size_t(constrained) * 4);
+    Tensor rows = Tensor::contiguous(mask_rows_device_.data(), DType::kI32, backend_.device(), {constrained});
+    Tensor masks =
+        Tensor::contiguous(mask_device_.data(), DType::kI32, backend_.device(), {constrained, int64_t(words)});
+    backend_.mask_logits(logits, rows, masks);
   }
 
   // Every row with the rule and the output position it has without speculation.

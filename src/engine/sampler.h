@@ -14,6 +14,11 @@
 // each row and spec::verify_greedy (so their tokens are exactly the non-speculative ones), sampled
 // requests are verified on the host by rejection sampling against the rule's distribution of each
 // row (spec::verify_sampled). Penalties of row j see the drafts before it as if accepted.
+//
+// Constrained sequences (Sequence::constraint): their token masks are filled on the host while
+// the GPU runs the step, then applied to their rows (Backend::mask_logits, or on the host copy
+// when the step needs one) before penalties' effects are sampled; logprobs are then those of the
+// constrained distribution.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +73,8 @@ class Sampler {
   Buffer ids_host_;     // [max_rows] i32 pinned
   std::vector<SamplingRow> rows_;
   std::vector<float> dist_;  // [rows, vocab] scratch of sampled verification
+  // Token masks of constrained rows (engine/token_constraint.h), pinned and on the device.
+  Buffer mask_host_, mask_device_, mask_rows_host_, mask_rows_device_;
   CpuSampleScratch scratch_;
 };
 

@@ -43,6 +43,10 @@ struct Sequence {
   std::unordered_map<int32_t, int32_t> output_counts;  // for presence/frequency penalties
   std::chrono::steady_clock::time_point submit_time;
 
+  // ---- constrained generation (engine/token_constraint.h); null when unconstrained
+  std::shared_ptr<TokenConstraint> constraint;
+  bool jump_forward = true;
+
   // ---- speculative decoding (engine/spec_decoder.h); all empty when the engine does not speculate
   bool speculate = true;              // the request allows it (Request::speculative)
   std::vector<int32_t> draft;         // tokens drafted for this step (cleared after it)

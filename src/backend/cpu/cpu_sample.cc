@@ -175,6 +175,25 @@ void cpu_sampling_distribution(const float* logits, int64_t vocab, const Samplin
   }
 }
 
+void CpuBackend::mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) {
+  cpu::check_view("mask_logits", "logits", logits, DType::kF32, 2);
+  cpu::check_view("mask_logits", "rows", rows, DType::kI32, 1);
+  cpu::check_view("mask_logits", "masks", masks, DType::kI32, 2);
+  const int64_t m = logits.shape[0], vocab = logits.shape[1], r = rows.shape[0];
+  const int64_t words = (vocab + 31) / 32;
+  cpu::check_dim("mask_logits", "masks", masks, 0, r);
+  cpu::check_dim("mask_logits", "masks", masks, 1, words);
+  const int32_t* idx = rows.ptr<int32_t>();
+  for (int64_t i = 0; i < r; ++i) {
+    FG_CHECK(idx[i] >= 0 && idx[i] < m,
+             "mask_logits: row " + std::to_string(idx[i]) + " outside the logits " + logits.describe());
+    float* row = cpu::row<float>(logits, idx[i]);
+    const auto* bits = reinterpret_cast<const uint32_t*>(cpu::row<int32_t>(masks, i));
+    for (int64_t t = 0; t < vocab; ++t)
+      if (!((bits[t >> 5] >> (t & 31)) & 1u)) row[t] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {
   cpu::check_view("sample", "logits", logits, DType::kF32, 2);
   cpu::check_view("sample", "out", out, DType::kI32, 1);

@@ -464,6 +464,29 @@ void CudaBackend::ensure_sample_capacity(int rows) {
   sample_capacity_ = capacity;
 }
 
+void CudaBackend::mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) {
+  check_on_device(logits, "mask_logits logits");
+  check_on_device(rows, "mask_logits rows");
+  check_on_device(masks, "mask_logits masks");
+  FG_CHECK(logits.ndim == 2 && logits.dtype == DType::kF32 && (logits.shape[1] <= 1 || logits.stride[1] == 1),
+           "mask_logits: logits must be [m, vocab] f32 with contiguous rows: " + logits.describe());
+  const int64_t words = (logits.shape[1] + 31) / 32;
+  FG_CHECK(rows.dtype == DType::kI32 && rows.ndim == 1 && (rows.shape[0] <= 1 || rows.stride[0] == 1),
+           "mask_logits: rows must be [r] i32 contiguous: " + rows.describe());
+  FG_CHECK(masks.dtype == DType::kI32 && masks.ndim == 2 && masks.shape[0] == rows.shape[0] &&
+               masks.shape[1] == words && masks.is_contiguous(),
+           "mask_logits: masks must be [r, ceil(vocab / 32)] i32 words, contiguous: " + masks.describe());
+  MaskLogitsParams p;
+  p.logits = logits.ptr<float>();
+  p.row_stride = logits.shape[0] <= 1 ? logits.shape[1] : logits.stride[0];
+  p.vocab = int(logits.shape[1]);
+  p.rows = rows.ptr<const int32_t>();
+  p.masks = reinterpret_cast<const uint32_t*>(masks.data);
+  p.num_rows = int(rows.shape[0]);
+  p.words = int(words);
+  launch_mask_logits(p, stream_);
+}
+
 void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {
   check_on_device(logits, "sample logits");
   check_on_device(out, "sample out");

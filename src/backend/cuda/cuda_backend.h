@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
                  const AttentionParams& params, Tensor& out, Tensor* lse) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
+  void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override;
 
   // CUDA graphs: stream capture (thread-local mode) on the backend's stream, instantiated once.
   bool supports_graphs() const override { return true; }

@@ -176,4 +176,16 @@ struct SampleParams {
 };
 void launch_sample(const SampleParams& p, cudaStream_t stream);
 
+// Constrained generation: logits[rows[i], t] = -inf where bit t of masks[i] is clear.
+struct MaskLogitsParams {
+  float* logits = nullptr;  // [m, vocab] f32, row stride `row_stride`
+  int64_t row_stride = 0;
+  int vocab = 0;
+  const int32_t* rows = nullptr;    // [num_rows]
+  const uint32_t* masks = nullptr;  // [num_rows, words]
+  int num_rows = 0;
+  int words = 0;
+};
+void launch_mask_logits(const MaskLogitsParams& p, cudaStream_t stream);
+
 }  // namespace fg::cuda

@@ -256,7 +256,27 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   if (threadIdx.x == 0) p.out[row] = key_id(key);
 }
 
+// One block per masked row; each thread clears the tokens of whole 32-bit mask words.
+__global__ void mask_logits_kernel(MaskLogitsParams p) {
+  const int i = blockIdx.x;
+  float* row = p.logits + int64_t(p.rows[i]) * p.row_stride;
+  const uint32_t* bits = p.masks + int64_t(i) * p.words;
+  for (int w = threadIdx.x; w < p.words; w += blockDim.x) {
+    const uint32_t word = bits[w];
+    if (word == 0xffffffffu) continue;
+    const int t0 = w * 32;
+    for (int b = 0; b < 32 && t0 + b < p.vocab; ++b)
+      if (!((word >> b) & 1u)) row[t0 + b] = -INFINITY;
+  }
+}
+
 }  // namespace
+
+void launch_mask_logits(const MaskLogitsParams& p, cudaStream_t stream) {
+  if (p.num_rows == 0) return;
+  mask_logits_kernel<<<unsigned(p.num_rows), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;

@@ -548,6 +548,43 @@ TEST(BackendParity, SampleTiesAndMaskedLogits) {
   expect_same_tokens(logits, rows, 1);
 }
 
+// mask_logits: the same -inf pattern on both backends, every other logit untouched (bit-exact).
+TEST(BackendParity, MaskLogitsBitExact) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(21);
+  const int m = 7;
+  const int64_t vocab = 1000, words = (vocab + 31) / 32;
+  Twin logits({m, vocab}, DType::kF32);
+  logits.fill_random(rng, -5.0f, 5.0f);
+  const std::vector<int32_t> rows = {0, 3, 6};
+  std::vector<uint32_t> masks(rows.size() * size_t(words));
+  for (size_t i = 0; i < masks.size(); ++i) masks[i] = uint32_t(rng());
+  masks[1] = 0xffffffffu;  // a whole word allowed
+  masks[2] = 0;            // a whole word masked
+  auto upload = [&](Backend& b, const void* src, size_t bytes) {
+    Buffer buf = b.alloc(bytes);
+    b.copy_from_host(buf.data(), src, bytes);
+    b.synchronize();
+    return buf;
+  };
+  for (Backend* b : {&cpu(), &gpu()}) {
+    Buffer r = upload(*b, rows.data(), rows.size() * 4), k = upload(*b, masks.data(), masks.size() * 4);
+    Tensor rt = Tensor::contiguous(r.data(), DType::kI32, b->device(), {int64_t(rows.size())});
+    Tensor kt = Tensor::contiguous(k.data(), DType::kI32, b->device(), {int64_t(rows.size()), words});
+    b->mask_logits(b == &cpu() ? logits.cpu : logits.gpu, rt, kt);
+    b->synchronize();
+  }
+  const std::vector<float> g = logits.gpu_values(), c = logits.cpu_values();
+  ASSERT_EQ(g.size(), c.size());
+  int masked = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_TRUE(g[i] == c[i] || (std::isinf(g[i]) && std::isinf(c[i]))) << "element " << i;
+    masked += std::isinf(g[i]) ? 1 : 0;
+  }
+  EXPECT_GT(masked, 1000);
+  EXPECT_LT(masked, 3 * 1000);
+}
+
 TEST(BackendParity, SampleIsDeterministicAndSeeded) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(13);

@@ -274,5 +274,25 @@ TEST(CpuSample, DistributionIsWhatTheRowDrawsFrom) {
   EXPECT_EQ(dist[size_t(cpu_sample_row(logits.data(), vocab, greedy, scratch))], 1.0f) << "greedy: a point mass";
 }
 
+TEST(CpuSample, MaskLogitsClearsExactlyTheMaskedTokens) {
+  auto be = make_cpu_backend();
+  const int64_t m = 3, vocab = 70;  // 3 mask words, the last one partial
+  std::vector<float> logits = test::random_floats(size_t(m * vocab), 3, -2.0f, 2.0f);
+  const std::vector<float> before = logits;
+  std::vector<int32_t> rows = {2, 0};
+  std::vector<uint32_t> masks = {0x0000000fu, 0xffffffffu, 0x1u, 0u, 0u, 0x20u};
+  Tensor lt = Tensor::contiguous(logits.data(), DType::kF32, Device::kCpu, {m, vocab});
+  Tensor rt = Tensor::contiguous(rows.data(), DType::kI32, Device::kCpu, {2});
+  Tensor mt = Tensor::contiguous(masks.data(), DType::kI32, Device::kCpu, {2, 3});
+  be->mask_logits(lt, rt, mt);
+  for (int64_t t = 0; t < vocab; ++t) {
+    const bool row2 = t < 4 || (t >= 32 && t < 64) || t == 64;  // masks[0..2] for row 2
+    const bool row0 = t == 69;                                  // masks[3..5] for row 0: bit 5 of word 2
+    EXPECT_EQ(logits[size_t(2 * vocab + t)], row2 ? before[size_t(2 * vocab + t)] : -INFINITY) << t;
+    EXPECT_EQ(logits[size_t(t)], row0 ? before[size_t(t)] : -INFINITY) << t;
+    EXPECT_EQ(logits[size_t(vocab + t)], before[size_t(vocab + t)]) << "row 1 is not masked";
+  }
+}
+
 }  // namespace
 }  // namespace fg
