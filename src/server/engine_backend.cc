@@ -247,6 +247,7 @@ BackendStats EngineBackend::stats() {
   b.kv_pages_used = s.pages.held;
   b.kv_pages_cached = s.pages.cached;
   b.preemptions = s.preemptions;
+  b.jump_forward_tokens = s.jump_forward_tokens;
   b.spec_draft_tokens = s.spec.draft_tokens;
   b.spec_accepted_tokens = s.spec.accepted_tokens;
   b.spec_drafted_at = s.spec.drafted_at;

@@ -113,6 +113,7 @@ struct BackendStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   HistogramSnapshot batch_size;  // sequences per engine step
+  int64_t jump_forward_tokens = 0;  // tokens a constraint forced, run as one multi-token query
   // Speculative decoding (all zero when the engine does not speculate).
   int64_t spec_draft_tokens = 0;          // drafted tokens verified
   int64_t spec_accepted_tokens = 0;       // ... accepted

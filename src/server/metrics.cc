@@ -137,6 +137,9 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
   scalar(out, "flashgen_preemptions_total", "counter", "Sequences preempted (recomputed later).",
          double(stats.preemptions));
   scalar(out, "flashgen_engine_steps_total", "counter", "Engine steps (forward passes).", double(stats.steps));
+  scalar(out, "flashgen_jump_forward_tokens_total", "counter",
+         "Tokens a constraint forced (jump-forward), run as one multi-token query instead of sampled.",
+         double(stats.jump_forward_tokens));
   scalar(out, "flashgen_spec_draft_tokens_total", "counter", "Speculative tokens drafted and verified.",
          double(stats.spec_draft_tokens));
   scalar(out, "flashgen_spec_accepted_tokens_total", "counter", "Speculative drafts the target model accepted.",
