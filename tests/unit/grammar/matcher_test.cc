@@ -70,8 +70,9 @@ TEST(GrammarMatcher, SharedRuleWithSeveralCallers) {
   for (int i = 0; i < 50; ++i) {
     GrammarMatcher m(tg);
     test::WalkOptions o;
-    o.check_masks = true;
+    o.check_probability = 1;
     const auto r = test::random_walk(m, rng, o);
+    EXPECT_EQ(r.error, "");
     EXPECT_TRUE(r.ended) << r.text;
     EXPECT_TRUE(r.text == "[x]" || r.text == "[y]" || (r.text.size() == 4 && r.text[1] == ',' && r.text[3] == ';'))
         << r.text;
@@ -88,9 +89,10 @@ TEST(GrammarMatcher, RecursionBalancedParentheses) {
   for (int i = 0; i < 40; ++i) {
     GrammarMatcher m(tg);
     test::WalkOptions o;
-    o.check_masks = true;
+    o.check_probability = 1;
     o.steer_after = 15;
     const auto r = test::random_walk(m, rng, o);
+    EXPECT_EQ(r.error, "");
     EXPECT_TRUE(r.ended) << r.text;
     int depth = 0;
     for (char c : r.text) {
