@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
 #include <unordered_map>
 
 namespace fg::grammar {
@@ -38,8 +39,9 @@ struct Nfa {
   void call(int32_t a, int32_t b, int32_t rule) { out[size_t(a)].push_back({b, rule, 0, 0, false}); }
 };
 
-// Adds edges for `e` from `from` to `to`. Only fresh nodes get loops, so sharing from/to between
-// siblings never lets one alternative's loop leak into another.
+// Adds edges for `e` from `from` to `to` (from != to). Edges only leave `from` or fresh nodes and
+// only enter `to` or fresh nodes; loops live on fresh nodes. So siblings may share from/to, and
+// one alternative's loop never leaks into another.
 void emit(Nfa& nfa, const Expr& e, int32_t from, int32_t to) {
   switch (e.kind()) {
     case Expr::Kind::kEmpty: nfa.eps(from, to); return;
@@ -57,16 +59,36 @@ void emit(Nfa& nfa, const Expr& e, int32_t from, int32_t to) {
       }
       return;
     }
-    case Expr::Kind::kChars:
+    case Expr::Kind::kChars: {
+      // Sequences that end in k unrestricted continuation bytes share one chain of k nodes, so
+      // the automaton has one state per "continuation bytes left" whatever the lead byte was.
+      int32_t tail[4] = {to, -1, -1, -1};
+      auto tail_node = [&](size_t k) {
+        for (size_t j = 1; j <= k; ++j) {
+          if (tail[j] >= 0) continue;
+          tail[j] = nfa.add();
+          nfa.byte(tail[j], tail[j - 1], 0x80, 0xBF);
+        }
+        return tail[k];
+      };
       for (const auto& seq : utf8_byte_ranges(e.char_set())) {
         int32_t cur = from;
         for (size_t i = 0; i < seq.size(); ++i) {
+          size_t free_rest = 0;
+          while (i + 1 + free_rest < seq.size() &&
+                 seq[i + 1 + free_rest] == std::make_pair(uint8_t(0x80), uint8_t(0xBF)))
+            ++free_rest;
+          if (i + 1 + free_rest == seq.size() && free_rest > 0) {
+            nfa.byte(cur, tail_node(free_rest), seq[i].first, seq[i].second);
+            break;
+          }
           const int32_t next = i + 1 == seq.size() ? to : nfa.add();
           nfa.byte(cur, next, seq[i].first, seq[i].second);
           cur = next;
         }
       }
       return;
+    }
     case Expr::Kind::kSeq: {
       if (e.items().empty()) {
         nfa.eps(from, to);
@@ -81,13 +103,9 @@ void emit(Nfa& nfa, const Expr& e, int32_t from, int32_t to) {
       return;
     }
     case Expr::Kind::kAlt:
-      for (const Expr& item : e.items()) {
-        // Fresh entry and exit nodes per alternative (see the function comment).
-        const int32_t a = nfa.add(), b = nfa.add();
-        nfa.eps(from, a);
-        emit(nfa, item, a, b);
-        nfa.eps(b, to);
-      }
+      // Alternatives share from and to: no construct adds edges into its `from` or out of its
+      // `to` (loops live on fresh nodes), so one alternative's paths cannot run into another's.
+      for (const Expr& item : e.items()) emit(nfa, item, from, to);
       return;
     case Expr::Kind::kRepeat: {
       const Expr& item = e.items()[0];
@@ -241,13 +259,15 @@ Automaton remove_epsilons(const Nfa& nfa, const std::vector<std::vector<int32_t>
 }
 
 // Moore's partition refinement: merges states with the same future. Call edges are symbols.
-Automaton minimize(const Automaton& dfa) {
+// False (and `m` untouched) when the refinement would visit more than `budget` states.
+bool minimize(const Automaton& dfa, int64_t budget, Automaton& m) {
   const size_t n = dfa.size();
   std::vector<int32_t> block(n);
   for (size_t s = 0; s < n; ++s) block[s] = dfa.accepting[s] ? 1 : 0;
   size_t num_blocks = 0;
-  for (;;) {
-    std::map<std::vector<int64_t>, int32_t> sig_ids;
+  for (int64_t work = 0;; work += int64_t(n)) {
+    if (work > budget) return false;
+    std::unordered_map<std::string, int32_t> sig_ids;
     std::vector<int32_t> next(n);
     for (size_t s = 0; s < n; ++s) {
       std::vector<int64_t> sig{block[s]};
@@ -266,13 +286,14 @@ Automaton minimize(const Automaton& dfa) {
       sig.push_back(-1);
       for (const Automaton::Edge& e : dfa.out[s])
         if (e.rule >= 0) sig.insert(sig.end(), {e.rule, block[size_t(e.target)]});
-      next[s] = sig_ids.emplace(std::move(sig), int32_t(sig_ids.size())).first->second;
+      std::string key(reinterpret_cast<const char*>(sig.data()), sig.size() * sizeof(int64_t));
+      next[s] = sig_ids.emplace(std::move(key), int32_t(sig_ids.size())).first->second;
     }
     block = std::move(next);
     if (sig_ids.size() == num_blocks) break;
     num_blocks = sig_ids.size();
   }
-  Automaton m;
+  m = Automaton{};
   m.out.resize(num_blocks);
   m.accepting.resize(num_blocks);
   std::vector<char> done(num_blocks, 0);
@@ -291,7 +312,7 @@ Automaton minimize(const Automaton& dfa) {
     }
   }
   m.start = block[size_t(dfa.start)];
-  return m;
+  return true;
 }
 
 int32_t add_sat(int32_t a, int32_t b) {
@@ -352,7 +373,7 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
     const auto closures = epsilon_closures(nfa);
     Automaton dfa;
     if (determinize(nfa, closures, 0, limits_.max_dfa_states, dfa)) {
-      autos[r] = int32_t(dfa.size()) <= limits_.max_minimize_states ? minimize(dfa) : std::move(dfa);
+      if (!minimize(dfa, limits_.minimize_budget, autos[r])) autos[r] = std::move(dfa);
     } else {
       autos[r] = remove_epsilons(nfa, closures, 0);
     }

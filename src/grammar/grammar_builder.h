@@ -27,9 +27,10 @@ struct GrammarLimits {
   // Sum of expression weights (about the automaton states before minimization) of all rules.
   int64_t max_weight = 4'000'000;
   // A rule whose subset construction passes this many states keeps its nondeterministic automaton.
-  int32_t max_dfa_states = 20'000;
-  // Rules larger than this keep their automaton unminimized (minimization is quadratic here).
-  int32_t max_minimize_states = 4'000;
+  int32_t max_dfa_states = 200'000;
+  // Minimization (partition refinement, one pass per round) stops after this many state visits
+  // and keeps the automaton as it is: long chains (counted repetitions) refine one state a round.
+  int64_t minimize_budget = 1'500'000;
 };
 
 // A rule body written as states joined by expressions: state 0 is the start; a string matches

@@ -86,8 +86,21 @@ Expr JsonPieces::punct(char c) const {
   return Expr::literal(p);
 }
 
+namespace {
+
+// The characters generated strings use. Control characters other than \n \t \r \b \f are left
+// out: they need \u00XX escapes, which would multiply the automaton states of every counted
+// string for characters models rarely want.
+CharSet string_char_set() {
+  CharSet rare_controls;
+  rare_controls.add(0, 0x07).add(0x0B, 0x0B).add(0x0E, 0x1F);
+  return CharSet::all().minus(rare_controls);
+}
+
+}  // namespace
+
 Expr JsonPieces::string_chars() const {
-  return json_string_chars(CharSet::all());
+  return json_string_chars(string_char_set());
 }
 
 Expr JsonPieces::string(int min_chars, int max_chars) const {
@@ -128,7 +141,7 @@ Expr JsonPieces::string_except(const std::vector<std::string>& excluded) const {
   std::function<Expr(int)> from = [&](int n) -> Expr {
     std::vector<Expr> alts;
     if (!trie[size_t(n)].terminal) alts.push_back(q);
-    CharSet others = CharSet::all();
+    CharSet others = string_char_set();
     for (const auto& [c, child] : trie[size_t(n)].children) {
       alts.push_back(Expr::seq({json_string_chars(CharSet::of(c)), from(child)}));
       others = others.minus(CharSet::of(c));

@@ -96,7 +96,7 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> words) {
       }
       if (pt.uncertain.empty()) continue;
       const int32_t ret = f.parent < 0 ? Grammar::kEndOfInput : arena_[f.parent].node;
-      const RefinedTokens* rt = tg_->refined(f.node, ret);
+      const RefinedTokens* rt = pt.refined_for(ret);
       FG_CHECK(rt != nullptr, "no refined tokens for a return node of the rule");
       const uint64_t key = (uint64_t(uint32_t(f.node)) << 32) | uint32_t(ret);
       if (std::find(refined_seen_.begin(), refined_seen_.end(), key) == refined_seen_.end()) {

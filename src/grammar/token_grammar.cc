@@ -4,14 +4,17 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <unordered_map>
 
 #include "grammar/stack.h"
 
 namespace fg::grammar {
 
 namespace {
-
 enum class TokenClass : uint8_t { kReject, kAccept, kUncertain };
+// Positions reading at least this many distinct first bytes count as broad (TokenGrammarOptions).
+constexpr int kBroadFirstBytes = 128;
+}  // namespace
 
 // An automaton over sets of symbolic stacks, built as the walks need its states: each state is a
 // set of top frames plus how stacks ended on the last byte, each transition computed once.
@@ -35,8 +38,9 @@ class WalkAutomaton {
     return s;
   }
 
-  TokenClass cls(int32_t s) const { return states_[size_t(s)].cls; }
-  bool alive(int32_t s) const { return !states_[size_t(s)].tops.empty(); }
+  // The walk's hot path reads these two from one byte per state.
+  TokenClass cls(int32_t s) const { return TokenClass(info_[size_t(s)] & 3); }
+  bool alive(int32_t s) const { return (info_[size_t(s)] & 4) != 0; }
   int64_t num_states() const { return int64_t(states_.size()); }
 
  private:
@@ -56,6 +60,7 @@ class WalkAutomaton {
     st.cls = (end_exact || exact_top)         ? TokenClass::kAccept
              : (end_inexact || !tops.empty()) ? TokenClass::kUncertain
                                               : TokenClass::kReject;
+    info_.push_back(uint8_t(uint8_t(st.cls) | (tops.empty() ? 0 : 4)));
     st.tops = std::move(tops);
     states_.push_back(std::move(st));
     next_.resize(states_.size() * 256, -1);
@@ -65,10 +70,13 @@ class WalkAutomaton {
   FrameArena arena_;
   FrameStepper stepper_;
   std::vector<State> states_;
+  std::vector<uint8_t> info_;  // per state: TokenClass | 4 when some stack is alive
   std::vector<int32_t> next_;  // [states * 256]: -1 not computed yet
   std::unordered_map<std::string, int32_t> ids_;
   std::vector<int32_t> scratch_;
 };
+
+namespace {
 
 TokenSet make_token_set(std::vector<int32_t> ids, const GrammarVocab& vocab) {
   TokenSet set;
@@ -138,83 +146,110 @@ size_t TokenSet::size_in(const std::vector<uint32_t>& text_mask) const {
   return 0;
 }
 
-const RefinedTokens* TokenGrammar::refined(int32_t node, int32_t ret) const {
-  auto it = refined_.find(key(node, ret));
-  return it == refined_.end() ? nullptr : &it->second;
-}
+TokenGrammar::~TokenGrammar() = default;
 
 std::shared_ptr<const TokenGrammar> TokenGrammar::build(std::shared_ptr<const Grammar> grammar,
-                                                        std::shared_ptr<const GrammarVocab> vocab) {
+                                                        std::shared_ptr<const GrammarVocab> vocab,
+                                                        const TokenGrammarOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto tg = std::shared_ptr<TokenGrammar>(new TokenGrammar());
   tg->grammar_ = std::move(grammar);
   tg->vocab_ = std::move(vocab);
   const Grammar& g = *tg->grammar_;
-  const GrammarVocab& v = *tg->vocab_;
-  const std::vector<GrammarVocab::TrieNode>& trie = v.trie();
+  const size_t n = g.num_nodes();
+  tg->positions_.resize(n);
+  tg->ready_ = std::make_unique<std::atomic<uint8_t>[]>(n);
+  tg->walk_ = std::make_unique<WalkAutomaton>(g);
   int32_t max_depth = 0;
-  for (const auto& n : trie) max_depth = std::max(max_depth, n.depth);
-
-  WalkAutomaton walk(g);
-  std::vector<int32_t> depth_state(size_t(max_depth) + 1);
-  tg->positions_.resize(g.num_nodes());
+  for (const auto& t : tg->vocab_->trie()) max_depth = std::max(max_depth, t.depth);
+  tg->depth_state_.resize(size_t(max_depth) + 1);
   TokenGrammarStats& stats = tg->stats_;
-  std::vector<int32_t> accepted;
-  for (int32_t p = 0; p < int32_t(g.num_nodes()); ++p) {
+  for (size_t p = 0; p < n; ++p) stats.positions += g.byte_edges(int32_t(p)).empty() ? 0 : 1;
+  // Narrow positions (few first bytes) walk small parts of the trie: always decided here. Broad
+  // ones (string contents) walk most of it: decided here up to the budget, the rest on first use.
+  int64_t broad_left = options.eager_broad_positions;
+  for (int32_t p = 0; p < int32_t(n); ++p) {
     if (g.byte_edges(p).empty()) continue;
-    ++stats.positions;
-    PositionTokens& pt = tg->positions_[size_t(p)];
-    accepted.clear();
-    depth_state[0] = walk.start(p, unknown_parent(g.node(p).rule, false));
-    for (size_t i = 1; i < trie.size();) {
-      const GrammarVocab::TrieNode& tn = trie[i];
-      const int32_t s = walk.step(depth_state[size_t(tn.depth - 1)], tn.byte);
-      const TokenClass c = walk.cls(s);
-      if (c != TokenClass::kReject) {
-        for (int32_t id : v.trie_ids(tn)) (c == TokenClass::kAccept ? accepted : pt.uncertain).push_back(id);
-      }
-      if (!walk.alive(s)) {
-        i = size_t(tn.subtree_end);
-      } else {
-        depth_state[size_t(tn.depth)] = s;
-        ++i;
-      }
-    }
-    pt.accepted = make_token_set(accepted, v);
+    int first_bytes = 0;
+    for (const GrammarEdge& e : g.byte_edges(p)) first_bytes += e.hi - e.lo + 1;
+    if (first_bytes >= kBroadFirstBytes && broad_left-- <= 0) continue;
+    tg->decide_locked(p);
+    tg->ready_[size_t(p)].store(1, std::memory_order_release);
+    const PositionTokens& pt = tg->positions_[size_t(p)];
+    ++stats.decided;
     stats.uncertain_tokens += int64_t(pt.uncertain.size());
     stats.memory_bytes += int64_t(pt.accepted.memory_bytes() + pt.uncertain.capacity() * 4);
-    if (pt.uncertain.empty()) continue;
-
-    // Decide the uncertain tokens again under each return node of the position's rule.
-    for (int32_t ret : g.return_nodes(g.node(p).rule)) {
-      const int32_t parent =
-          ret == Grammar::kEndOfInput ? kRootParent : walk.frame(ret, unknown_parent(g.node(ret).rule, false));
-      const int32_t s0 = walk.start(p, parent);
-      RefinedTokens& rt = tg->refined_[key(p, ret)];
-      for (int32_t id : pt.uncertain) {
-        int32_t s = s0;
-        const std::string_view bytes = v.token(id);
-        for (size_t k = 0; k < bytes.size(); ++k) {
-          s = walk.step(s, uint8_t(bytes[k]));
-          if (!walk.alive(s)) {
-            if (k + 1 < bytes.size()) s = -1;
-            break;
-          }
-        }
-        if (s < 0) continue;
-        const TokenClass c = walk.cls(s);
-        if (c == TokenClass::kAccept) rt.accepted.push_back(id);
-        if (c == TokenClass::kUncertain) rt.uncertain.push_back(id);
-      }
-      std::sort(rt.accepted.begin(), rt.accepted.end());
+    for (const RefinedTokens& rt : pt.refined) {
       ++stats.refined_entries;
       stats.still_uncertain += int64_t(rt.uncertain.size());
       stats.memory_bytes += int64_t((rt.accepted.capacity() + rt.uncertain.capacity()) * 4);
     }
   }
-  stats.symbolic_states = walk.num_states();
+  stats.symbolic_states = tg->walk_->num_states();
   stats.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return tg;
+}
+
+const PositionTokens& TokenGrammar::decide(int32_t node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ready_[size_t(node)].load(std::memory_order_relaxed)) {
+    decide_locked(node);
+    ready_[size_t(node)].store(1, std::memory_order_release);
+  }
+  return positions_[size_t(node)];
+}
+
+void TokenGrammar::decide_locked(int32_t p) const {
+  const Grammar& g = *grammar_;
+  const GrammarVocab& v = *vocab_;
+  WalkAutomaton& walk = *walk_;
+  const std::vector<GrammarVocab::TrieNode>& trie = v.trie();
+  PositionTokens& pt = positions_[size_t(p)];
+  if (g.byte_edges(p).empty()) return;
+  std::vector<int32_t> accepted;
+  depth_state_[0] = walk.start(p, unknown_parent(g.node(p).rule, false));
+  for (size_t i = 1; i < trie.size();) {
+    const GrammarVocab::TrieNode& tn = trie[i];
+    const int32_t s = walk.step(depth_state_[size_t(tn.depth - 1)], tn.byte);
+    const TokenClass c = walk.cls(s);
+    if (c != TokenClass::kReject) {
+      for (int32_t id : v.trie_ids(tn)) (c == TokenClass::kAccept ? accepted : pt.uncertain).push_back(id);
+    }
+    if (!walk.alive(s)) {
+      i = size_t(tn.subtree_end);
+    } else {
+      depth_state_[size_t(tn.depth)] = s;
+      ++i;
+    }
+  }
+  pt.accepted = make_token_set(std::move(accepted), v);
+  if (pt.uncertain.empty()) return;
+
+  // Decide the uncertain tokens again under each return node of the position's rule.
+  for (int32_t ret : g.return_nodes(g.node(p).rule)) {
+    const int32_t parent =
+        ret == Grammar::kEndOfInput ? kRootParent : walk.frame(ret, unknown_parent(g.node(ret).rule, false));
+    const int32_t s0 = walk.start(p, parent);
+    RefinedTokens rt;
+    rt.return_node = ret;
+    for (int32_t id : pt.uncertain) {
+      int32_t s = s0;
+      const std::string_view bytes = v.token(id);
+      for (size_t k = 0; k < bytes.size(); ++k) {
+        s = walk.step(s, uint8_t(bytes[k]));
+        if (!walk.alive(s)) {
+          if (k + 1 < bytes.size()) s = -1;
+          break;
+        }
+      }
+      if (s < 0) continue;
+      const TokenClass c = walk.cls(s);
+      if (c == TokenClass::kAccept) rt.accepted.push_back(id);
+      if (c == TokenClass::kUncertain) rt.uncertain.push_back(id);
+    }
+    std::sort(rt.accepted.begin(), rt.accepted.end());
+    pt.refined.push_back(std::move(rt));
+  }
 }
 
 }  // namespace fg::grammar
