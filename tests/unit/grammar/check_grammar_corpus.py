@@ -7,7 +7,9 @@ tokenizers) and checks each output that ended:
                checker, plus format checks of our own where jsonschema's are lenient or absent;
   regex        Python re.fullmatch;
   gbnf         an Earley recognizer written here from the GBNF syntax (no code shared with
-               flashgen's parser).
+               flashgen's parser);
+  tools        the calls parsed in the format's syntax, the tool allowed, its arguments validated
+               against the tool's parameter schema by jsonschema.
 Fails on any invalid output, any walker error (mask mismatch, compile failure), or a grammar whose
 walks never ended.
 """
@@ -286,6 +288,43 @@ def recognize(rules, start, text):
     return any((start, k, len(rules[start][k]), 0) in sets[n] for k in range(len(rules[start])))
 
 
+# ---------------------------------------------------------------- tool calls
+
+
+def tool_call_errors(spec, text):
+    """Parses the calls in the format's syntax and validates each call's arguments."""
+    fmt = spec["format"]
+    try:
+        if fmt == "hermes":
+            if not re.fullmatch(r"<tool_call>\n.*?\n</tool_call>(\n<tool_call>\n.*?\n</tool_call>)*", text, re.S):
+                return ["not a sequence of <tool_call> blocks"]
+            calls = [json.loads(b) for b in re.findall(r"<tool_call>\n(.*?)\n</tool_call>", text, re.S)]
+            args_key = "arguments"
+        elif fmt == "llama3_json":
+            calls, args_key = [json.loads(text)], "parameters"
+        else:
+            if not text.startswith("[TOOL_CALLS]"):
+                return ["no [TOOL_CALLS] marker"]
+            calls, args_key = json.loads(text[len("[TOOL_CALLS]"):]), "arguments"
+    except json.JSONDecodeError as e:
+        return [f"not JSON: {e}"]
+    tools = {t.get("function", t)["name"]: t.get("function", t) for t in spec["tools"]}
+    errors = []
+    if not spec.get("parallel", True) and len(calls) != 1:
+        errors.append(f"{len(calls)} calls without parallel_tool_calls")
+    for c in calls:
+        if set(c) != {"name", args_key}:
+            errors.append(f"call keys {sorted(c)}")
+            continue
+        name = c["name"]
+        if name not in tools or (spec.get("named") and name != spec["named"]):
+            errors.append(f"tool {name!r} not allowed")
+            continue
+        params = tools[name].get("parameters", {"type": "object", "properties": {}, "additionalProperties": False})
+        errors += [f"{name}: {e}" for e in check_schema_output(params, json.dumps(c[args_key]))]
+    return errors
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -303,6 +342,11 @@ def self_test():
     assert not recognize(g, "root", "((ab)") and not recognize(g, "root", "a") and not recognize(g, "root", "abcd")
     g = parse_gbnf('root ::= [^x]* "x"')
     assert recognize(g, "root", "ééx") and not recognize(g, "root", "xx")
+    spec = {"format": "hermes", "parallel": False, "tools": [{"name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}]}
+    assert tool_call_errors(spec, '<tool_call>\n{"name": "f", "arguments": {"n": 1}}\n</tool_call>') == []
+    assert tool_call_errors(spec, '<tool_call>\n{"name": "f", "arguments": {"n": "1"}}\n</tool_call>')
+    assert tool_call_errors(spec, '<tool_call>\n{"name": "g", "arguments": {"n": 1}}\n</tool_call>')
 
 
 
@@ -329,6 +373,7 @@ def main():
     schemas = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in (corpus / "json_schema").glob("*.json")}
     regexes = [l for l in (corpus / "regex.txt").read_text(encoding="utf-8").splitlines() if l and not l.startswith("#")]
     gbnf = {p.stem: parse_gbnf(p.read_text(encoding="utf-8")) for p in (corpus / "gbnf").glob("*.gbnf")}
+    tools = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in (corpus / "tools").glob("*.json")}
 
     failures = []
     ended = collections.Counter()
@@ -349,8 +394,10 @@ def main():
         elif row["kind"] == "regex":
             pattern = regexes[int(row["name"].split("_")[1])].replace("(?<", "(?P<")
             errs = [] if re.fullmatch(pattern, text) else [f"does not match /{pattern}/"]
-        else:
+        elif row["kind"] == "gbnf":
             errs = [] if recognize(gbnf[row["name"]], "root", text) else ["not in the grammar's language"]
+        else:
+            errs = tool_call_errors(tools[row["name"]], text)
         checked[row["kind"]] += 1
         if errs:
             failures.append(f"{key}: {text!r}: {'; '.join(errs)}")
@@ -358,7 +405,8 @@ def main():
         if ended[key] == 0:
             failures.append(f"{key}: none of {n} walks ended")
     total = sum(walks.values())
-    print(f"grammar corpus: {len(schemas)} schemas, {len(regexes)} regexes, {len(gbnf)} GBNF grammars; "
+    print(f"grammar corpus: {len(schemas)} schemas, {len(regexes)} regexes, {len(gbnf)} GBNF grammars, "
+          f"{len(tools)} tool sets; "
           f"tokenizers {', '.join(t.split('=')[0] for t in toks)}; {total} walks, {sum(ended.values())} ended, "
           f"validated {dict(checked)}")
     for f in failures[:40]:

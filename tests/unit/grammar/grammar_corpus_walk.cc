@@ -1,5 +1,5 @@
 // grammar_corpus_walk: random walks over the grammar corpus of tests/fixtures/grammar (JSON
-// Schemas, TGI regexes, GBNF grammars) with real tokenizers, written as JSON lines for
+// Schemas, TGI regexes, GBNF grammars, tool calls) with real tokenizers, written as JSON lines for
 // check_grammar_corpus.py, which validates every output independently (jsonschema, Python re, a
 // GBNF recognizer of its own). Masks are checked against trying each token on its own at every
 // step with small vocabularies and at random steps (--check) with large ones; a mismatch, a mask that refuses the walk
@@ -21,6 +21,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "grammar/tool_calls.h"
 #include "random_walk.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,17 +54,29 @@ std::vector<Item> load_corpus(const fs::path& dir) {
     if (line.empty() || line[0] == '#') continue;
     items.push_back({"regex", "regex_" + std::to_string(n++), line});
   }
-  files.clear();
-  for (const auto& e : fs::directory_iterator(dir / "gbnf")) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& p : files) items.push_back({"gbnf", p.stem().string(), read_file(p)});
+  for (const char* kind : {"gbnf", "tools"}) {
+    files.clear();
+    for (const auto& e : fs::directory_iterator(dir / kind)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& p : files) items.push_back({kind, p.stem().string(), read_file(p)});
+  }
   return items;
 }
 
 fg::Result<Grammar> compile(const Item& it) {
   if (it.kind == "json_schema") return fg::grammar::compile_json_schema(std::string_view(it.text));
   if (it.kind == "regex") return fg::grammar::compile_regex(it.text);
-  return fg::grammar::compile_gbnf(it.text);
+  if (it.kind == "gbnf") return fg::grammar::compile_gbnf(it.text);
+  // tools: {"format": "hermes" | "llama3_json" | "mistral", "named": ..., "parallel": ..., "tools": [...]}
+  const auto spec = nlohmann::ordered_json::parse(it.text);
+  fg::grammar::ToolCallOptions o;
+  const std::string format = spec.at("format").get<std::string>();
+  o.format = format == "mistral"       ? fg::grammar::ToolCallFormat::kMistral
+             : format == "llama3_json" ? fg::grammar::ToolCallFormat::kLlama3Json
+                                       : fg::grammar::ToolCallFormat::kHermes;
+  o.named_tool = spec.value("named", "");
+  o.parallel = spec.value("parallel", true);
+  return fg::grammar::tool_call_grammar(spec.at("tools"), o);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // output against trying each token, special tokens, EOS, rollback.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/vocab.h"
@@ -161,6 +163,42 @@ TEST(GrammarTokens, RollbackRestoresMasks) {
     for (size_t k = ids.size() + 1 - size_t(back); k < ids.size(); ++k) ASSERT_TRUE(m.accept_token(ids[k]));
     ASSERT_TRUE(m.accept_token(llama3().eos_ids()[0]));
   }
+}
+
+TEST(GrammarTokens, PositionsDecidedOnFirstUseFromManyThreadsEqualEagerOnes) {
+  // Long counted strings leave positions to be decided on first use; matchers on four threads
+  // decide them concurrently and must see exactly the masks of a grammar decided at build.
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 40},
+      "b": {"type": "string", "minLength": 2, "maxLength": 30}}, "required": ["a", "b"]})";
+  auto g = compile_json_schema(std::string_view(schema));
+  ASSERT_TRUE(g.is_ok());
+  auto grammar = std::make_shared<const Grammar>(std::move(g).value());
+  TokenGrammarOptions lazy_options;
+  lazy_options.eager_broad_positions = 0;
+  auto eager = TokenGrammar::build(grammar, llama3_vocab());
+  auto lazy = TokenGrammar::build(grammar, llama3_vocab(), lazy_options);
+  EXPECT_LT(lazy->stats().decided, eager->stats().decided);
+  const std::vector<std::string> docs = {
+      R"({"a": "short", "b": "xy"})", R"({"a": "0123456789012345678901234567890123456789", "b": "ünïcödé and more"})",
+      R"({"a": "", "b": "the quick brown fox jumps over"})", R"({"a": "Jürgen", "b": "東京タワー"})"};
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(docs.size());
+  for (size_t t = 0; t < docs.size(); ++t) {
+    threads.emplace_back([&, t] {
+      GrammarMatcher a(eager), b(lazy);
+      std::vector<uint32_t> ma(size_t(llama3_vocab()->mask_words())), mb(ma.size());
+      for (int32_t id : llama3().encode(docs[t], false)) {
+        a.fill_mask(ma);
+        b.fill_mask(mb);
+        if (ma != mb) failures[t] = "masks differ after " + std::to_string(a.num_tokens()) + " tokens";
+        if (!a.accept_token(id) || !b.accept_token(id)) failures[t] = "token refused";
+        if (!failures[t].empty()) return;
+      }
+      if (!a.accepted() || !b.accepted()) failures[t] = "not accepted at the end";
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < docs.size(); ++t) EXPECT_EQ(failures[t], "") << docs[t];
 }
 
 TEST(GrammarTokens, RandomWalksValidateWithTheRealVocabulary) {
