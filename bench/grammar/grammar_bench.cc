@@ -3,7 +3,9 @@
 // the grammar, binds it to the tokenizer's vocabulary (the one-time cost a server pays per new
 // schema), then replays real-looking outputs — documents that satisfy the grammar, tokenized as
 // the tokenizer would — through a GrammarMatcher, timing fill_mask before every token and
-// accept_token after it. Prints p50/p90/p99/max per case; --json FILE writes the same.
+// accept_token after it. Prints p50/p90/p99/max per case, the share of output tokens the grammar
+// forced (what jump-forward feeds without sampling) and the cost of finding them (forced
+// continuation; jump_forward_tokens with its re-tokenization); --json FILE writes the same.
 //
 //   grammar_bench --tokenizer DIR|FILE.gguf [--repeat N] [--json FILE]
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
+#include "grammar/jump_forward.h"
 #include "grammar/matcher.h"
 #include "grammar/token_grammar.h"
 #include "grammar/tool_calls.h"
@@ -104,7 +107,8 @@ struct CaseResult {
   std::string name;
   double compile_ms = 0, bind_ms = 0;
   fg::grammar::TokenGrammarStats stats;
-  std::vector<double> mask_us, accept_us;
+  std::vector<double> mask_us, accept_us, forced_us, jump_us;
+  int forced_tokens = 0;  // tokens inside the grammar's forced continuation at their step
   int rejected = 0;
 };
 
@@ -137,7 +141,21 @@ CaseResult run_case(const std::string& name, const std::function<fg::Result<Gram
       fg::grammar::GrammarMatcher m(tg);
       std::vector<int32_t> ids = tok.encode(doc, false);
       if (!vocab->eos_ids().empty()) ids.push_back(vocab->eos_ids()[0]);
-      for (int32_t id : ids) {
+      for (size_t k = 0; k < ids.size(); ++k) {
+        const int32_t id = ids[k];
+        if (rep == 0) {
+          // Jump-forward: how much of the output the grammar forces, and what finding it costs.
+          double f0 = now_us();
+          const std::string forced = m.forced_continuation();
+          r.forced_us.push_back(now_us() - f0);
+          if (!forced.empty()) {
+            const std::string_view b = vocab->token(id);
+            if (!vocab->is_eos(id) && forced.compare(0, b.size(), b) == 0) ++r.forced_tokens;
+            f0 = now_us();
+            (void)fg::grammar::jump_forward_tokens(m, tok, std::span<const int32_t>(ids.data(), k));
+            r.jump_us.push_back(now_us() - f0);
+          }
+        }
         double a = now_us();
         m.fill_mask(mask);
         double b = now_us();
@@ -212,31 +230,40 @@ int main(int argc, char** argv) {
 
   std::printf("grammar_bench: vocabulary %d ids (%d text tokens, %zu trie nodes), built in %.1f ms\n", (*vocab)->size(),
               (*vocab)->num_text_tokens(), (*vocab)->trie().size(), vocab_ms);
-  std::printf("%-18s %9s %8s %9s %9s %8s %8s %8s %8s %8s %9s %6s\n", "case", "compile", "bind", "positions",
-              "uncertain", "tokens", "mask p50", "p90", "p99", "max", "accept p50", "refused");
+  std::printf("%-18s %9s %8s %9s %9s %7s %9s %8s %8s %8s %10s %7s %11s %11s %7s\n", "case", "compile", "bind",
+              "positions", "uncertain", "tokens", "mask p50", "p90", "p99", "max", "accept p50", "forced", "forced p50",
+              "jump p50", "refused");
   nlohmann::json out = nlohmann::json::array();
   for (const CaseResult& r : results) {
-    std::printf("%-18s %7.1fms %6.0fms %9lld %9lld %8zu %6.1fus %6.1fus %6.1fus %6.1fus %8.2fus %6d\n", r.name.c_str(),
-                r.compile_ms, r.bind_ms, (long long)r.stats.positions, (long long)r.stats.still_uncertain,
-                r.mask_us.size(), percentile(r.mask_us, 0.5), percentile(r.mask_us, 0.9), percentile(r.mask_us, 0.99),
-                percentile(r.mask_us, 1.0), percentile(r.accept_us, 0.5), r.rejected);
-    out.push_back({{"case", r.name},
-                   {"vocab_size", (*vocab)->size()},
-                   {"compile_ms", r.compile_ms},
-                   {"bind_ms", r.bind_ms},
-                   {"positions", r.stats.positions},
-                   {"uncertain_tokens", r.stats.uncertain_tokens},
-                   {"still_uncertain", r.stats.still_uncertain},
-                   {"symbolic_states", r.stats.symbolic_states},
-                   {"cache_bytes", r.stats.memory_bytes},
-                   {"tokens", r.mask_us.size()},
-                   {"mask_p50_us", percentile(r.mask_us, 0.5)},
-                   {"mask_p90_us", percentile(r.mask_us, 0.9)},
-                   {"mask_p99_us", percentile(r.mask_us, 0.99)},
-                   {"mask_max_us", percentile(r.mask_us, 1.0)},
-                   {"accept_p50_us", percentile(r.accept_us, 0.5)},
-                   {"accept_p99_us", percentile(r.accept_us, 0.99)},
-                   {"refused", r.rejected}});
+    const size_t first_pass = r.forced_us.size();
+    std::printf(
+        "%-18s %7.1fms %6.0fms %9lld %9lld %7zu %7.1fus %6.1fus %6.1fus %6.1fus %8.2fus %6.0f%% %9.2fus %9.1fus %7d\n",
+        r.name.c_str(), r.compile_ms, r.bind_ms, (long long)r.stats.positions, (long long)r.stats.still_uncertain,
+        r.mask_us.size(), percentile(r.mask_us, 0.5), percentile(r.mask_us, 0.9), percentile(r.mask_us, 0.99),
+        percentile(r.mask_us, 1.0), percentile(r.accept_us, 0.5),
+        first_pass ? 100.0 * r.forced_tokens / double(first_pass) : 0.0, percentile(r.forced_us, 0.5),
+        percentile(r.jump_us, 0.5), r.rejected);
+    out.push_back(
+        {{"case", r.name},
+         {"vocab_size", (*vocab)->size()},
+         {"compile_ms", r.compile_ms},
+         {"bind_ms", r.bind_ms},
+         {"positions", r.stats.positions},
+         {"uncertain_tokens", r.stats.uncertain_tokens},
+         {"still_uncertain", r.stats.still_uncertain},
+         {"symbolic_states", r.stats.symbolic_states},
+         {"cache_bytes", r.stats.memory_bytes},
+         {"tokens", r.mask_us.size()},
+         {"mask_p50_us", percentile(r.mask_us, 0.5)},
+         {"mask_p90_us", percentile(r.mask_us, 0.9)},
+         {"mask_p99_us", percentile(r.mask_us, 0.99)},
+         {"mask_max_us", percentile(r.mask_us, 1.0)},
+         {"accept_p50_us", percentile(r.accept_us, 0.5)},
+         {"accept_p99_us", percentile(r.accept_us, 0.99)},
+         {"forced_token_fraction", r.forced_us.empty() ? 0.0 : double(r.forced_tokens) / double(r.forced_us.size())},
+         {"forced_continuation_p50_us", percentile(r.forced_us, 0.5)},
+         {"jump_forward_tokens_p50_us", percentile(r.jump_us, 0.5)},
+         {"refused", r.rejected}});
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   for (const CaseResult& r : results)
