@@ -1,5 +1,6 @@
 // grammar_bench: what structured output costs on the CPU per generated token. For each case
-// (a JSON Schema of a realistic order record, any JSON object, a Hermes tool call) it compiles
+// (a JSON Schema of a realistic order record — also once with positions decided on first use —,
+// any JSON object, a Hermes tool call) it compiles
 // the grammar, binds it to the tokenizer's vocabulary (the one-time cost a server pays per new
 // schema), then replays real-looking outputs — documents that satisfy the grammar, tokenized as
 // the tokenizer would — through a GrammarMatcher, timing fill_mask before every token and
@@ -121,7 +122,8 @@ double percentile(std::vector<double> v, double p) {
 
 CaseResult run_case(const std::string& name, const std::function<fg::Result<Grammar>()>& compile,
                     const std::vector<std::string>& docs, const fg::Tokenizer& tok,
-                    const std::shared_ptr<const fg::grammar::GrammarVocab>& vocab, int repeat) {
+                    const std::shared_ptr<const fg::grammar::GrammarVocab>& vocab, int repeat,
+                    const fg::grammar::TokenGrammarOptions& options = {}) {
   CaseResult r;
   r.name = name;
   double t0 = now_us();
@@ -132,7 +134,7 @@ CaseResult run_case(const std::string& name, const std::function<fg::Result<Gram
     std::exit(1);
   }
   t0 = now_us();
-  auto tg = fg::grammar::TokenGrammar::build(std::make_shared<const Grammar>(std::move(g).value()), vocab);
+  auto tg = fg::grammar::TokenGrammar::build(std::make_shared<const Grammar>(std::move(g).value()), vocab, options);
   r.bind_ms = (now_us() - t0) / 1000;
   r.stats = tg->stats();
   std::vector<uint32_t> mask(size_t(vocab->mask_words()));
@@ -217,6 +219,13 @@ int main(int argc, char** argv) {
   results.push_back(run_case(
       "json_schema order", [] { return fg::grammar::compile_json_schema(std::string_view(kOrderSchema)); }, kOrderDocs,
       **tok, *vocab, repeat));
+  // The same outputs once, with string contents decided on first use instead of at build: what a
+  // grammar past the eager budget costs the first request that reaches each position.
+  fg::grammar::TokenGrammarOptions lazy;
+  lazy.eager_broad_positions = 0;
+  results.push_back(run_case(
+      "order, first use", [] { return fg::grammar::compile_json_schema(std::string_view(kOrderSchema)); }, kOrderDocs,
+      **tok, *vocab, 1, lazy));
   results.push_back(run_case(
       "json_object", [] { return fg::grammar::json_object_grammar(); }, kAnyJsonDocs, **tok, *vocab, repeat));
   results.push_back(run_case(
