@@ -69,6 +69,27 @@ TEST(GrammarTokens, VocabularyExcludesSpecialTokens) {
   EXPECT_FALSE(m.accept_token(bot));
 }
 
+TEST(GrammarTokens, MaskWiderThanTheTokenizer) {
+  // A padded LM head (more logits than token ids): the extra ids are never allowed.
+  auto tok = Tokenizer::load(std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/chat_llama");
+  ASSERT_TRUE(tok.is_ok());
+  GrammarVocabOptions o;
+  o.mask_size = 640;
+  auto vocab = GrammarVocab::build(**tok, o);
+  ASSERT_TRUE(vocab.is_ok());
+  EXPECT_EQ((*vocab)->mask_words(), 20);
+  auto g = compile_json_schema(std::string_view(R"({"type": "string"})"));
+  ASSERT_TRUE(g.is_ok());
+  GrammarMatcher m(TokenGrammar::build(std::make_shared<const Grammar>(std::move(g).value()), *vocab));
+  std::vector<uint32_t> mask(32, 0xFFFFFFFFu);  // longer than needed: the rest is cleared
+  ASSERT_TRUE(m.accept_bytes("\"a"));
+  m.fill_mask(mask);
+  for (int32_t id = (*tok)->vocab_size(); id < 32 * 32; ++id) EXPECT_FALSE(mask_bit(mask, id)) << id;
+  EXPECT_FALSE(m.accept_token(600));
+  o.mask_size = 100;
+  EXPECT_EQ(GrammarVocab::build(**tok, o).status().code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(GrammarTokens, CharacterSplitAcrossByteTokens) {
   // "é" is C3 A9: the byte tokens for each half are allowed one after the other, and a
   // continuation byte cannot start a character.

@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "grammar/gbnf.h"
 #include "grammar/grammar_builder.h"
 #include "grammar_test_util.h"
 
@@ -149,6 +150,37 @@ TEST(GrammarMatcher, RefusesTokensItCannotRead) {
   EXPECT_EQ(m.num_tokens(), 0);
   EXPECT_TRUE(m.accept_token(13));  // "x,y" spans the whole grammar
   EXPECT_TRUE(m.is_terminated());
+}
+
+TEST(GrammarMatcher, NondeterministicRulesWhenSubsetConstructionIsCapped) {
+  // With a one-state cap every rule keeps its nondeterministic automaton (several edges may read
+  // the same byte); masks, forced text and walks must not change.
+  GrammarLimits tiny;
+  tiny.max_dfa_states = 1;
+  const char* text = "root ::= (\"ab\" | \"a\" \"c\"* | x)+ \";\"\nx ::= \"x,\" | \"x\" | \"(\" root \")\"";
+  auto det = bind(compile_gbnf(text), kSmallVocab), nondet = bind(compile_gbnf(text, tiny), kSmallVocab);
+  EXPECT_GT(nondet->grammar().num_nodes(), det->grammar().num_nodes());
+  std::mt19937 rng(4);
+  for (int i = 0; i < 40; ++i) {
+    GrammarMatcher a(nondet);
+    test::WalkOptions o;
+    o.check_probability = 1;
+    o.steer_after = 12;
+    const auto r = test::random_walk(a, rng, o);
+    EXPECT_EQ(r.error, "");
+    EXPECT_TRUE(r.ended) << r.text;
+    GrammarMatcher b(det);  // the deterministic grammar accepts the same text, with the same masks
+    std::vector<uint32_t> ma(size_t(a.vocab().mask_words())), mb(ma.size());
+    GrammarMatcher c(nondet);
+    for (int32_t id : r.ids) {
+      c.fill_mask(ma);
+      b.fill_mask(mb);
+      EXPECT_EQ(ma, mb) << r.text;
+      EXPECT_EQ(c.forced_continuation(), b.forced_continuation());
+      ASSERT_TRUE(b.accept_token(id)) << r.text;
+      ASSERT_TRUE(c.accept_token(id));
+    }
+  }
 }
 
 TEST(GrammarBuilder, RefusesLeftRecursion) {
