@@ -163,6 +163,22 @@ TEST(GrammarTokens, EveryMaskAlongARealOutputMatchesBruteForce) {
   EXPECT_TRUE(m.accept_token(llama3().eos_ids()[0]));
 }
 
+TEST(GrammarTokens, AnyJsonObjectMasksMatchBruteForce) {
+  // Any-JSON-object is recursive: tokens such as '"]' or '}}' leave rules with several callers
+  // and are decided per return node or against the real stack.
+  auto g = json_object_grammar();
+  ASSERT_TRUE(g.is_ok());
+  auto tg = TokenGrammar::build(std::make_shared<const Grammar>(std::move(g).value()), llama3_vocab());
+  EXPECT_GT(tg->stats().uncertain_tokens, 0);
+  GrammarMatcher m(tg);
+  const std::string doc = R"({"a": [[1, 2], {"b": ["x", {"c": null}]}], "d": {"e": {"f": []}}, "g": "h"})";
+  for (int32_t id : llama3().encode(doc, false)) {
+    ASSERT_TRUE(test::mask_matches_brute_force(m)) << "after " << m.num_tokens() << " tokens";
+    ASSERT_TRUE(m.accept_token(id)) << llama3_vocab()->token(id);
+  }
+  EXPECT_TRUE(m.is_terminated());
+}
+
 TEST(GrammarTokens, RollbackRestoresMasks) {
   auto tg = bind(kSchema);
   GrammarMatcher m(tg);
