@@ -53,8 +53,9 @@ Result<std::shared_ptr<TokenConstraint>> ConstraintFactory::make(const Constrain
       case ConstraintSpec::Kind::kGbnf: g = grammar::compile_gbnf(spec.text); break;
       case ConstraintSpec::Kind::kToolCalls: {
         if (!tool_format_)
-          return unsupported("this model's chat template writes tool calls in no syntax flashgen knows (Hermes "
-                             "<tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]); use tool_choice \"auto\" or \"none\"");
+          return unsupported(
+              "this model's chat template writes tool calls in no syntax flashgen knows (Hermes "
+              "<tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]); use tool_choice \"auto\" or \"none\"");
         nlohmann::ordered_json tools;
         try {
           tools = nlohmann::ordered_json::parse(spec.text);

@@ -16,10 +16,10 @@
 
 #include "core/status.h"
 #include "engine/token_constraint.h"
-#include "request/constraint_spec.h"
 #include "grammar/token_grammar.h"
 #include "grammar/tool_calls.h"
 #include "grammar/vocab.h"
+#include "request/constraint_spec.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fg {

@@ -69,6 +69,15 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::create(const EngineBackend
   info.max_batch_tokens = options.engine.scheduler.max_batch_tokens;
   info.max_running = options.engine.scheduler.max_running;
   info.has_chat_template = b->template_.has_value();
+  // Structured output: the model's vocabulary as grammars see it, and its tool-call syntax.
+  std::optional<grammar::ToolCallFormat> tool_format;
+  if (b->template_) tool_format = grammar::detect_tool_call_format(b->template_->sources());
+  auto factory =
+      ConstraintFactory::create(*b->tokenizer_, (*runner)->eos_token_ids(), (*runner)->vocab_size(), tool_format);
+  if (!factory.is_ok()) return Status(factory.status().code(), "structured output: " + factory.status().message());
+  b->constraints_ = std::move(factory).value();
+  if (b->constraints_->tool_format())
+    info.tool_call_format = grammar::tool_call_format_name(*b->constraints_->tool_format());
   b->kv_pages_total_ = (*runner)->kv_num_pages();
   EngineConfig config = options.engine;
   config.on_step = [p = b.get(), next = options.engine.on_step](const StepSummary& step) {
@@ -132,6 +141,12 @@ Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback 
   r.params.stop.clear();
   r.priority = request.priority;
   r.speculative = request.speculative;
+  if (request.constraint) {
+    Result<std::shared_ptr<TokenConstraint>> c = constraints_->make(*request.constraint);
+    if (!c.is_ok()) return c.status();
+    r.constraint = std::move(c).value();
+    r.jump_forward = request.jump_forward;
+  }
   r.ready = ready_;
   // Hold the lock across submit so the pump cannot look the request up before it is registered.
   std::lock_guard<std::mutex> lock(mu_);

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/constraint_factory.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "server/generation_backend.h"
@@ -68,6 +69,7 @@ class EngineBackend final : public GenerationBackend {
 
   ModelInfo info_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ConstraintFactory> constraints_;  // after tokenizer_ (it reads it)
   std::optional<ChatTemplate> template_;
   std::string template_error_;
   std::unique_ptr<Engine> engine_;

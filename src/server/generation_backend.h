@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "request/constraint_spec.h"
 #include "request/finish_reason.h"
 #include "request/sampling_params.h"
 #include "request/token_logprob.h"
@@ -45,6 +46,10 @@ struct GenerationRequest {
   bool prompt_logprobs = false;             // TGI decoder_input_details (backends may not support it)
   int priority = 0;                         // larger first when the scheduler honours priorities
   bool speculative = true;                  // speculative decoding may draft for it (when the engine speculates)
+  // Structured output / tool calls: what the output must follow (request/constraint_spec.h).
+  // Compiling it can fail at submit (kInvalidArgument, kUnsupported naming the feature: a 400).
+  std::optional<ConstraintSpec> constraint;
+  bool jump_forward = true;  // forced tokens run as one query (same tokens either way)
 };
 
 struct GeneratedToken {
@@ -86,6 +91,9 @@ struct ModelInfo {
   int64_t max_batch_tokens = 0;
   int64_t max_running = 0;
   bool has_chat_template = false;
+  // The tool-call syntax of the model's chat template: "hermes", "llama3_json", "mistral", or ""
+  // when none is recognized (tool_choice "required" or a named tool is then refused).
+  std::string tool_call_format;
 
   // True when `name` is the id or one of the aliases.
   bool has_name(std::string_view name) const {
@@ -112,7 +120,7 @@ struct BackendStats {
   int64_t kv_pages_cached = 0;  // evictable prefix-cache pages
   int64_t preemptions = 0;
   int64_t steps = 0;
-  HistogramSnapshot batch_size;  // sequences per engine step
+  HistogramSnapshot batch_size;     // sequences per engine step
   int64_t jump_forward_tokens = 0;  // tokens a constraint forced, run as one multi-token query
   // Speculative decoding (all zero when the engine does not speculate).
   int64_t spec_draft_tokens = 0;          // drafted tokens verified

@@ -3,7 +3,9 @@
 #include "server/openai_api.h"
 
 #include <cmath>
+#include <random>
 
+#include "grammar/tool_calls.h"
 #include "server/json_fields.h"
 #include "server/request_body.h"
 
@@ -36,7 +38,49 @@ struct CommonParams {
   bool include_stop_str_in_output = false;
   bool speculative = true;
   int logprobs = -1;
+  std::optional<ConstraintSpec> constraint;  // response_format json, `grammar`, or forced tool calls
+  bool jump_forward = true;
+  bool tools_active = false;  // chat with tools and tool_choice not "none": calls are parsed out
 };
+
+// response_format ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+// "schema", "strict"}}), and flashgen's `grammar` (GBNF text) and `jump_forward` (bool).
+void read_structured_output(JsonFields& f, const nlohmann::ordered_json& obody, CommonParams& p) {
+  if (const json* rf = f.get_object("response_format")) {
+    auto type = rf->find("type");
+    if (type == rf->end() || !type->is_string()) {
+      f.fail(invalid_type("response_format.type", "a string"));
+    } else if (*type == "json_object") {
+      p.constraint = ConstraintSpec{ConstraintSpec::Kind::kJsonObject, "", "", true};
+    } else if (*type == "json_schema") {
+      const auto js = obody.at("response_format").find("json_schema");
+      if (js == obody.at("response_format").end() || !js->is_object()) {
+        f.fail(missing_parameter("response_format.json_schema"));
+      } else {
+        const auto schema = js->find("schema");
+        // A json_schema without a schema allows any JSON value: any object is what clients mean.
+        if (schema == js->end() || schema->is_null())
+          p.constraint = ConstraintSpec{ConstraintSpec::Kind::kJsonObject, "", "", true};
+        else if (!schema->is_object() && !schema->is_boolean())
+          f.fail(invalid_type("response_format.json_schema.schema", "an object"));
+        else
+          p.constraint = ConstraintSpec{ConstraintSpec::Kind::kJsonSchema, schema->dump(), "", true};
+      }
+    } else if (*type != "text") {
+      f.fail(
+          invalid_request("Invalid value for 'response_format.type': expected 'text', 'json_object' or "
+                          "'json_schema'.",
+                          "response_format.type", "invalid_value"));
+    }
+  }
+  if (auto g = f.get_string("grammar")) {
+    if (p.constraint)
+      f.fail(invalid_request("Give either 'grammar' or 'response_format', not both.", "grammar", "invalid_value"));
+    else
+      p.constraint = ConstraintSpec{ConstraintSpec::Kind::kGbnf, *g, "", true};
+  }
+  p.jump_forward = f.get_bool("jump_forward").value_or(true);
+}
 
 // Reads model, stream, stream_options, n, max_tokens, sampling, stop, seed and the extensions.
 // With one model served, any `model` name is accepted (as text-generation-inference does, so
@@ -215,9 +259,10 @@ ApiError generation_error(const GenerationEvent& ev) {
 class OpenAiReply final : public GenerationReply {
  public:
   OpenAiReply(ApiContext& ctx, bool chat, std::string id, std::string model, const CommonParams& p,
-              std::vector<std::string> echo_prefix)
+              std::vector<std::string> echo_prefix, std::optional<grammar::ToolCallFormat> tool_format)
       : GenerationReply(ctx, chat ? "/v1/chat/completions" : "/v1/completions", id, ApiDialect::kOpenAi),
         chat_(chat),
+        tool_format_(p.tools_active ? tool_format : std::nullopt),
         id_(std::move(id)),
         model_(std::move(model)),
         stream_(p.stream),
@@ -225,13 +270,17 @@ class OpenAiReply final : public GenerationReply {
         logprobs_(p.logprobs),
         n_(size_t(p.n)),
         echo_prefix_(std::move(echo_prefix)) {
-    keep_tokens_ = logprobs_ >= 0 && !stream_;
+    keep_tokens_ = (logprobs_ >= 0 || tool_format_) && !stream_;
+    if (tool_format_) markers_ = tool_call_markers(*tool_format_);
   }
 
   void prepare(size_t choices) {
     role_sent_.assign(choices, false);
     echo_done_.assign(choices, false);
     text_offset_.assign(choices, 0);
+    tool_text_.assign(choices, "");
+    tool_sent_.assign(choices, 0);
+    in_call_.assign(choices, false);
   }
 
  protected:
@@ -246,6 +295,7 @@ class OpenAiReply final : public GenerationReply {
       out += sse_event(chunk(index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
     }
     std::string text = ev.text_delta;
+    if (tool_format_) text = tool_stream_delta(index, ev);
     if (!chat_ && !echo_prefix_.empty() && !echo_done_[index]) {
       text = echo_prefix_[index / n_] + text;
       echo_done_[index] = true;
@@ -267,8 +317,83 @@ class OpenAiReply final : public GenerationReply {
       out += sse_event(chunk(index, delta, lp, nullptr));
     }
     if (ev.finished()) {
-      out += sse_event(chunk(index, chat_ ? json::object() : json(""), nullptr, openai_finish(*ev.finish)));
+      const char* finish = openai_finish(*ev.finish);
+      if (tool_format_) {
+        const grammar::ParsedToolCalls parsed = grammar::parse_tool_calls(tool_text_[index], *tool_format_);
+        if (!parsed.calls.empty()) {
+          json calls = json::array();
+          for (size_t k = 0; k < parsed.calls.size(); ++k) {
+            json c = tool_call_json(parsed.calls[k]);
+            c["index"] = k;
+            calls.push_back(std::move(c));
+          }
+          out += sse_event(chunk(index, {{"tool_calls", calls}}, nullptr, nullptr));
+          finish = "tool_calls";
+        } else if (tool_sent_[index] < tool_text_[index].size()) {
+          // No call after all: what was held back is content.
+          out += sse_event(chunk(index, {{"content", tool_text_[index].substr(tool_sent_[index])}}, nullptr, nullptr));
+        }
+      }
+      out += sse_event(chunk(index, chat_ ? json::object() : json(""), nullptr, finish));
     }
+  }
+
+  // Tool calls: the text of the tokens (special tokens only where they are a call marker), and
+  // the part of it that can be streamed as content now: everything before a call marker, holding
+  // back a tail that could still become one.
+  std::string tool_stream_delta(size_t index, const GenerationEvent& ev) {
+    std::string& all = tool_text_[index];
+    for (const GeneratedToken& t : ev.tokens) all += token_text(t);
+    if (in_call_[index]) return "";
+    size_t stop = all.size();
+    for (const std::string& m : markers_) {
+      size_t at = all.find(m, tool_sent_[index]);
+      if (m == "{") {  // Llama 3 JSON calls: a reply that starts with an object
+        const size_t first = all.find_first_not_of(" \n\t");
+        at = first != std::string::npos && all[first] == '{' ? first : std::string::npos;
+      }
+      if (at != std::string::npos && at < stop) {
+        stop = at;
+        in_call_[index] = true;
+      }
+    }
+    if (!in_call_[index]) {
+      for (const std::string& m : markers_) {  // a tail that is a marker's beginning waits
+        for (size_t len = std::min(m.size() - 1, all.size() - tool_sent_[index]); len > 0; --len) {
+          if (all.compare(all.size() - len, len, m, 0, len) == 0) {
+            stop = std::min(stop, all.size() - len);
+            break;
+          }
+        }
+      }
+      if (all.find_first_not_of(" \n\t") == std::string::npos) stop = tool_sent_[index];  // nothing yet
+    }
+    std::string delta = all.substr(tool_sent_[index], stop - tool_sent_[index]);
+    tool_sent_[index] = stop;
+    return delta;
+  }
+
+  std::string token_text(const GeneratedToken& t) const {
+    if (!t.special) return t.text;
+    for (const std::string& m : markers_)
+      if (t.text == m) return t.text;
+    return "";
+  }
+
+  static std::vector<std::string> tool_call_markers(grammar::ToolCallFormat f) {
+    switch (f) {
+      case grammar::ToolCallFormat::kHermes: return {"<tool_call>"};
+      case grammar::ToolCallFormat::kMistral: return {"[TOOL_CALLS]"};
+      case grammar::ToolCallFormat::kLlama3Json: return {"<|python_tag|>", "{"};
+    }
+    return {};
+  }
+
+  json tool_call_json(const grammar::ToolCall& call) {
+    static const char* kAlnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::string id = "call_";
+    for (int i = 0; i < 24; ++i) id += kAlnum[rng_() % 62];
+    return {{"id", id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
   }
 
   void on_complete(std::string& out) override {
@@ -310,7 +435,20 @@ class OpenAiReply final : public GenerationReply {
         }
       }
       json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", openai_finish(*c.final.finish)}};
-      if (chat_) {
+      if (chat_ && tool_format_) {
+        std::string all;
+        for (const GeneratedToken& t : c.tokens) all += token_text(t);
+        const grammar::ParsedToolCalls parsed = grammar::parse_tool_calls(all, *tool_format_);
+        json msg = {{"role", "assistant"}, {"content", parsed.calls.empty() ? json(all) : json(nullptr)}};
+        if (!parsed.calls.empty()) {
+          if (!parsed.content.empty()) msg["content"] = parsed.content;
+          json calls = json::array();
+          for (const grammar::ToolCall& call : parsed.calls) calls.push_back(tool_call_json(call));
+          msg["tool_calls"] = std::move(calls);
+          choice["finish_reason"] = "tool_calls";
+        }
+        choice["message"] = std::move(msg);
+      } else if (chat_) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       } else {
         choice["text"] = echo_prefix_.empty() ? c.text : echo_prefix_[i / n_] + c.text;
@@ -355,6 +493,12 @@ class OpenAiReply final : public GenerationReply {
   }
 
   bool chat_;
+  std::optional<grammar::ToolCallFormat> tool_format_;  // set when tool calls are parsed out
+  std::vector<std::string> markers_;
+  std::vector<std::string> tool_text_;  // per choice: the output's text for tool-call parsing
+  std::vector<size_t> tool_sent_;       // ... of which streamed as content
+  std::vector<bool> in_call_;           // ... a call marker was seen
+  std::mt19937_64 rng_{std::random_device{}()};
   std::string id_;
   std::string model_;
   bool stream_;
@@ -402,6 +546,10 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
       r.skip_special_tokens = p.skip_special_tokens;
       r.include_stop_str_in_output = p.include_stop_str_in_output;
       r.speculative = p.speculative;
+      r.constraint = p.constraint;
+      r.jump_forward = p.jump_forward;
+      // Tool calls are parsed from the tokens' own text, special tokens included ([TOOL_CALLS]).
+      if (p.tools_active) r.skip_special_tokens = false;
       if (p.sampling.seed) r.sampling.seed = *p.sampling.seed + uint64_t(i);
       requests.push_back(std::move(r));
     }
@@ -413,7 +561,11 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
                                 "rate_limit_error", "", "queue_full"},
                        ApiDialect::kOpenAi);
   }
-  auto reply = std::make_unique<OpenAiReply>(ctx, chat, id, p.model, p, std::move(echo_prefix));
+  std::optional<grammar::ToolCallFormat> format;
+  for (auto f :
+       {grammar::ToolCallFormat::kHermes, grammar::ToolCallFormat::kLlama3Json, grammar::ToolCallFormat::kMistral})
+    if (info.tool_call_format == grammar::tool_call_format_name(f)) format = f;
+  auto reply = std::make_unique<OpenAiReply>(ctx, chat, id, p.model, p, std::move(echo_prefix), format);
   reply->prepare(requests.size());
   if (auto err = reply->submit_all(std::move(requests), size_t(p.n))) return error_reply(*err, ApiDialect::kOpenAi);
   Reply out;
@@ -454,6 +606,7 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
     if (*best_of != p.n)
       f.fail(unsupported_param("best_of", "best_of must equal n (server-side ranking is not implemented)."));
   const bool add_special = f.get_bool("add_special_tokens").value_or(true);
+  read_structured_output(f, nlohmann::ordered_json::parse(req.body), p);
   const json* prompt = f.get_raw("prompt");
   if (f.ok() && !prompt) f.fail(missing_parameter("prompt"));
   if (f.ok()) {
@@ -544,23 +697,51 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
     else if (logprobs)
       p.logprobs = int(*top);
   }
-  if (const json* rf = f.get_object("response_format")) {
-    auto type = rf->find("type");
-    if (type == rf->end() || !type->is_string())
-      f.fail(invalid_type("response_format.type", "a string"));
-    else if (type->get<std::string>() != "text")
-      f.fail(unsupported_param("response_format",
-                               "only {\"type\": \"text\"} is implemented (no constrained decoding yet)."));
-  }
+  using ojson = nlohmann::ordered_json;
+  const ojson obody = ojson::parse(req.body);
+  read_structured_output(f, obody, p);
   const json* tools = f.get_array("tools");
+  // tool_choice: "auto" (default with tools; calls parsed from the output), "none", "required"
+  // (at least one call, constrained by the tools' schemas) or {"type": "function", "function":
+  // {"name": ...}} (a call of that tool).
+  std::string choice = tools ? "auto" : "none";
+  std::string named_tool;
   if (const json* tc = f.get_raw("tool_choice")) {
-    if (tc->is_string() && tc->get<std::string>() == "none") {
-      tools = nullptr;
-    } else if (!(tc->is_string() && tc->get<std::string>() == "auto")) {
-      f.fail(unsupported_param("tool_choice", "only \"auto\" and \"none\" are implemented."));
+    if (tc->is_string() && (*tc == "none" || *tc == "auto" || *tc == "required")) {
+      choice = tc->get<std::string>();
+    } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+      choice = "named";
+      named_tool = (*tc)["function"]["name"].get<std::string>();
+    } else {
+      f.fail(
+          invalid_request("Invalid 'tool_choice': expected \"none\", \"auto\", \"required\" or {\"type\": "
+                          "\"function\", \"function\": {\"name\": ...}}.",
+                          "tool_choice", "invalid_value"));
     }
+    if (f.ok() && choice != "none" && !tools)
+      f.fail(invalid_request("'tool_choice' needs 'tools'.", "tool_choice", "invalid_value"));
   }
-  f.get_bool("parallel_tool_calls");
+  const bool parallel_tool_calls = f.get_bool("parallel_tool_calls").value_or(true);
+  if (f.ok() && tools && choice != "none") {
+    if (info.tool_call_format.empty() && (choice == "required" || choice == "named"))
+      f.fail(
+          invalid_request("This model's chat template writes tool calls in no syntax flashgen knows (Hermes "
+                          "<tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]), so tool_choice '" +
+                              choice + "' cannot be enforced; use \"auto\".",
+                          "tool_choice", "invalid_value"));
+    else if (p.constraint && (choice == "required" || choice == "named"))
+      f.fail(
+          invalid_request("A forced tool call ('tool_choice') cannot be combined with 'response_format' or "
+                          "'grammar'.",
+                          "tool_choice", "invalid_value"));
+    else
+      p.tools_active = !info.tool_call_format.empty();  // "auto" without a known syntax: plain text
+    if (f.ok() && (choice == "required" || choice == "named"))
+      p.constraint =
+          ConstraintSpec{ConstraintSpec::Kind::kToolCalls, obody.at("tools").dump(), named_tool, parallel_tool_calls};
+  }
+  if (choice == "none") tools = nullptr;
   f.get_bool("store");
   f.get_object("metadata");
   f.get_string("service_tier");
@@ -578,8 +759,6 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
 
   // Normalize messages for the template: text parts joined, "developer" read as "system". The
   // body is read again as ordered JSON so tool schemas keep the client's key order.
-  using ojson = nlohmann::ordered_json;
-  const ojson obody = ojson::parse(req.body);
   const ojson& omessages = obody.at("messages");
   ojson msgs = ojson::array();
   for (size_t i = 0; i < omessages.size(); ++i) {

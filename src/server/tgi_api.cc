@@ -43,6 +43,7 @@ struct TgiParams {
   bool details = false;
   bool decoder_input_details = false;
   bool speculative = true;
+  std::optional<ConstraintSpec> constraint;
   bool return_full_text = false;
   bool sampling = false;
   int top_n_tokens = 0;
@@ -243,7 +244,29 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
   if (f.get_number("typical_p")) f.fail(validation("`typical_p` is not supported by flashgen", "typical_p"));
   if (f.get_bool("watermark").value_or(false))
     f.fail(validation("`watermark` is not supported by flashgen", "watermark"));
-  if (f.get_raw("grammar")) f.fail(validation("`grammar` is not supported by flashgen yet", "grammar"));
+  // grammar: {"type": "json", "value": <JSON schema (object or its text)>} | {"type": "regex",
+  // "value": "<regex>"}; flashgen also takes {"type": "gbnf", "value": "<grammar>"}.
+  if (const json* g = f.get_raw("grammar")) {
+    if (!g->is_null()) {
+      const auto type = g->is_object() ? g->find("type") : g->end();
+      const auto value = g->is_object() ? g->find("value") : g->end();
+      if (!g->is_object() || type == g->end() || !type->is_string() || value == g->end()) {
+        f.fail(validation("`grammar` must be {\"type\": \"json\" | \"regex\", \"value\": ...}", "grammar"));
+      } else if (*type == "json" || *type == "json_object") {
+        if (value->is_string())
+          p.constraint = ConstraintSpec{ConstraintSpec::Kind::kJsonSchema, value->get<std::string>(), "", true};
+        else if (value->is_object())
+          p.constraint = ConstraintSpec{ConstraintSpec::Kind::kJsonSchema, value->dump(), "", true};
+        else
+          f.fail(validation("`grammar.value` of type json must be a JSON schema", "grammar"));
+      } else if ((*type == "regex" || *type == "gbnf") && value->is_string()) {
+        p.constraint = ConstraintSpec{*type == "regex" ? ConstraintSpec::Kind::kRegex : ConstraintSpec::Kind::kGbnf,
+                                      value->get<std::string>(), "", true};
+      } else {
+        f.fail(validation("`grammar.type` must be \"json\" or \"regex\" (with a string value)", "grammar"));
+      }
+    }
+  }
   if (f.get_raw("adapter_id"))
     f.fail(validation("`adapter_id` (LoRA adapters) is not supported by flashgen", "adapter_id"));
   // TGI samples when asked to, or when any warper is set away from its neutral value.
@@ -296,6 +319,7 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
   r.skip_special_tokens = true;
   r.prompt_logprobs = p.decoder_input_details;
   r.speculative = p.speculative;
+  r.constraint = p.constraint;
   auto reply = std::make_unique<TgiReply>(ctx, route, r.request_id, p, *inputs, *ids);
   reply->set_streamed(stream);
   std::vector<GenerationRequest> reqs;

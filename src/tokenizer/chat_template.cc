@@ -124,6 +124,7 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
   if (!template_file.empty()) {
     FG_ASSIGN_OR_RETURN(std::string src, read_file(template_file));
     FG_ASSIGN_OR_RETURN(auto t, parse_named(src, template_file));
+    ct.sources_ += src;
     ct.templates_.emplace_back("default", std::move(t));
     return ct;
   }
@@ -133,6 +134,7 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
   if (gguf_path.empty() && fs::exists(jinja_path)) {
     FG_ASSIGN_OR_RETURN(std::string src, read_file(jinja_path));
     FG_ASSIGN_OR_RETURN(auto t, parse_named(src, jinja_path.string()));
+    ct.sources_ += src;
     ct.templates_.emplace_back("default", std::move(t));
   }
   if (gguf_path.empty() && fs::is_directory(extra_dir)) {
@@ -143,6 +145,7 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
     for (const auto& p : files) {
       FG_ASSIGN_OR_RETURN(std::string src, read_file(p));
       FG_ASSIGN_OR_RETURN(auto t, parse_named(src, p.string()));
+      ct.sources_ += src;
       ct.templates_.emplace_back(p.stem().string(), std::move(t));
     }
   }
@@ -160,6 +163,7 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
       gguf ? gguf_path + " metadata tokenizer.chat_template" : config_path.string() + " chat_template";
   if (field.is_string()) {
     FG_ASSIGN_OR_RETURN(auto t, parse_named(field.get<std::string>(), where));
+    ct.sources_ += field.get<std::string>();
     ct.templates_.emplace_back("default", std::move(t));
   } else if (field.is_array()) {
     for (const ojson& entry : field) {
@@ -168,6 +172,7 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
         return invalid_argument(where + ": each entry of the list must be {\"name\": ..., \"template\": ...}");
       std::string name = entry["name"].get<std::string>();
       FG_ASSIGN_OR_RETURN(auto t, parse_named(entry["template"].get<std::string>(), where + " '" + name + "'"));
+      ct.sources_ += entry["template"].get<std::string>();
       ct.templates_.emplace_back(std::move(name), std::move(t));
     }
     if (ct.templates_.empty()) return invalid_argument(where + " is an empty list");
@@ -180,6 +185,7 @@ Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, const 
 Result<ChatTemplate> ChatTemplate::from_string(std::string_view source, const ojson& special_tokens) {
   ChatTemplate ct;
   FG_ASSIGN_OR_RETURN(auto t, parse_named(std::string(source), "chat template"));
+  ct.sources_ += std::string(source);
   ct.templates_.emplace_back("default", std::move(t));
   if (special_tokens.is_object()) {
     for (auto it = special_tokens.begin(); it != special_tokens.end(); ++it)

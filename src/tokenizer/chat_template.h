@@ -48,6 +48,8 @@ class ChatTemplate {
   // The names of the templates (a single unnamed template is "default").
   std::vector<std::string> template_names() const;
   const nlohmann::ordered_json& special_tokens() const { return special_tokens_; }
+  // The text of every template it holds, concatenated (to recognize a family's tool-call syntax).
+  const std::string& sources() const { return sources_; }
   // Pins what strftime_now() returns (tests); otherwise the local time at render.
   void set_fixed_now(const std::tm& now) { options_.fixed_now = now; }
   void set_limits(const jinja::Limits& limits) { options_.limits = limits; }
@@ -55,6 +57,7 @@ class ChatTemplate {
  private:
   std::vector<std::pair<std::string, jinja::Template>> templates_;
   nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();
+  std::string sources_;
   jinja::RenderOptions options_;
 };
 

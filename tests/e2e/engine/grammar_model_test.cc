@@ -155,7 +155,9 @@ void check_model(const std::string& model, bool open_ended) {
   EXPECT_LT(jump.stats.steps, plain.stats.steps);
 }
 
-TEST(GrammarModel, FixtureModelOutputsFollowTheirGrammars) { check_model(test::model_fixture("chat_llama"), false); }
+TEST(GrammarModel, FixtureModelOutputsFollowTheirGrammars) {
+  check_model(test::model_fixture("chat_llama"), false);
+}
 
 TEST(GrammarModel, DefaultModelOutputsFollowTheirGrammars) {
   const std::string model = std::string(FG_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
