@@ -77,6 +77,9 @@ run_all() {
     --sweep-requests 64 --json "$OUT/prefix.json"
   step spec_bench 200 $T/spec_bench --config $CFG --draft-config bench/configs/llama-3.2-1b --backend cuda \
     --kv-cache-memory 60GiB --json "$OUT/spec.json"
+  step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory 60GiB \
+    --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
+    --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
   step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
   step hf_live_parity 90 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
   if [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" serve_bench "* ]]; then

@@ -6,6 +6,8 @@
 // Prints a table; --json FILE also writes the figures. Never part of the test suite.
 //
 //   engine_bench --config bench/configs/llama-3.1-8b --backend cuda --kv-cache-memory 60GiB
+//  (c) structured output (--structured-fraction F --schema FILE --tokenizer DIR): throughput with
+//      a share F of the requests following a JSON schema vs none, and with jump-forward off.
 //   engine_bench --model tests/fixtures/models/llama --backend cpu --num-requests 16
 //                --prompt-len 32 --output-len 16 --decode-tokens 16      (a quick check on a laptop)
 #include <CLI/CLI.hpp>
@@ -18,10 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/constraint_factory.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "kvcache/kv_sizing.h"
 #include "model/dummy_weights.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -46,6 +50,11 @@ struct Args {
   int decode_tokens = 128;
   bool skip_decode = false;
   bool skip_throughput = false;
+  // (c) structured output: a share of the throughput requests follow a JSON schema (needs the
+  // model's tokenizer); also run without constraints in the same process to compare.
+  std::string tokenizer_dir;
+  double structured_fraction = 0.0;
+  std::string schema_file;
   bool no_cuda_graphs = false;
   int max_graph_batch = 0;  // 0: --max-running
   std::string json_path;
@@ -95,6 +104,10 @@ int main(int argc, char** argv) {
   app.add_option("--decode-tokens", a.decode_tokens, "decode: tokens generated at batch 1");
   app.add_flag("--skip-decode", a.skip_decode, "skip (a)");
   app.add_flag("--skip-throughput", a.skip_throughput, "skip (b)");
+  app.add_option("--tokenizer", a.tokenizer_dir, "(c): the model's tokenizer folder (structured requests)");
+  app.add_option("--structured-fraction", a.structured_fraction,
+                 "(c): share of the throughput requests constrained by --schema (0 = skip (c))");
+  app.add_option("--schema", a.schema_file, "(c): a JSON schema file");
   app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "run decode steps eagerly instead of replaying CUDA graphs");
   app.add_option("--max-graph-batch", a.max_graph_batch,
                  "largest decode batch replayed as a graph (default: --max-running, at most 256)");
@@ -243,6 +256,72 @@ int main(int argc, char** argv) {
       const fg::RequestOutput r = h.wait();
       if (r.output_ids.size() != size_t(a.output_len)) die("a request ended early: " + r.status.to_string());
     }
+  }
+  if (a.structured_fraction > 0.0) {
+    if (a.tokenizer_dir.empty() || a.schema_file.empty()) die("(c) needs --tokenizer and --schema");
+    auto tok = fg::Tokenizer::load(a.tokenizer_dir);
+    if (!tok.is_ok()) die(tok.status().to_string());
+    std::ifstream sf(a.schema_file);
+    const std::string schema((std::istreambuf_iterator<char>(sf)), std::istreambuf_iterator<char>());
+    auto factory = fg::ConstraintFactory::create(**tok, runner->eos_token_ids(), runner->vocab_size(), std::nullopt);
+    if (!factory.is_ok()) die(factory.status().to_string());
+    fg::ConstraintSpec spec{fg::ConstraintSpec::Kind::kJsonSchema, schema, "", true};
+    struct Pass {
+      double tok_s = 0, wall = 0;
+      int64_t tokens = 0, steps = 0, forced = 0;
+    };
+    // The same prompts each pass; every k-th request constrained (fraction 0: none).
+    std::mt19937 prng(777);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < a.num_requests; ++i) prompts.push_back(random_prompt(a.prompt_len, vocab, prng));
+    auto pass = [&](double fraction, bool jump_forward) {
+      fg::EngineCore c(config, *runner);
+      int64_t constrained = 0;
+      for (int i = 0; i < a.num_requests; ++i) {
+        fg::Request r;
+        r.prompt_ids = prompts[size_t(i)];
+        r.params.temperature = 0.0f;
+        r.params.max_new_tokens = a.output_len;
+        r.params.ignore_eos = true;
+        if (double(constrained) < fraction * double(i + 1)) {
+          auto made = (*factory)->make(spec);
+          if (!made.is_ok()) die(made.status().to_string());
+          r.constraint = *made;
+          r.jump_forward = jump_forward;
+          ++constrained;
+        }
+        if (auto h = c.submit(r); !h.is_ok()) die(h.status().to_string());
+      }
+      auto t = Clock::now();
+      while (c.has_work())
+        if (fg::Status st = c.step(); !st.is_ok()) die(st.to_string());
+      Pass p;
+      p.wall = since(t);
+      const fg::EngineStats st = c.stats();
+      p.tokens = st.generated_tokens;
+      p.steps = st.steps;
+      p.forced = st.jump_forward_tokens;
+      p.tok_s = double(p.tokens) / p.wall;
+      return p;
+    };
+    const Pass plain = pass(0.0, true);
+    const Pass structured = pass(a.structured_fraction, true);
+    const Pass no_jump = pass(a.structured_fraction, false);
+    std::printf("\n(c) structured output: %d requests (prompt %d, output <= %d), %.0f%% following %s\n", a.num_requests,
+                a.prompt_len, a.output_len, 100.0 * a.structured_fraction, a.schema_file.c_str());
+    std::printf("  unconstrained         %10.1f tok/s  (%lld tokens, %lld steps)\n", plain.tok_s,
+                static_cast<long long>(plain.tokens), static_cast<long long>(plain.steps));
+    std::printf("  structured            %10.1f tok/s  (%.3fx; %lld tokens, %lld steps, %lld forced by jump-forward)\n",
+                structured.tok_s, structured.tok_s / plain.tok_s, static_cast<long long>(structured.tokens),
+                static_cast<long long>(structured.steps), static_cast<long long>(structured.forced));
+    std::printf("  structured, no jump   %10.1f tok/s  (%lld tokens, %lld steps, %.2f s vs %.2f s)\n", no_jump.tok_s,
+                static_cast<long long>(no_jump.tokens), static_cast<long long>(no_jump.steps), no_jump.wall,
+                structured.wall);
+    out["structured"] = {{"fraction", a.structured_fraction},    {"unconstrained_tok_s", plain.tok_s},
+                         {"structured_tok_s", structured.tok_s}, {"ratio", structured.tok_s / plain.tok_s},
+                         {"structured_steps", structured.steps}, {"jump_forward_tokens", structured.forced},
+                         {"no_jump_steps", no_jump.steps},       {"no_jump_wall_s", no_jump.wall},
+                         {"jump_wall_s", structured.wall}};
   }
   if (!a.json_path.empty()) {
     std::ofstream f(a.json_path);
