@@ -187,6 +187,16 @@ const void* SafetensorsWeightSource::read(const WeightTensor& t, std::vector<uin
   return static_cast<const SafetensorsTensor*>(t.handle)->data;
 }
 
+int64_t weight_bytes(const ModelWeights& w) {
+  int64_t total = int64_t(w.embed.nbytes() + w.final_norm.nbytes());
+  if (w.lm_head.data != w.embed.data) total += int64_t(w.lm_head.nbytes());
+  for (const LayerWeights& L : w.layers)
+    for (const Tensor* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.o, &L.o_bias, &L.post_norm,
+                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias})
+      if (t->data != nullptr) total += int64_t(t->nbytes());
+  return total;
+}
+
 Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend) {
   return load_model_weights(c, SafetensorsWeightSource(ckpt), backend);
 }

@@ -100,6 +100,10 @@ class SafetensorsWeightSource : public WeightSource {
   const SafetensorsCheckpoint& ckpt_;
 };
 
+// Bytes of every weight tensor as kept (a tied LM head counted once): what a decode step reads,
+// but for all embedding rows except one.
+int64_t weight_bytes(const ModelWeights& w);
+
 // Validates and uploads every weight the config needs. Extra tensors in the checkpoint are
 // ignored. Blocks until the upload is done.
 Result<ModelWeights> load_model_weights(const ModelConfig& config, const WeightSource& source, Backend& backend);
