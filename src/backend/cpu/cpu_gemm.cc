@@ -26,8 +26,9 @@ using cpu::row;
 namespace {
 
 // Activation rows up to which gemm takes the GEMV path (decoding the weights ceil(m / 4) times);
-// above it, decoding once into f32 tiles for sgemm is cheaper (bench/cpu/cpu_gemm_bench).
-constexpr int64_t kGemvMaxBatch = 8;
+// above it, decoding once into f32 tiles for sgemm is cheaper: the two cost the same at 16 rows
+// for q4_1 on the 2-core machine of docs/perf.md (bench/cpu/cpu_gemm_bench, part c).
+constexpr int64_t kGemvMaxBatch = 16;
 // Weight values a GEMV decodes below which it runs on the calling thread alone, and per chunk
 // otherwise (about 10 microseconds of work: claiming a chunk costs tens of nanoseconds, and a
 // helper preempted inside one holds the caller up only that long).

@@ -133,7 +133,7 @@ TEST_F(CpuGemm, KeepsEveryStoredWeightDtype) {
   for (DType t : test::weight_dtypes()) EXPECT_EQ(be->weight_dtype(t), t) << name_of(t);
 }
 
-// gemm over every weight dtype: few rows (GEMV, one or two passes of 4 rows) and many (decoded
+// gemm over every weight dtype: few rows (GEMV, one to four passes of 4 rows) and many (decoded
 // tiles + sgemm), small and parallel sizes, with and without bias; x a column slice of a wider
 // matrix, out with padded rows.
 TEST_F(CpuGemm, QuantizedWeightsMatchReference) {
@@ -142,7 +142,7 @@ TEST_F(CpuGemm, QuantizedWeightsMatchReference) {
       Weights w(t, n, odd_k(t), 300 + uint32_t(t) + uint32_t(n));
       std::vector<float> bias = test::random_floats(size_t(n), 9);
       Tensor bt = Tensor::contiguous(bias.data(), DType::kF32, Device::kCpu, {n});
-      for (int64_t m : {1, 3, 5, 8, 9, 40}) {
+      for (int64_t m : {1, 3, 5, 9, 16, 17, 40}) {
         for (bool with_bias : {false, true}) {
           PaddedF32 wide({m, w.k + 9}, 0, uint32_t(m * 7 + n));
           Tensor x = wide.view.narrow_last(4, 4 + w.k);
