@@ -47,9 +47,11 @@ void generic_gemv(const WeightRows& w, int64_t j0, int64_t j1, const GemvArgs& a
 const WeightKernels kGeneric = {"generic", generic_decode_row, generic_gemv};
 
 const WeightKernels& choose() {
-  const char* forced = std::getenv("FG_CPU_KERNELS");
-  if (forced != nullptr && std::strcmp(forced, "generic") == 0) return kGeneric;
-  if (avx2_weight_kernels_supported()) return avx2_weight_kernels();
+  const char* cap = std::getenv("FG_CPU_KERNELS");
+  const bool generic_only = cap != nullptr && std::strcmp(cap, "generic") == 0;
+  const bool avx2_at_most = generic_only || (cap != nullptr && std::strcmp(cap, "avx2") == 0);
+  if (!avx2_at_most && avx512_weight_kernels_supported()) return avx512_weight_kernels();
+  if (!generic_only && avx2_weight_kernels_supported()) return avx2_weight_kernels();
   return kGeneric;
 }
 

@@ -1,7 +1,8 @@
 // The CPU backend's kernels over weight rows kept as stored (f32, f16, bf16 and the block-quantized
 // dtypes of core/dtype.h): decoding a row to its f32 values and dot products of activation rows
 // with weight rows. One set per instruction set, chosen once at run time from the CPU's features
-// (cpu_weight_kernels.cc), so the binary runs on any x86-64 and uses AVX2/FMA where it exists.
+// (cpu_weight_kernels.cc), so the binary runs on any x86-64 and uses AVX2/FMA or AVX-512 where
+// they exist.
 //
 // Exactness, whatever the set: every weight value a kernel uses is bit for bit the f32 value
 // core/dequant.h gives (the decoders do the reference's products and sums in its order, in f32;
@@ -41,7 +42,7 @@ struct GemvArgs {
 };
 
 struct WeightKernels {
-  const char* name;  // "avx2" or "generic", for benchmarks and logs
+  const char* name;  // "avx512", "avx2" or "generic", for benchmarks and logs
   // dst: [k] f32 = the f32 values of weight row j of w.
   void (*decode_row)(const WeightRows& w, int64_t j, float* dst);
   // For weight rows j in [j0, j1): out[r * ldo + j] = bias[j] + sum_i x[r][i] * w[j][i], r < m.
@@ -53,7 +54,11 @@ const WeightKernels& generic_weight_kernels();
 // The AVX2 + FMA + F16C kernels; only call where avx2_weight_kernels_supported().
 const WeightKernels& avx2_weight_kernels();
 bool avx2_weight_kernels_supported();
-// The best set this CPU runs (FG_CPU_KERNELS=generic in the environment forces the portable one).
+// The AVX-512F kernels (with AVX2, FMA, F16C); only call where avx512_weight_kernels_supported().
+const WeightKernels& avx512_weight_kernels();
+bool avx512_weight_kernels_supported();
+// The best set this CPU runs. FG_CPU_KERNELS=generic or avx2 in the environment caps the choice
+// (tests and benchmarks compare the sets).
 const WeightKernels& weight_kernels();
 
 // True for the weight dtypes the kernels read.

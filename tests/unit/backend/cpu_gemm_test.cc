@@ -1,5 +1,5 @@
 // The CPU backend's ops over weights kept as stored (f32, f16, bf16, q8_0, q4_0, q4_1, q4_k,
-// q5_k, q6_k): the weight-row kernels of both sets (portable, and AVX2 where this CPU has it)
+// q5_k, q6_k): the weight-row kernels of every set this CPU runs (portable, AVX2, AVX-512)
 // decode every value bit for bit as core/dequant.h does; gemm (the GEMV path for few rows, the
 // decoded-tile sgemm path for many, in parallel or not) and embedding match a double-precision
 // reference on the dequantized values, with odd shapes, biases and strided views; and a gemm over
@@ -26,6 +26,7 @@ using test::PaddedF32;
 std::vector<const cpu::WeightKernels*> kernel_sets() {
   std::vector<const cpu::WeightKernels*> sets = {&cpu::generic_weight_kernels()};
   if (cpu::avx2_weight_kernels_supported()) sets.push_back(&cpu::avx2_weight_kernels());
+  if (cpu::avx512_weight_kernels_supported()) sets.push_back(&cpu::avx512_weight_kernels());
   return sets;
 }
 
