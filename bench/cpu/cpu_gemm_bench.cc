@@ -3,10 +3,12 @@
 //      of the backend's pool (the floors below use the best read rate);
 //  (b) batch-1 GEMV (Backend::gemm with one activation row) for every weight dtype at the default
 //      model's shapes (SmolLM2-135M: qkv, o, gate_up, down, LM head; the 256-value formats only
-//      where rows are whole blocks) with each kernel set: time per call, weight bytes / time, and
-//      values decoded per nanosecond;
+//      where rows are whole blocks), through the backend (best kernels, its threads) and with each
+//      kernel set on one thread: time per call, weight bytes / time, values decoded per nanosecond,
+//      and the read floor (weight bytes / best read bandwidth) as a share of the time;
 //  (c) the GEMV / decoded-tile crossover: time per call for m activation rows through the GEMV
-//      kernels (ceil(m / 4) passes) and through decoded f32 tiles + sgemm, for q4_1 gate_up.
+//      kernels (ceil(m / 4) passes) and through decoded f32 tiles + sgemm, for q4_1 gate_up, with
+//      the chosen kernel set on one thread.
 // Prints tables; --json FILE also writes the figures. Never part of the test suite.
 //
 //   cpu_gemm_bench                      (everything, about a minute on 2 cores)
@@ -56,6 +58,14 @@ std::vector<uint8_t> weight_bytes(fg::DType t, int64_t n, int64_t k) {
   std::mt19937 rng(uint32_t(n + k));
   for (uint8_t& x : b) x = uint8_t(rng() & 0x3b);  // clears the f16/bf16/f32 exponent's top bits
   return b;
+}
+
+// Every kernel set this CPU runs.
+std::vector<const fg::cpu::WeightKernels*> kernel_sets() {
+  std::vector<const fg::cpu::WeightKernels*> sets = {&fg::cpu::generic_weight_kernels()};
+  if (fg::cpu::avx2_weight_kernels_supported()) sets.push_back(&fg::cpu::avx2_weight_kernels());
+  if (fg::cpu::avx512_weight_kernels_supported()) sets.push_back(&fg::cpu::avx512_weight_kernels());
+  return sets;
 }
 
 // Median seconds of `reps` calls of fn after one warm-up call.
@@ -152,7 +162,7 @@ int main(int argc, char** argv) {
       fg::Tensor xt = fg::Tensor::contiguous(x.data(), fg::DType::kF32, fg::Device::kCpu, {1, s.k});
       fg::Tensor yt = fg::Tensor::contiguous(y.data(), fg::DType::kF32, fg::Device::kCpu, {1, s.n});
       const double sec = median_time(reps, [&] { be->gemm(xt, wt, nullptr, yt); });
-      // The chosen kernels through the backend (its pool), and the portable ones on one thread.
+      // The chosen kernels through the backend (its pool), then every set on one thread.
       const fg::cpu::WeightRows rows{w.data(), int64_t(fg::dtype_bytes(t, s.k)), s.k, t};
       fg::cpu::GemvArgs ga;
       ga.x = x.data();
@@ -160,12 +170,15 @@ int main(int argc, char** argv) {
       ga.out = y.data();
       ga.ldo = s.n;
       ga.m = 1;
-      const double generic =
-          median_time(std::max(3, reps / 4), [&] { fg::cpu::generic_weight_kernels().gemv(rows, 0, s.n, ga); });
+      std::vector<std::pair<std::string, double>> figures = {{"backend", sec}};
+      for (const fg::cpu::WeightKernels* set : kernel_sets()) {
+        const int r = set == &fg::cpu::generic_weight_kernels() ? std::max(3, reps / 4) : reps;
+        figures.emplace_back(std::string(set->name) + "/1", median_time(r, [&] { set->gemv(rows, 0, s.n, ga); }));
+      }
       const double floor = best_read > 0 ? double(w.size()) / best_read : 0.0;
-      for (auto [name, secs] : {std::pair<const char*, double>{"backend", sec}, {"generic/1", generic}}) {
+      for (const auto& [name, secs] : figures) {
         std::printf("  %-6s %-8s %9s %9.1f %10.2f %10.2f %8.0f%%\n", std::string(fg::dtype_name(t)).c_str(), s.name,
-                    name, secs * 1e6, double(w.size()) / secs / 1e9, double(s.n * s.k) / secs / 1e9,
+                    name.c_str(), secs * 1e6, double(w.size()) / secs / 1e9, double(s.n * s.k) / secs / 1e9,
                     floor > 0 ? 100.0 * floor / secs : 0.0);
         out["gemv"].push_back({{"dtype", fg::dtype_name(t)},
                                {"shape", s.name},

@@ -1,8 +1,8 @@
 // CPU backend: the ops that read weight matrices, gemm and embedding, over weights kept as stored
 // (f32, f16, bf16 or block-quantized; cpu_weight_kernels.h). Every weight value used is exactly
 // its core/dequant.h value; only the order of the f32 accumulation depends on the path:
-//  - few activation rows (decode): a GEMV that streams each weight row once for up to
-//    kGemvMaxRows activation rows, decoding blocks in registers;
+//  - few activation rows (decode; up to the kernel set's gemv_max_batch): a GEMV that streams
+//    each weight row once for up to kGemvMaxRows activation rows, decoding blocks in registers;
 //  - many rows (prefill): chunks of weight rows decoded to f32 (f32 weights as they are), each
 //    multiplied by a single-threaded OpenBLAS sgemm.
 // Both hand out chunks of contiguous weight rows to the backend's WorkerPool (cpu_pool.h), only
@@ -25,10 +25,6 @@ using cpu::row;
 
 namespace {
 
-// Activation rows up to which gemm takes the GEMV path (decoding the weights ceil(m / 4) times);
-// above it, decoding once into f32 tiles for sgemm is cheaper: the two cost the same at 16 rows
-// for q4_1 on the 2-core machine of docs/perf.md (bench/cpu/cpu_gemm_bench, part c).
-constexpr int64_t kGemvMaxBatch = 16;
 // Weight values a GEMV decodes below which it runs on the calling thread alone, and per chunk
 // otherwise (about 10 microseconds of work: claiming a chunk costs tens of nanoseconds, and a
 // helper preempted inside one holds the caller up only that long).
@@ -114,7 +110,7 @@ void CpuBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tens
   const float* xp = x.ptr<float>();
   float* op = out.ptr<float>();
 
-  if (m <= kGemvMaxBatch) {
+  if (m <= kern.gemv_max_batch) {
     const int64_t passes = (m + cpu::kGemvMaxRows - 1) / cpu::kGemvMaxRows;
     auto gemv = [&](int64_t j0, int64_t j1, int) {
       for (int64_t r0 = 0; r0 < m; r0 += cpu::kGemvMaxRows) {

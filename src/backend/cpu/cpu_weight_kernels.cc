@@ -44,7 +44,7 @@ void generic_gemv(const WeightRows& w, int64_t j0, int64_t j1, const GemvArgs& a
   }
 }
 
-const WeightKernels kGeneric = {"generic", generic_decode_row, generic_gemv};
+const WeightKernels kGeneric = {"generic", generic_decode_row, generic_gemv, 2};
 
 const WeightKernels& choose() {
   const char* cap = std::getenv("FG_CPU_KERNELS");

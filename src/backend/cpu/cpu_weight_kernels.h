@@ -47,6 +47,10 @@ struct WeightKernels {
   void (*decode_row)(const WeightRows& w, int64_t j, float* dst);
   // For weight rows j in [j0, j1): out[r * ldo + j] = bias[j] + sum_i x[r][i] * w[j][i], r < m.
   void (*gemv)(const WeightRows& w, int64_t j0, int64_t j1, const GemvArgs& a);
+  // Activation rows up to which gemm takes the GEMV path (decoding the weights once per
+  // kGemvMaxRows rows); above, decoding once into f32 tiles for sgemm is cheaper. Where the two
+  // cost the same depends on how fast the set decodes (bench/cpu/cpu_gemm_bench, part c).
+  int64_t gemv_max_batch;
 };
 
 // The portable kernels (plain C++, any x86-64 or other CPU).

@@ -347,7 +347,7 @@ void avx2_gemv(const WeightRows& w, int64_t j0, int64_t j1, const GemvArgs& a) {
   }
 }
 
-const WeightKernels kAvx2 = {"avx2", avx2_decode_row, avx2_gemv};
+const WeightKernels kAvx2 = {"avx2", avx2_decode_row, avx2_gemv, 16};
 
 }  // namespace
 

@@ -317,7 +317,7 @@ void avx512_gemv(const WeightRows& w, int64_t j0, int64_t j1, const GemvArgs& a)
   }
 }
 
-const WeightKernels kAvx512 = {"avx512", avx512_decode_row, avx512_gemv};
+const WeightKernels kAvx512 = {"avx512", avx512_decode_row, avx512_gemv, 24};
 
 }  // namespace
 
