@@ -24,7 +24,6 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "kvcache/kv_sizing.h"
-#include "model/dummy_weights.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -134,7 +133,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<fg::ModelRunner> runner = std::move(created).value();
   fg::Backend& backend = runner->backend();
   const fg::ModelConfig& cfg = runner->config();
-  const int64_t weight_bytes = fg::model_weight_bytes(cfg, backend.act_dtype());
+  const int64_t weight_bytes = fg::weight_bytes(runner->model().weights());  // as kept (quantized on the cpu)
   const int vocab = int(cfg.vocab_size);
   nlohmann::json out;
   out["model"] = o.model_dir;

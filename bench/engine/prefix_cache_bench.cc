@@ -30,7 +30,6 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "kvcache/kv_sizing.h"
-#include "model/dummy_weights.h"
 
 namespace {
 
@@ -326,7 +325,7 @@ int main(int argc, char** argv) {
     auto runner = make_runner(a, a.page_size);
     const fg::ModelConfig& cfg = runner->config();
     out["backend"] = runner->backend().name();
-    out["weight_bytes"] = fg::model_weight_bytes(cfg, runner->backend().act_dtype());
+    out["weight_bytes"] = fg::weight_bytes(runner->model().weights());
     std::printf("prefix_cache_bench: %s (%s weights) on %s, loaded in %.1f s; KV cache %d pages of %d (%s)\n",
                 out["model"].get<std::string>().c_str(), a.model_dir.empty() ? "dummy" : "real",
                 runner->backend().name().c_str(), since(t_load), runner->kv_num_pages(), a.page_size,

@@ -7,6 +7,9 @@
 //    fused qkv projection without copies.
 //  - "act" is the backend's activation dtype (`act_dtype()`): f32 on cpu, bf16 on cuda.
 //    Accumulation is always f32.
+//  - "weight" is a weight dtype the backend keeps matrices in (`weight_dtype()`): act on cuda;
+//    on cpu f32, f16, bf16 or a block-quantized dtype (core/dtype.h), as the checkpoint stores it.
+//    Ops that take one compute with exactly its f32 values (core/dequant.h).
 //  - Ops run asynchronously on the backend's stream; only copy_to_host + synchronize() make
 //    results visible to the host.
 //  - Integer metadata (ids, positions, slot mappings, cu_seqlens, block tables) is i32.
@@ -128,6 +131,14 @@ class Backend {
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
   virtual DType act_dtype() const = 0;
+  // The dtype this backend keeps a weight matrix (gemm's w, embedding's table) in when the
+  // checkpoint stores it as `stored` (f32, f16, bf16 or a block-quantized dtype): `stored` itself
+  // when gemm and embedding compute on it directly, else a dtype the loader converts it to
+  // (the act dtype by default).
+  virtual DType weight_dtype(DType stored) const {
+    (void)stored;
+    return act_dtype();
+  }
 
   // ---- memory and transfers
   virtual Buffer alloc(size_t bytes) = 0;
@@ -154,7 +165,7 @@ class Backend {
   virtual void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) = 0;
 
   // ---- ops
-  // ids: [n] i32; table: [vocab, hidden] act; out: [n, hidden] act.
+  // ids: [n] i32; table: [vocab, hidden] weight; out: [n, hidden] act.
   // Ids outside [0, vocab) are a caller bug (checked by the engine before it gets here).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
 
@@ -169,8 +180,8 @@ class Backend {
   // In place on q: [n, num_q_heads, head_dim] and k: [n, num_kv_heads, head_dim] (strided views ok).
   virtual void rope(Tensor& q, Tensor& k, const RopeArgs& args) = 0;
 
-  // out = x @ w^T (+ bias). x: [m, k] act; w: [n, k] act (HF Linear layout); bias: optional [n] act;
-  // out: [m, n] act or f32 (f32 for logits).
+  // out = x @ w^T (+ bias). x: [m, k] act; w: [n, k] weight (HF Linear layout; contiguous rows
+  // when blocked); bias: optional [n] act; out: [m, n] act or f32 (f32 for logits).
   virtual void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
 
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.

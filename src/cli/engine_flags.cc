@@ -12,7 +12,9 @@ namespace fg::cli {
 void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_flag("--dummy-weights", f.dummy_weights,
                 "random bf16 weights from config.json alone (performance work; output is meaningless)");
-  cmd->add_option("--kv-cache-memory", f.kv_cache_memory, "KV cache size, e.g. 8GiB (default: a memory fraction)");
+  cmd->add_option("--kv-cache-memory", f.kv_cache_memory,
+                  "KV cache size, e.g. 8GiB (default: a memory fraction; on the CPU at most what 4 sequences of "
+                  "--max-model-len need, and at most 2 GiB)");
   cmd->add_option("--gpu-memory-fraction", f.gpu_memory_fraction,
                   "share of device memory for weights + KV cache when --kv-cache-memory is not set (0.9)");
   cmd->add_option("--max-batch-tokens", f.max_batch_tokens, "new tokens per engine step (2048)");

@@ -1,5 +1,11 @@
 // Element types flashgen moves around, and host-side bf16/f16 <-> f32 conversion.
 // Never depends on any backend: every layer may include it.
+//
+// Besides element types (f32, f16, bf16, integers) a tensor may hold block-quantized weights, the
+// ggml block formats GGUF files store (core/dequant.h gives their layouts and exact f32 values):
+// a row of k values is k / block_size blocks of block_bytes each. Shapes and strides of such a
+// tensor still count VALUES (a [n, k] q4_1 matrix has stride {k, 1}); only byte arithmetic goes
+// through the block geometry (dtype_bytes), and views may only start on a block boundary.
 #pragma once
 
 #include <cstddef>
@@ -9,8 +15,50 @@
 
 namespace fg {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kI32,
+  kI64,
+  kU8,
+  // Block-quantized (weights only; the names and layouts are ggml's).
+  kQ8_0,  // 32 values in 34 bytes
+  kQ4_0,  // 32 values in 18 bytes
+  kQ4_1,  // 32 values in 20 bytes
+  kQ4_K,  // 256 values in 144 bytes
+  kQ5_K,  // 256 values in 176 bytes
+  kQ6_K,  // 256 values in 210 bytes
+};
 
+// True for the block-quantized types.
+constexpr bool dtype_is_blocked(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+// Values per block: 1 for element types.
+constexpr int64_t dtype_block_size(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1: return 32;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return 256;
+    default: return 1;
+  }
+}
+
+// Bytes per value of an element type; 0 for the block-quantized types, which have no whole number
+// of bytes per value (use dtype_bytes).
 constexpr size_t dtype_size(DType t) {
   switch (t) {
     case DType::kF32: return 4;
@@ -19,8 +67,27 @@ constexpr size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    default: return 0;
   }
-  return 0;
+}
+
+// Bytes per block: dtype_size for element types.
+constexpr int64_t dtype_block_bytes(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return 34;
+    case DType::kQ4_0: return 18;
+    case DType::kQ4_1: return 20;
+    case DType::kQ4_K: return 144;
+    case DType::kQ5_K: return 176;
+    case DType::kQ6_K: return 210;
+    default: return int64_t(dtype_size(t));
+  }
+}
+
+// Bytes of n consecutive values (a whole number of blocks for the block-quantized types; the
+// remainder of a partial block is not counted, so callers check divisibility first).
+constexpr size_t dtype_bytes(DType t, int64_t n) {
+  return size_t(n / dtype_block_size(t)) * size_t(dtype_block_bytes(t));
 }
 
 constexpr std::string_view dtype_name(DType t) {
@@ -31,6 +98,12 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "?";
 }

@@ -1,3 +1,4 @@
+// Tensor views and owned Buffers (see tensor.h): shape arithmetic, checked slicing, describe().
 #include "core/tensor.h"
 
 #include <sstream>
@@ -49,7 +50,14 @@ void* Tensor::at(std::initializer_list<int64_t> idx) const {
   int64_t off = 0;
   int d = 0;
   for (int64_t i : idx) off += i * stride[d++];
-  return static_cast<char*>(data) + off * int64_t(dtype_size(dtype));
+  return offset_by(off);
+}
+
+void* Tensor::offset_by(int64_t elems) const {
+  const int64_t block = dtype_block_size(dtype);
+  FG_CHECK(elems % block == 0, "view of " + describe() + " starts inside a block of " + std::to_string(block) +
+                                   " values (element offset " + std::to_string(elems) + ")");
+  return static_cast<char*>(data) + int64_t(dtype_bytes(dtype, elems < 0 ? -elems : elems)) * (elems < 0 ? -1 : 1);
 }
 
 Tensor Tensor::reshape(std::initializer_list<int64_t> new_shape) const {
@@ -62,7 +70,7 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> new_shape) const {
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
   FG_CHECK(ndim >= 1 && 0 <= begin && begin <= end && end <= shape[0], "slice out of range: " + describe());
   Tensor t = *this;
-  t.data = static_cast<char*>(data) + begin * stride[0] * int64_t(dtype_size(dtype));
+  t.data = offset_by(begin * stride[0]);
   t.shape[0] = end - begin;
   return t;
 }
@@ -70,7 +78,7 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
 Tensor Tensor::narrow_last(int64_t begin, int64_t end) const {
   FG_CHECK(ndim >= 1 && 0 <= begin && begin <= end && end <= shape[ndim - 1], "narrow out of range: " + describe());
   Tensor t = *this;
-  t.data = static_cast<char*>(data) + begin * stride[ndim - 1] * int64_t(dtype_size(dtype));
+  t.data = offset_by(begin * stride[ndim - 1]);
   t.shape[ndim - 1] = end - begin;
   return t;
 }

@@ -1,4 +1,5 @@
-// Tensor: a non-owning view (pointer, dtype, device, shape, strides in elements).
+// Tensor: a non-owning view (pointer, dtype, device, shape, strides in elements; for the
+// block-quantized dtypes of core/dtype.h elements are values and views start on block boundaries).
 // Buffer: owned memory on one device, released through the deleter of whoever allocated it.
 // Views never own; every op states the shapes and layouts it accepts.
 #pragma once
@@ -37,7 +38,7 @@ struct Tensor {
   bool defined() const { return data != nullptr || numel() == 0; }
   int64_t size(int d) const { return shape[d < 0 ? d + ndim : d]; }
   int64_t numel() const;
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  size_t nbytes() const { return dtype_bytes(dtype, numel()); }
   bool is_contiguous() const;
   std::string describe() const;  // "bf16[3, 4] cuda"
 
@@ -45,8 +46,10 @@ struct Tensor {
   T* ptr() const {
     return static_cast<T*>(data);
   }
-  // Address of element (i0, i1, ...) honouring strides.
+  // Address of element (i0, i1, ...) honouring strides (the start of a block for blocked dtypes).
   void* at(std::initializer_list<int64_t> idx) const;
+  // Address `elems` elements past data: the offset must be a whole number of blocks (checked).
+  void* offset_by(int64_t elems) const;
 
   // Same memory, new contiguous shape (numel must match; view must be contiguous).
   Tensor reshape(std::initializer_list<int64_t> new_shape) const;

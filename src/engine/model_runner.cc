@@ -98,10 +98,15 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
   req.gpu_memory_fraction = o.gpu_memory_fraction;
   if (o.kv_cache_bytes <= 0) {
     if (r->backend_->device() == Device::kCpu) {
-      // Host memory: the fraction applies to what is available now, nothing reserved.
+      // Host memory: the fraction applies to what is available now, nothing reserved, and the
+      // budget is capped at what a few full-length sequences need (kv_sizing.h).
       const int64_t page = sysconf(_SC_PAGESIZE);
       req.device_total_bytes = int64_t(sysconf(_SC_AVPHYS_PAGES)) * page;
       req.device_free_bytes = req.device_total_bytes;
+      int64_t per_page = kv_bytes_per_page(shape);
+      if (r->draft_) per_page += kv_bytes_per_page(kv_shape(r->draft_->model_->config(), *r->backend_, o.page_size));
+      const int64_t padded_len = int64_t(kv_pages_for(r->max_model_len_, o.page_size)) * o.page_size;
+      req.cap_bytes = cpu_default_kv_cap_bytes(per_page / o.page_size, padded_len);
     } else {
       const Backend::MemoryInfo mem = r->backend_->memory_info();
       req.device_total_bytes = mem.total_bytes;

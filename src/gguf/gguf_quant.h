@@ -2,15 +2,16 @@
 // block, bytes per block) and exact dequantization to f32 of the types flashgen loads.
 //
 // Every type the format defines is listed, so the GGUF reader can check the byte size of any
-// tensor (and name a type flashgen cannot load); dequantization exists for F32, F16, BF16, Q8_0,
-// Q4_0, Q4_1, Q4_K, Q5_K and Q6_K. The arithmetic follows the reference dequantization (the
-// same products and sums in the same order, in f32), so results are bit-exact to it; this file is
-// compiled with floating-point contraction off so no compiler fuses them into FMAs.
+// tensor (and name a type flashgen cannot load). The loadable ones (F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q4_K, Q5_K, Q6_K) are flashgen dtypes (core/dtype.h), so a backend can keep them as they
+// are stored; their exact dequantization, bit for bit the reference one, is core/dequant.h.
 // Never depends on anything but core.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "core/dtype.h"
 
 namespace fg {
 
@@ -57,7 +58,8 @@ struct GgmlTypeInfo {
   const char* name;     // "Q4_K"
   int64_t block_size;   // elements per block (1 for plain types)
   int64_t block_bytes;  // bytes per block
-  bool loadable;        // ggml_dequantize handles it
+  bool loadable;        // a flashgen dtype: ggml_dequantize handles it
+  DType dtype;          // that dtype (loadable types only)
 };
 
 // The entry for a type id, or nullptr when the id is not a ggml type.

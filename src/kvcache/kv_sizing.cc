@@ -74,6 +74,11 @@ int64_t kv_bytes_per_page(const KvCacheShape& shape) {
          int64_t(dtype_size(shape.dtype));
 }
 
+int64_t cpu_default_kv_cap_bytes(int64_t bytes_per_token, int64_t max_model_len) {
+  const int64_t one_sequence = bytes_per_token * max_model_len;
+  return std::max(one_sequence, std::min(kCpuKvMaxBytes, kCpuKvSequences * one_sequence));
+}
+
 Result<int32_t> kv_num_pages(const KvCacheShape& shape, const KvMemoryRequest& request) {
   if (shape.page_size <= 0) return invalid_argument("page size must be positive");
   if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0) {
@@ -98,6 +103,10 @@ Result<int32_t> kv_num_pages(const KvCacheShape& shape, const KvMemoryRequest& r
     source = "--gpu-memory-fraction " + std::to_string(request.gpu_memory_fraction) + " of " +
              format_byte_size(request.device_total_bytes) + " with " + format_byte_size(in_use) +
              " already in use and " + format_byte_size(request.activation_reserve_bytes) + " kept for activations";
+    if (request.cap_bytes > 0 && request.cap_bytes < budget) {
+      budget = request.cap_bytes;
+      source = "the default KV cache size " + format_byte_size(budget) + " (set --kv-cache-memory SIZE)";
+    }
   }
   const int64_t pages = budget > 0 ? budget / per_page : 0;
   if (pages < 1) {

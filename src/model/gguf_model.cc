@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/dequant.h"
 #include "model/registry.h"
 
 namespace fg {
@@ -146,31 +147,26 @@ class GgufWeightSource : public WeightSource {
     w.dtype_name = t->type_info->name;
     w.shape = t->shape();
     w.handle = t;
-    if (t->type_info->loadable) {
-      if (t->type == GgmlType::kF16)
-        w.host_dtype = DType::kF16;
-      else if (t->type == GgmlType::kBF16)
-        w.host_dtype = DType::kBF16;
-      else
-        w.host_dtype = DType::kF32;  // F32 as stored, quantized types dequantized
-    }
+    // As stored; a quantized vector (never written by llama.cpp's converters, which keep 1-d
+    // tensors in F32) as its f32 values, so its elements can be permuted like any other.
+    if (t->type_info->loadable) w.dtype = dequantized_vector(*t) ? DType::kF32 : t->type_info->dtype;
     return w;
   }
 
   const void* read(const WeightTensor& w, std::vector<uint8_t>& scratch) const override {
     const auto* t = static_cast<const GgufTensorInfo*>(w.handle);
     const int heads = permute_heads(t->name);
-    const bool plain = t->type == GgmlType::kF32 || t->type == GgmlType::kF16 || t->type == GgmlType::kBF16;
-    if (plain && heads == 0) return t->data;
-    const size_t esize = dtype_size(*w.host_dtype);
-    const size_t bytes = size_t(t->numel()) * esize;
+    const bool dequantized = dequantized_vector(*t);
+    if (!dequantized && heads == 0) return t->data;
+    const size_t bytes = dtype_bytes(*w.dtype, t->numel());
     scratch.resize(heads > 0 ? 2 * bytes : bytes);
     uint8_t* values = scratch.data() + (heads > 0 ? bytes : 0);
-    if (plain)
-      std::memcpy(values, t->data, bytes);
+    if (dequantized)
+      dequantize(t->type_info->dtype, t->data, reinterpret_cast<float*>(values), t->numel());
     else
-      ggml_dequantize(t->type, t->data, reinterpret_cast<float*>(values), t->numel());
+      std::memcpy(values, t->data, bytes);
     if (heads == 0) return values;
+    // Rows are whole blocks (GgufFile::open checks), so quantized rows move as bytes.
     const int64_t rows = w.shape[0];
     unpermute_rows(values, scratch.data(), rows, heads, bytes / size_t(rows));
     return scratch.data();
@@ -180,6 +176,10 @@ class GgufWeightSource : public WeightSource {
   std::string config_name() const override { return "file's metadata"; }
 
  private:
+  static bool dequantized_vector(const GgufTensorInfo& t) {
+    return t.ne.size() == 1 && t.type_info->loadable && dtype_is_blocked(t.type_info->dtype);
+  }
+
   // The head count a tensor's rows are permuted over, or 0 when they are not.
   int permute_heads(const std::string& name) const {
     if (!permuted_qk_) return 0;
@@ -310,7 +310,7 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f) {
       std::fill(c.layer_sliding_window.begin(), c.layer_sliding_window.end(), int(window));
   }
 
-  c.checkpoint_dtype = DType::kF32;  // dequantized at load
+  c.checkpoint_dtype = DType::kF32;  // informational: quantized files hold several types
   FG_RETURN_IF_ERROR(read_int(f, "tokenizer.ggml.bos_token_id", c.bos_token_id));
   for (const char* key :
        {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {

@@ -11,8 +11,8 @@
 // token_embd.weight, tied embeddings from the absence of output.weight, biases from the presence
 // of their tensors, a rope_freqs.weight tensor becomes per-frequency divisors (Llama 3.1 scaling).
 //
-// Tensors are dequantized to f32 on the host one at a time as the loader asks for them (the
-// backend then converts to its activation dtype). llama files store the rows of attn_q / attn_k
+// Tensors are served as stored (F32, F16, BF16 or ggml blocks, which are flashgen dtypes); the
+// loader keeps them so or dequantizes them, as the backend asks. llama files store the rows of attn_q / attn_k
 // permuted for llama.cpp's interleaved RoPE; they are permuted back here exactly as Hugging Face's
 // GGUF loader does, so the weights equal transformers' after loading the same file.
 // Errors name the file and the key or tensor.

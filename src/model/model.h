@@ -71,9 +71,9 @@ int decode_graph_pages(int pages_needed, int max_pages_per_seq);
 class Model {
  public:
   // Reads DIR/config.json (+ generation_config.json), validates and uploads the safetensors
-  // weights to `backend` in its act dtype. `dir` may instead be a .gguf file, or a folder holding
-  // one .gguf and no config.json: config and weights then come from that file, dequantized
-  // (model/gguf_model.h). `backend` must outlive the model.
+  // weights to `backend` (matrices in its weight dtype, the rest in its act dtype: weights.h).
+  // `dir` may instead be a .gguf file, or a folder holding one .gguf and no config.json: config
+  // and weights then come from that file (model/gguf_model.h). `backend` must outlive the model.
   static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
   // Reads DIR/config.json (or a GGUF file's metadata) only and fills every weight with seeded random values on the
   // device (Backend::fill_uniform), for performance work at real shapes without a checkpoint (model/dummy_weights.h;
@@ -82,6 +82,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
+  // The weights as loaded (the dtype each matrix is kept in depends on the backend: weights.h).
+  const ModelWeights& weights() const { return weights_; }
 
   // The block the next step's metadata goes into, laid out for `shape` (at its decode-graph bucket
   // when the step takes the graph path), as a writer over the model's pinned staging. Grows the

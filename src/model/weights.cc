@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/dequant.h"
+
 namespace fg {
 namespace {
 
@@ -21,13 +23,26 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 // One destination tensor assembled from one or more checkpoint tensors, concatenated along dim 0.
 struct Assembly {
   Tensor* target = nullptr;
+  bool matrix = false;  // a GEMM weight or the embedding table: kept in the backend's weight dtype
   std::vector<int64_t> shape;
   std::vector<WeightTensor> parts;
+  DType dtype = DType::kF32;  // what the target holds (set by upload)
   size_t arena_offset = 0;
 };
 
-size_t host_bytes(const WeightTensor& t) {
-  return size_t(t.numel()) * dtype_size(*t.host_dtype);
+size_t stored_bytes(const WeightTensor& t) {
+  return dtype_bytes(*t.dtype, t.numel());
+}
+
+// The dtype an assembly is kept in on `backend`: norms and biases in the activation dtype; a
+// matrix in the backend's weight dtype for its stored dtype, or for f32 (the parts' exact values)
+// when its parts are stored in different dtypes.
+DType target_dtype(const Assembly& a, const Backend& backend) {
+  if (!a.matrix) return backend.act_dtype();
+  const DType first = *a.parts.front().dtype;
+  for (const WeightTensor& p : a.parts)
+    if (*p.dtype != first) return backend.weight_dtype(DType::kF32);
+  return backend.weight_dtype(first);
 }
 
 class Planner {
@@ -35,17 +50,22 @@ class Planner {
   Planner(const WeightSource& source) : source_(source) {}
 
   // Requires each named tensor with its expected shape; the target gets their row concatenation.
-  Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts) {
+  // `matrix`: the target is a GEMM weight or the embedding table (see Assembly).
+  Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts,
+             bool matrix = false) {
     Assembly a;
     a.target = target;
+    a.matrix = matrix;
     for (const auto& [name, shape] : parts) {
       FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
-      if (!t.host_dtype)
+      if (!t.dtype)
         return invalid_argument(t.file + ": tensor '" + t.name + "' has dtype " + t.dtype_name + ", expected " +
                                 source_.loadable_types());
       if (t.shape != shape)
         return invalid_argument(t.file + ": tensor '" + t.name + "' has shape " + t.shape_string() + ", expected " +
                                 shape_str(shape) + " for this " + source_.config_name());
+      FG_CHECK(t.shape.back() % dtype_block_size(*t.dtype) == 0,
+               "weight source gave " + t.name + " rows that are not whole blocks");
       a.parts.push_back(std::move(t));
       if (a.shape.empty())
         a.shape = shape;
@@ -57,16 +77,23 @@ class Planner {
   }
 
   Status upload(Backend& backend, Buffer& arena) {
-    const DType act = backend.act_dtype();
-    const size_t esize = dtype_size(act);
-    size_t total = 0, staging_bytes = 0;
+    size_t total = 0, staging_bytes = 0, f32_values = 0;
     for (Assembly& a : assemblies_) {
+      a.dtype = target_dtype(a, backend);
       a.arena_offset = total;
       int64_t numel = 1;
       for (int64_t d : a.shape) numel *= d;
-      total += align_up(size_t(numel) * esize);
-      for (const WeightTensor& p : a.parts)
-        if (*p.host_dtype != act) staging_bytes = std::max(staging_bytes, host_bytes(p));
+      total += align_up(dtype_bytes(a.dtype, numel));
+      for (const WeightTensor& p : a.parts) {
+        if (*p.dtype == a.dtype) continue;
+        // Converted on the device from the stored form, or from f32 values dequantized on the host.
+        if (dtype_is_blocked(*p.dtype)) {
+          f32_values = std::max(f32_values, size_t(p.numel()));
+          if (a.dtype != DType::kF32) staging_bytes = std::max(staging_bytes, size_t(p.numel()) * 4);
+        } else {
+          staging_bytes = std::max(staging_bytes, stored_bytes(p));
+        }
+      }
     }
     arena = backend.alloc(std::max<size_t>(total, kAlign));
     if (!arena.data() && total > 0)
@@ -74,29 +101,41 @@ class Planner {
                     "cannot allocate " + std::to_string(total) + " bytes for the weights on " + backend.name());
     Buffer staging;
     if (staging_bytes > 0) staging = backend.alloc(staging_bytes);
-    std::vector<uint8_t> scratch;  // tensors the source converts on the host (dequantized GGUF blocks)
+    std::vector<uint8_t> scratch;           // tensors the source reorders on the host (GGUF q/k rows)
+    std::vector<float> values(f32_values);  // blocks dequantized on the host
     char* base = static_cast<char*>(arena.data());
     for (Assembly& a : assemblies_) {
       char* dst = base + a.arena_offset;
       for (const WeightTensor& p : a.parts) {
         const int64_t numel = p.numel();
+        const DType stored = *p.dtype;
         const void* host = source_.read(p, scratch);
-        if (*p.host_dtype == act) {
-          backend.copy_from_host(dst, host, host_bytes(p));
+        if (stored == a.dtype) {
+          backend.copy_from_host(dst, host, stored_bytes(p));
         } else {
-          backend.copy_from_host(staging.data(), host, host_bytes(p));
-          Tensor src = Tensor::contiguous(staging.data(), *p.host_dtype, backend.device(), {numel});
-          Tensor out = Tensor::contiguous(dst, act, backend.device(), {numel});
-          backend.convert(src, out);
+          DType from = stored;
+          if (dtype_is_blocked(stored)) {
+            dequantize(stored, host, values.data(), numel);
+            host = values.data();
+            from = DType::kF32;
+          }
+          if (from == a.dtype) {
+            backend.copy_from_host(dst, host, size_t(numel) * 4);
+          } else {
+            backend.copy_from_host(staging.data(), host, dtype_bytes(from, numel));
+            Tensor src = Tensor::contiguous(staging.data(), from, backend.device(), {numel});
+            Tensor out = Tensor::contiguous(dst, a.dtype, backend.device(), {numel});
+            backend.convert(src, out);
+          }
         }
-        // Copies are asynchronous: the scratch buffer is rewritten by the next read.
-        if (!scratch.empty() && host == scratch.data()) backend.synchronize();
-        dst += size_t(numel) * esize;
+        // Copies are asynchronous: the host buffers are rewritten by the next part.
+        if (host == scratch.data() || host == values.data()) backend.synchronize();
+        dst += dtype_bytes(a.dtype, numel);
       }
       Tensor& t = *a.target;
       t = Tensor{};
       t.data = base + a.arena_offset;
-      t.dtype = act;
+      t.dtype = a.dtype;
       t.device = backend.device();
       t.ndim = int(a.shape.size());
       int64_t stride = 1;
@@ -139,13 +178,23 @@ Result<WeightTensor> SafetensorsWeightSource::find(const std::string& hf_name) c
   w.dtype_name = t->dtype_name;
   w.shape = t->shape;
   if (t->dtype && (*t->dtype == DType::kF32 || *t->dtype == DType::kF16 || *t->dtype == DType::kBF16))
-    w.host_dtype = *t->dtype;
+    w.dtype = *t->dtype;
   w.handle = t;
   return w;
 }
 
 const void* SafetensorsWeightSource::read(const WeightTensor& t, std::vector<uint8_t>&) const {
   return static_cast<const SafetensorsTensor*>(t.handle)->data;
+}
+
+int64_t weight_bytes(const ModelWeights& w) {
+  int64_t total = int64_t(w.embed.nbytes() + w.final_norm.nbytes());
+  if (w.lm_head.data != w.embed.data) total += int64_t(w.lm_head.nbytes());
+  for (const LayerWeights& L : w.layers)
+    for (const Tensor* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.o, &L.o_bias, &L.post_norm,
+                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias})
+      if (t->data != nullptr) total += int64_t(t->nbytes());
+  return total;
 }
 
 Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend) {
@@ -159,14 +208,16 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
 
-  FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}}}));
+  FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}}}, true));
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& L = w.layers[size_t(l)];
     auto n = [l](const char* s) { return weight_name_layer(l, s); };
     FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
-                                         {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
-                                         {n("self_attn.v_proj.weight"), {kv_dim, hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.qkv,
+                                {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
+                                 {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
+                                 {n("self_attn.v_proj.weight"), {kv_dim, hidden}}},
+                                true));
     if (c.options.qkv_bias)
       FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}},
                                                 {n("self_attn.k_proj.bias"), {kv_dim}},
@@ -175,12 +226,12 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}));
       FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}, true));
     if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
     FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}));
     FG_RETURN_IF_ERROR(plan.add(
-        &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}));
+        &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}, true));
+    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, true));
     if (c.options.mlp_bias) {
       FG_RETURN_IF_ERROR(
           plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));
@@ -188,7 +239,8 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
     }
   }
   FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}));
-  if (!c.tie_word_embeddings) FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}));
+  if (!c.tie_word_embeddings)
+    FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}, true));
 
   FG_RETURN_IF_ERROR(plan.upload(backend, w.arena));
   if (c.tie_word_embeddings) w.lm_head = w.embed;

@@ -1,17 +1,22 @@
-// The decoder's weights on the backend's device, in the backend's activation dtype, laid out for
-// one GEMM per projection group:
+// The decoder's weights on the backend's device, laid out for one GEMM per projection group:
 //  - q/k/v fused into one [q_dim + 2 * kv_dim, hidden] matrix (rows: q heads, then k, then v) and
 //    their biases into one [q_dim + 2 * kv_dim] vector (Qwen2, attention_bias);
 //  - gate/up fused into one [2 * intermediate, hidden] matrix (rows: gate, then up), which is the
 //    [gate | up] layout silu_mul expects;
 //  - tied embeddings: lm_head is the embedding table itself.
+// Matrices (the embedding table and every GEMM weight) are kept in the dtype the backend asks for
+// (Backend::weight_dtype of the stored dtype): the CPU keeps f32, f16, bf16 and GGUF's quantized
+// blocks as stored, CUDA converts to its activation dtype. A fused matrix whose parts are stored in
+// different dtypes is kept as weight_dtype(f32) of their exact f32 values. Norm weights and biases
+// are always in the activation dtype.
 // Hugging Face tensor names are resolved here (weight_name_*); the loader validates every dtype and
 // shape against the config before allocating anything, so a bad checkpoint fails with a one-line
 // message and leaves nothing half-loaded.
 //
 // Checkpoints come in through a WeightSource, which answers for Hugging Face tensor names: a
-// safetensors checkpoint directly, a GGUF file (model/gguf_model.h) by renaming, dequantizing and
-// undoing its row permutations. Both feed the same validate-fuse-upload code below.
+// safetensors checkpoint directly, a GGUF file (model/gguf_model.h) by renaming and undoing its
+// row permutations. Both feed the same validate-fuse-upload code below, which dequantizes or
+// converts (core/dequant.h, Backend::convert) only what the backend does not keep as stored.
 #pragma once
 
 #include <optional>
@@ -24,27 +29,29 @@
 
 namespace fg {
 
+// "weight" below = the matrix's weight dtype (Backend::weight_dtype, see above); "act" = the
+// backend's activation dtype. All contiguous, row-major.
 struct LayerWeights {
   Tensor input_norm;    // [hidden] act
-  Tensor qkv;           // [q_dim + 2 * kv_dim, hidden] act
+  Tensor qkv;           // [q_dim + 2 * kv_dim, hidden] weight
   Tensor qkv_bias;      // [q_dim + 2 * kv_dim] act, or undefined
   Tensor q_norm;        // [head_dim] act, or undefined (Qwen3 only)
   Tensor k_norm;        // [head_dim] act, or undefined
-  Tensor o;             // [hidden, q_dim] act
+  Tensor o;             // [hidden, q_dim] weight
   Tensor o_bias;        // [hidden] act, or undefined
   Tensor post_norm;     // [hidden] act
-  Tensor gate_up;       // [2 * intermediate, hidden] act
+  Tensor gate_up;       // [2 * intermediate, hidden] weight
   Tensor gate_up_bias;  // [2 * intermediate] act, or undefined
-  Tensor down;          // [hidden, intermediate] act
+  Tensor down;          // [hidden, intermediate] weight
   Tensor down_bias;     // [hidden] act, or undefined
 };
 
 struct ModelWeights {
   Buffer arena;  // every tensor below lives in here
-  Tensor embed;  // [vocab, hidden] act
+  Tensor embed;  // [vocab, hidden] weight
   std::vector<LayerWeights> layers;
   Tensor final_norm;  // [hidden] act
-  Tensor lm_head;     // [vocab, hidden] act (the same memory as embed when tied)
+  Tensor lm_head;     // [vocab, hidden] weight (the same memory as embed when tied)
 };
 
 // "model.layers.3.self_attn.q_proj.weight" etc.
@@ -52,13 +59,14 @@ std::string weight_name_layer(int layer, const char* suffix);
 
 // A tensor as a WeightSource describes it, before any of its data is read.
 struct WeightTensor {
-  std::string name;                 // as the file names it (for messages): "blk.0.attn_q.weight"
-  std::string file;                 // the file that holds it (for messages)
-  std::string dtype_name;           // as the file writes it: "BF16", "Q4_K", ...
-  std::vector<int64_t> shape;       // row-major, outermost first
-  std::optional<DType> host_dtype;  // what WeightSource::read yields (F32, F16 or BF16); nullopt:
-                                    // the loader cannot read this tensor
-  const void* handle = nullptr;     // the source's own record of the tensor
+  std::string name;              // as the file names it (for messages): "blk.0.attn_q.weight"
+  std::string file;              // the file that holds it (for messages)
+  std::string dtype_name;        // as the file writes it: "BF16", "Q4_K", ...
+  std::vector<int64_t> shape;    // row-major, outermost first
+  std::optional<DType> dtype;    // as stored, which is what WeightSource::read yields: f32, f16,
+                                 // bf16 or a block-quantized dtype (whose rows are whole blocks);
+                                 // nullopt: the loader cannot read this tensor
+  const void* handle = nullptr;  // the source's own record of the tensor
 
   int64_t numel() const;
   std::string shape_string() const;  // "[64, 128]"
@@ -69,9 +77,9 @@ class WeightSource {
   virtual ~WeightSource() = default;
   // The tensor stored under a Hugging Face name, or NotFound naming the file that should hold it.
   virtual Result<WeightTensor> find(const std::string& hf_name) const = 0;
-  // The tensor's values as t.host_dtype, row-major, on the host: either straight from the file or
-  // written into `scratch` (dequantized or reordered). Valid until `scratch` changes or the source
-  // goes. Precondition: t came from find() and t.host_dtype is set.
+  // The tensor's values as stored (t.dtype), row-major, on the host: either straight from the file
+  // or written into `scratch` (rows reordered). Valid until `scratch` changes or the source goes.
+  // Precondition: t came from find() and t.dtype is set.
   virtual const void* read(const WeightTensor& t, std::vector<uint8_t>& scratch) const = 0;
   // For messages: the tensor types this source can load ("F32, F16 or BF16"), and what holds the
   // model's shape ("config.json").
@@ -91,6 +99,10 @@ class SafetensorsWeightSource : public WeightSource {
  private:
   const SafetensorsCheckpoint& ckpt_;
 };
+
+// Bytes of every weight tensor as kept (a tied LM head counted once): what a decode step reads,
+// but for all embedding rows except one.
+int64_t weight_bytes(const ModelWeights& w);
 
 // Validates and uploads every weight the config needs. Extra tensors in the checkpoint are
 // ignored. Blocks until the upload is done.

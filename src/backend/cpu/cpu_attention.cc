@@ -228,15 +228,15 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
   for (int64_t s = 0; s < batch.num_seqs; ++s) max_kv = std::max<int64_t>(max_kv, seqlens_kv[s]);
   const int32_t* token_seq = p->token_seq.data();
 
-  // Serial below about a millisecond of work: a parallel region costs more than it saves there.
+  // Serial below about a tenth of a millisecond of work.
   int64_t work = 0;
   for (int64_t s = 0; s < batch.num_seqs; ++s) work += int64_t(cu[s + 1] - cu[s]) * seqlens_kv[s];
   work *= q_heads * head_dim;
-#pragma omp parallel if (work > cpu::kParallelMinWork * 8)
-  {
+  // Items are (token, head) rows of very different lengths: chunks of a few rows balance them.
+  const int64_t items = total_q * q_heads;
+  cpu::parallel_items(pool_, items, work, cpu::kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
     std::vector<float> scores(static_cast<size_t>(max_kv));
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < total_q * q_heads; ++item) {
+    for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / q_heads, h = item % q_heads;
       const int64_t s = token_seq[t];
       const int64_t q_len = cu[s + 1] - cu[s], kv_len = seqlens_kv[s];
@@ -250,7 +250,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
       const float l = attend_row(kv, r, params, head_dim, scores.data(), row<float>(out, t, h));
       if (lse != nullptr) row<float>(*lse, t)[h] = l;
     }
-  }
+  });
 }
 
 }  // namespace fg

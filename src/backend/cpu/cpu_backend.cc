@@ -1,10 +1,10 @@
 // CPU backend: the factory, memory and transfers, dtype conversion, seeded fill, and the
-// row-wise ops (embedding, gemm, silu_mul, kv_write, gather_rows). Norms and RoPE live in
-// cpu_norm_rope.cc, attention in cpu_attention.cc, sampling in cpu_sample.cc.
+// row-wise ops (silu_mul, kv_write, gather_rows). gemm and embedding (the ops that read weights)
+// live in cpu_gemm.cc, norms and RoPE in cpu_norm_rope.cc, attention in cpu_attention.cc,
+// sampling in cpu_sample.cc.
 #include "backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -25,7 +25,11 @@ std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<CpuBackend>();
 }
 
-CpuBackend::CpuBackend() : sample_scratch_(size_t(omp_get_max_threads())) {}
+CpuBackend::CpuBackend() : pool_(cpu::default_cpu_threads()), sample_scratch_(size_t(pool_.threads())) {
+  // Every sgemm call runs inside one of cpu_gemm.cc's chunks, on a share of the weight rows:
+  // OpenBLAS's own thread pool would only compete with the backend's for the same cores.
+  openblas_set_num_threads(1);
+}
 
 // ---- memory and transfers
 
@@ -111,45 +115,47 @@ char* byte_at(const Tensor& t, int64_t elem_offset) {
 }
 
 template <DType kSrc, DType kDst>
-void convert_typed(const Tensor& src, const Tensor& dst) {
+void convert_typed(cpu::WorkerPool& pool, const Tensor& src, const Tensor& dst) {
   const int64_t cols = last_dim(src);
   const int64_t rows = src.numel() / cols;
   const int64_t ss = last_stride(src), ds = last_stride(dst);
-#pragma omp parallel for schedule(static) if (src.numel() > kParallelMinWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    const void* s = byte_at(src, row_offset(src, r));
-    void* d = byte_at(dst, row_offset(dst, r));
-    for (int64_t c = 0; c < cols; ++c) store_from_f32<kDst>(d, c * ds, load_as_f32<kSrc>(s, c * ss));
-  }
+  cpu::parallel_items(pool, rows, src.numel(), kParallelMinWork, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const void* s = byte_at(src, row_offset(src, r));
+      void* d = byte_at(dst, row_offset(dst, r));
+      for (int64_t c = 0; c < cols; ++c) store_from_f32<kDst>(d, c * ds, load_as_f32<kSrc>(s, c * ss));
+    }
+  });
 }
 
 template <DType kSrc>
-void convert_from(const Tensor& src, const Tensor& dst) {
+void convert_from(cpu::WorkerPool& pool, const Tensor& src, const Tensor& dst) {
   switch (dst.dtype) {
-    case DType::kF32: return convert_typed<kSrc, DType::kF32>(src, dst);
-    case DType::kF16: return convert_typed<kSrc, DType::kF16>(src, dst);
-    case DType::kBF16: return convert_typed<kSrc, DType::kBF16>(src, dst);
+    case DType::kF32: return convert_typed<kSrc, DType::kF32>(pool, src, dst);
+    case DType::kF16: return convert_typed<kSrc, DType::kF16>(pool, src, dst);
+    case DType::kBF16: return convert_typed<kSrc, DType::kBF16>(pool, src, dst);
     default: FG_CHECK(false, "convert: unsupported dst dtype");
   }
 }
 
 template <DType kT>
-void fill_typed(const Tensor& t, float lo, float hi, uint64_t seed) {
+void fill_typed(cpu::WorkerPool& pool, const Tensor& t, float lo, float hi, uint64_t seed) {
   const int64_t cols = last_dim(t);
   const int64_t rows = t.numel() / cols;
   const int64_t ts = last_stride(t);
   // Exactly reproducible on any IEEE machine: the product of two f32 values is exact in double,
   // so a fused multiply-add gives the same double as separate operations.
   const double range = double(hi - lo);
-#pragma omp parallel for schedule(static) if (t.numel() > kParallelMinWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    void* d = byte_at(t, row_offset(t, r));
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint64_t index = uint64_t(r * cols + c);
-      const float u = sample_uniform(seed, index);
-      store_from_f32<kT>(d, c * ts, float(range * double(u) + double(lo)));
+  cpu::parallel_items(pool, rows, t.numel(), kParallelMinWork, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      void* d = byte_at(t, row_offset(t, r));
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint64_t index = uint64_t(r * cols + c);
+        const float u = sample_uniform(seed, index);
+        store_from_f32<kT>(d, c * ts, float(range * double(u) + double(lo)));
+      }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -166,9 +172,9 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
   FG_CHECK(src.data != nullptr && dst.data != nullptr,
            "convert: undefined tensor: " + src.describe() + " -> " + dst.describe());
   switch (src.dtype) {
-    case DType::kF32: return convert_from<DType::kF32>(src, dst);
-    case DType::kF16: return convert_from<DType::kF16>(src, dst);
-    case DType::kBF16: return convert_from<DType::kBF16>(src, dst);
+    case DType::kF32: return convert_from<DType::kF32>(pool_, src, dst);
+    case DType::kF16: return convert_from<DType::kF16>(pool_, src, dst);
+    case DType::kBF16: return convert_from<DType::kBF16>(pool_, src, dst);
     default: FG_CHECK(false, "convert: unsupported src dtype " + src.describe());
   }
 }
@@ -179,19 +185,19 @@ void CpuBackend::fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) {
   if (t.numel() == 0) return;
   FG_CHECK(t.data != nullptr, "fill_uniform: t is undefined: " + t.describe());
   switch (t.dtype) {
-    case DType::kF32: return fill_typed<DType::kF32>(t, lo, hi, seed);
-    case DType::kF16: return fill_typed<DType::kF16>(t, lo, hi, seed);
-    case DType::kBF16: return fill_typed<DType::kBF16>(t, lo, hi, seed);
+    case DType::kF32: return fill_typed<DType::kF32>(pool_, t, lo, hi, seed);
+    case DType::kF16: return fill_typed<DType::kF16>(pool_, t, lo, hi, seed);
+    case DType::kBF16: return fill_typed<DType::kBF16>(pool_, t, lo, hi, seed);
     default: break;
   }
 }
 
 // ---- row ops
 
-// out[i, :] = src[index[i], :], with every index checked: embedding is a gather of table rows.
+// out[i, :] = src[index[i], :], with every index checked.
 // src: [n, h] f32; index: [m] i32; out: [m, h] f32. Messages name the op and its arguments.
-static void gather_checked_rows(const char* op, const char* src_name, const Tensor& src, const char* index_name,
-                                const Tensor& index, Tensor& out) {
+static void gather_checked_rows(cpu::WorkerPool& pool, const char* op, const char* src_name, const Tensor& src,
+                                const char* index_name, const Tensor& index, Tensor& out) {
   check_view(op, src_name, src, DType::kF32, 2);
   check_view(op, index_name, index, DType::kI32, 1);
   check_view(op, "out", out, DType::kF32, 2);
@@ -202,47 +208,9 @@ static void gather_checked_rows(const char* op, const char* src_name, const Tens
   for (int64_t i = 0; i < m; ++i)
     FG_CHECK(idx[i] >= 0 && idx[i] < n, std::string(op) + ": " + index_name + "[" + std::to_string(i) + "] = " +
                                             std::to_string(idx[i]) + " is outside " + src_name + " " + src.describe());
-#pragma omp parallel for schedule(static) if (m * h > kParallelMinWork)
-  for (int64_t i = 0; i < m; ++i) std::memcpy(row<float>(out, i), row<float>(src, idx[i]), size_t(h) * 4);
-}
-
-void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
-  gather_checked_rows("embedding", "table", table, "ids", ids, out);
-}
-
-void CpuBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
-  check_view("gemm", "x", x, DType::kF32, 2);
-  check_view("gemm", "w", w, DType::kF32, 2);
-  check_view("gemm", "out", out, DType::kF32, 2);
-  const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
-  check_dim("gemm", "w", w, 1, k);
-  check_dim("gemm", "out", out, 0, m);
-  check_dim("gemm", "out", out, 1, n);
-  if (bias != nullptr) {
-    check_view("gemm", "bias", *bias, DType::kF32, 1);
-    check_dim("gemm", "bias", *bias, 0, n);
-  }
-  if (m == 0 || n == 0) return;
-  // Like torch's addmm: out is pre-filled with the bias (or zero) and the product added to it.
-  const float* b = bias != nullptr ? bias->ptr<float>() : nullptr;
-#pragma omp parallel for schedule(static) if (m * n > kParallelMinWork)
-  for (int64_t i = 0; i < m; ++i) {
-    float* o = row<float>(out, i);
-    if (b != nullptr) {
-      std::memcpy(o, b, size_t(n) * 4);
-    } else {
-      std::memset(o, 0, size_t(n) * 4);
-    }
-  }
-  if (k == 0) return;
-  // A single-row view may carry any stride; BLAS wants a leading dim of at least the row length.
-  const int64_t ldx = m > 1 ? x.stride[0] : k;
-  const int64_t ldw = n > 1 ? w.stride[0] : k;
-  const int64_t ldo = m > 1 ? out.stride[0] : n;
-  FG_CHECK(ldx >= k && ldw >= k && ldo >= n,
-           "gemm: overlapping rows in x " + x.describe() + ", w " + w.describe() + " or out " + out.describe());
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.ptr<float>(), int(ldx),
-              w.ptr<float>(), int(ldw), 1.0f, out.ptr<float>(), int(ldo));
+  cpu::parallel_items(pool, m, m * h, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) std::memcpy(row<float>(out, i), row<float>(src, idx[i]), size_t(h) * 4);
+  });
 }
 
 void CpuBackend::silu_mul(const Tensor& x, Tensor& out) {
@@ -251,16 +219,17 @@ void CpuBackend::silu_mul(const Tensor& x, Tensor& out) {
   const int64_t n = x.shape[0], inter = out.shape[1];
   check_dim("silu_mul", "out", out, 0, n);
   check_dim("silu_mul", "x", x, 1, 2 * inter);
-#pragma omp parallel for schedule(static) if (n * inter > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* gate = row<float>(x, i);
-    const float* up = gate + inter;
-    float* o = row<float>(out, i);
-    for (int64_t c = 0; c < inter; ++c) {
-      const float g = gate[c];
-      o[c] = g / (1.0f + std::exp(-g)) * up[c];  // silu(g) = g * sigmoid(g), as torch computes it
+  cpu::parallel_items(pool_, n, n * inter, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* gate = row<float>(x, i);
+      const float* up = gate + inter;
+      float* o = row<float>(out, i);
+      for (int64_t c = 0; c < inter; ++c) {
+        const float g = gate[c];
+        o[c] = g / (1.0f + std::exp(-g)) * up[c];  // silu(g) = g * sigmoid(g), as torch computes it
+      }
     }
-  }
+  });
 }
 
 void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) {
@@ -282,22 +251,23 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
                                                    "] = " + std::to_string(slots[i]) + " is past the cache " +
                                                    cache.k.describe());
   const size_t row_bytes = size_t(head_dim) * 4;
-#pragma omp parallel for schedule(static) if (n * heads * head_dim > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t slot = slots[i];
-    if (slot < 0) continue;  // padding token: nothing to store
-    const int64_t page = slot / page_size, offset = slot % page_size;
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t dst = page * cache.k.stride[0] + offset * cache.k.stride[1] + h * cache.k.stride[2];
-      const int64_t dst_v = page * cache.v.stride[0] + offset * cache.v.stride[1] + h * cache.v.stride[2];
-      std::memcpy(cache.k.ptr<float>() + dst, row<float>(k, i, h), row_bytes);
-      std::memcpy(cache.v.ptr<float>() + dst_v, row<float>(v, i, h), row_bytes);
+  cpu::parallel_items(pool_, n, n * heads * head_dim, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t slot = slots[i];
+      if (slot < 0) continue;  // padding token: nothing to store
+      const int64_t page = slot / page_size, offset = slot % page_size;
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t dst = page * cache.k.stride[0] + offset * cache.k.stride[1] + h * cache.k.stride[2];
+        const int64_t dst_v = page * cache.v.stride[0] + offset * cache.v.stride[1] + h * cache.v.stride[2];
+        std::memcpy(cache.k.ptr<float>() + dst, row<float>(k, i, h), row_bytes);
+        std::memcpy(cache.v.ptr<float>() + dst_v, row<float>(v, i, h), row_bytes);
+      }
     }
-  }
+  });
 }
 
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
-  gather_checked_rows("gather_rows", "x", x, "indices", indices, out);
+  gather_checked_rows(pool_, "gather_rows", "x", x, "indices", indices, out);
 }
 
 }  // namespace fg

@@ -1,11 +1,14 @@
 // The CPU reference backend: every op of backend/backend.h implemented plainly and exactly
-// (f32 activations, f32 or wider accumulation), parallelised with OpenMP and OpenBLAS where that
-// pays. It is the oracle every CUDA kernel is tested against and the backend CI runs models on,
-// so clarity and exactness come before speed; it must never take shortcuts that change results
-// (no fast-math, no approximate exp/tanh, no reduced precision).
+// (f32 activations, f32 or wider accumulation), parallelised with OpenMP where that pays. It is
+// the oracle every CUDA kernel is tested against and the backend CI runs models on, so exactness
+// comes first; it must never take shortcuts that change results (no fast-math, no approximate
+// exp/tanh, no reduced precision). Weight matrices stay as the checkpoint stores them (f32, f16,
+// bf16, or GGUF's quantized blocks), so a decode step reads a quarter to an eighth of the bytes
+// an f32 copy would; gemm and embedding compute with their exact f32 values (cpu_gemm.cc).
 //
 // Reach it through make_cpu_backend(); the class is public only so tests can name it.
-// Ops are synchronous (the "stream" is the calling thread); synchronize() is a no-op.
+// Ops are synchronous (the "stream" is the calling thread, helped by the backend's WorkerPool of
+// default_cpu_threads() threads); synchronize() is a no-op.
 // Not thread-safe, like every Backend: one engine thread owns it.
 #pragma once
 
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_pool.h"
 
 namespace fg {
 
@@ -31,6 +35,8 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::kCpu; }
   std::string name() const override { return "cpu"; }
   DType act_dtype() const override { return DType::kF32; }
+  // Every stored dtype the weight kernels read as it is (f32, f16, bf16, block-quantized).
+  DType weight_dtype(DType stored) const override;
 
   Buffer alloc(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
@@ -59,7 +65,9 @@ class CpuBackend final : public Backend {
   void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override;
 
  private:
-  std::vector<CpuSampleScratch> sample_scratch_;  // one per OpenMP thread (sample)
+  cpu::WorkerPool pool_;                          // every parallel loop of the backend
+  std::vector<CpuSampleScratch> sample_scratch_;  // one per worker of pool_ (sample)
+  std::vector<float> gemm_scratch_;               // [threads, tile, k] f32: weight tiles decoded for sgemm
 };
 
 // The sampling rule of backend/sampling_rule.h applied to one row of logits (exposed for tests

@@ -12,9 +12,8 @@
 
 namespace fg::cpu {
 
-// Work (in elements) below which an OpenMP region costs more than it saves. Kept well above the
-// fork/join cost because CI shares 2 cores between test processes, where a region that waits on
-// a descheduled thread costs a scheduler time slice.
+// Work (in elements) below which a row-wise op runs on the calling thread alone: handing out
+// chunks (cpu_pool.h) costs a few microseconds, which such an op does not recover.
 constexpr int64_t kParallelMinWork = int64_t(1) << 17;
 
 inline std::string arg_message(const char* op, const char* name, const std::string& want, const Tensor& t) {

@@ -44,16 +44,16 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tens
   check_dim("rms_norm", "weight", weight, 0, hidden);
   const int64_t n = x.shape[0], heads = x.ndim == 3 ? x.shape[1] : 1;
   const float* w = weight.ptr<float>();
-#pragma omp parallel for collapse(2) schedule(static) if (n * heads * hidden > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t h = 0; h < heads; ++h) {
+  cpu::parallel_items(pool_, n * heads, n * heads * hidden, kParallelMinWork, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = r / heads, h = r % heads;
       if (x.ndim == 3) {
         rms_norm_row(row<float>(x, i, h), w, hidden, eps, row<float>(out, i, h));
       } else {
         rms_norm_row(row<float>(x, i), w, hidden, eps, row<float>(out, i));
       }
     }
-  }
+  });
 }
 
 void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) {
@@ -68,13 +68,14 @@ void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& delta, const Tenso
   }
   check_dim("add_rms_norm", "weight", weight, 0, hidden);
   const float* w = weight.ptr<float>();
-#pragma omp parallel for schedule(static) if (n * hidden > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) {
-    float* res = row<float>(residual, i);
-    const float* d = row<float>(delta, i);
-    for (int64_t c = 0; c < hidden; ++c) res[c] += d[c];
-    rms_norm_row(res, w, hidden, eps, row<float>(out, i));  // out may alias delta: read above
-  }
+  cpu::parallel_items(pool_, n, n * hidden, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* res = row<float>(residual, i);
+      const float* d = row<float>(delta, i);
+      for (int64_t c = 0; c < hidden; ++c) res[c] += d[c];
+      rms_norm_row(res, w, hidden, eps, row<float>(out, i));  // out may alias delta: read above
+    }
+  });
 }
 
 namespace {
@@ -124,11 +125,9 @@ void CpuBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
   const int64_t q_heads = q.shape[1], k_heads = k.shape[1];
   const float scaling = args.attention_scaling;
   const int64_t work = n * (q_heads + k_heads) * rot;
-#pragma omp parallel if (work > kParallelMinWork)
-  {
+  cpu::parallel_items(pool_, n, work, kParallelMinWork, [&](int64_t t0, int64_t t1, int) {
     std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < n; ++t) {
+    for (int64_t t = t0; t < t1; ++t) {
       const float position = float(pos[t]);
       for (int64_t i = 0; i < half; ++i) {
         // Dynamic NTK: the same formula HF uses for its default inv_freq, with this token's base.
@@ -142,7 +141,7 @@ void CpuBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
       for (int64_t h = 0; h < k_heads; ++h)
         rotate_head(row<float>(k, t, h), cos_t.data(), sin_t.data(), half, args.neox);
     }
-  }
+  });
 }
 
 }  // namespace fg

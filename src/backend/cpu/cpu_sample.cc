@@ -9,8 +9,6 @@
 //
 // Every filter of the rule keeps a prefix of one order (p descending, lower id on ties), so the
 // candidates are sorted lazily: only as far into that order as the filters and the walk reach.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -63,9 +61,9 @@ int32_t argmax(const float* logits, int64_t vocab) {
   return int32_t(best);
 }
 
-// Below this many logits (rows x vocab) a step samples on the calling thread: on a loaded machine
-// starting an OpenMP team costs far more than sampling a few small rows. Rows are independent and
-// each thread has its own scratch, so the result is the same either way.
+// Below this many logits (rows x vocab) a step samples on the calling thread: handing rows to
+// helpers costs more than the rows themselves for small vocabularies. Rows are independent and
+// each worker has its own scratch, so the result is the same either way.
 constexpr int64_t kParallelSampleLogits = int64_t(1) << 20;
 
 }  // namespace
@@ -203,12 +201,16 @@ void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
   cpu::check_dim("sample", "out", out, 0, m);
   if (m == 0) return;
   FG_CHECK(vocab > 0, "sample: logits " + logits.describe() + " have no vocab");
-  if (sample_scratch_.size() < size_t(omp_get_max_threads())) sample_scratch_.resize(size_t(omp_get_max_threads()));
   int32_t* o = out.ptr<int32_t>();
-#pragma omp parallel for schedule(dynamic, 1) if (m > 1 && m * vocab >= kParallelSampleLogits)
-  for (int64_t i = 0; i < m; ++i)
-    o[i] = cpu_sample_row(cpu::row<float>(logits, i), vocab, rows[size_t(i)],
-                          sample_scratch_[size_t(omp_get_thread_num())]);
+  auto sample_rows = [&](int64_t i0, int64_t i1, int worker) {
+    for (int64_t i = i0; i < i1; ++i)
+      o[i] = cpu_sample_row(cpu::row<float>(logits, i), vocab, rows[size_t(i)], sample_scratch_[size_t(worker)]);
+  };
+  if (m > 1 && m * vocab >= kParallelSampleLogits) {
+    pool_.parallel_for(m, 1, sample_rows);
+  } else {
+    sample_rows(0, m, 0);
+  }
 }
 
 }  // namespace fg

@@ -39,5 +39,29 @@ TEST(DType, F16MatchesIeeeOnRandomValues) {
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
 }
 
+TEST(DType, BlockGeometryOfTheQuantizedTypes) {
+  struct Geometry {
+    DType t;
+    int64_t block, bytes;
+    const char* name;
+  };
+  for (Geometry g : {Geometry{DType::kQ8_0, 32, 34, "q8_0"}, Geometry{DType::kQ4_0, 32, 18, "q4_0"},
+                     Geometry{DType::kQ4_1, 32, 20, "q4_1"}, Geometry{DType::kQ4_K, 256, 144, "q4_k"},
+                     Geometry{DType::kQ5_K, 256, 176, "q5_k"}, Geometry{DType::kQ6_K, 256, 210, "q6_k"}}) {
+    EXPECT_TRUE(dtype_is_blocked(g.t)) << g.name;
+    EXPECT_EQ(dtype_block_size(g.t), g.block) << g.name;
+    EXPECT_EQ(dtype_block_bytes(g.t), g.bytes) << g.name;
+    EXPECT_EQ(dtype_size(g.t), 0u) << g.name << ": no whole bytes per value";
+    EXPECT_EQ(dtype_bytes(g.t, 3 * g.block), size_t(3 * g.bytes)) << g.name;
+    EXPECT_EQ(dtype_name(g.t), g.name);
+  }
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8}) {
+    EXPECT_FALSE(dtype_is_blocked(t));
+    EXPECT_EQ(dtype_block_size(t), 1);
+    EXPECT_EQ(dtype_block_bytes(t), int64_t(dtype_size(t)));
+    EXPECT_EQ(dtype_bytes(t, 7), 7 * dtype_size(t));
+  }
+}
+
 }  // namespace
 }  // namespace fg

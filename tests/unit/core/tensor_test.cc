@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace fg {
@@ -19,6 +20,20 @@ TEST(Tensor, ContiguousStridesAndSlices) {
   Tensor rows = t.slice(1, 2);
   EXPECT_EQ(rows.data, &data[12]);
   EXPECT_EQ(t.describe(), "f32[2, 3, 4] cpu");
+}
+
+// Shapes and strides of a block-quantized tensor count values; bytes follow the block layout, and
+// views may only start on a block boundary.
+TEST(Tensor, BlockQuantizedViewsAddressWholeBlocks) {
+  std::vector<uint8_t> data(3 * 2 * 144);  // [3, 512] q4_k: 2 blocks of 144 bytes per row
+  Tensor t = Tensor::contiguous(data.data(), DType::kQ4_K, Device::kCpu, {3, 512});
+  EXPECT_EQ(t.stride[0], 512);
+  EXPECT_EQ(t.nbytes(), data.size());
+  EXPECT_EQ(t.describe(), "q4_k[3, 512] cpu");
+  EXPECT_EQ(t.slice(1, 3).data, &data[288]);
+  EXPECT_EQ(t.at({2, 256}), &data[2 * 288 + 144]);
+  EXPECT_EQ(t.narrow_last(256, 512).data, &data[144]);
+  EXPECT_DEATH(t.narrow_last(32, 512), "starts inside a block of 256 values");
 }
 
 TEST(Tensor, BufferReleasesThroughItsDeleter) {

@@ -48,5 +48,25 @@ TEST(KvSizing, PagesFromAMemoryFraction) {
   EXPECT_EQ(kv_num_pages(shape, req).status().code(), ErrorCode::kInvalidArgument);
 }
 
+// The CPU default: a few full-length sequences, at most kCpuKvMaxBytes unless one sequence alone
+// needs more, and never more than the memory fraction allows.
+TEST(KvSizing, CpuDefaultCapsTheFractionsBudget) {
+  const int64_t per_token = 30 * 2 * 3 * 64 * 4;  // SmolLM2-135M, f32
+  EXPECT_EQ(cpu_default_kv_cap_bytes(per_token, 8192), kCpuKvSequences * 8192 * per_token);
+  EXPECT_EQ(cpu_default_kv_cap_bytes(per_token, 1 << 20), per_token << 20);  // one long sequence wins
+  EXPECT_EQ(cpu_default_kv_cap_bytes(100 << 10, 8192), kCpuKvMaxBytes);      // 4 x 800 MiB: capped
+
+  KvCacheShape shape{30, 3, 64, DType::kF32, 16};
+  KvMemoryRequest req;
+  req.gpu_memory_fraction = 0.9;
+  req.device_total_bytes = req.device_free_bytes = 20ll << 30;
+  req.cap_bytes = cpu_default_kv_cap_bytes(per_token, 8192);
+  EXPECT_EQ(*kv_num_pages(shape, req), kCpuKvSequences * 8192 / 16);
+  req.device_total_bytes = req.device_free_bytes = 64 << 20;  // little memory: the fraction decides
+  EXPECT_EQ(*kv_num_pages(shape, req), int64_t(double(64 << 20) * 0.9) / kv_bytes_per_page(shape));
+  req.kv_cache_bytes = 1ll << 30;  // an explicit size is never capped
+  EXPECT_EQ(*kv_num_pages(shape, req), (1ll << 30) / kv_bytes_per_page(shape));
+}
+
 }  // namespace
 }  // namespace fg
