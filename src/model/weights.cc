@@ -2,6 +2,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace fg {
 namespace {
@@ -28,6 +29,28 @@ struct Assembly {
 
 size_t host_bytes(const WeightTensor& t) {
   return size_t(t.numel()) * dtype_size(*t.host_dtype);
+}
+
+// Index of the first NaN or infinity among n values, or -1. Tests the exponent bits, so it reads
+// each value once without converting it.
+template <class Bits>
+int64_t first_non_finite_bits(const void* data, int64_t n, Bits exponent_mask) {
+  const auto* v = static_cast<const Bits*>(data);
+  for (int64_t i = 0; i < n; ++i) {
+    Bits x;
+    std::memcpy(&x, v + i, sizeof(Bits));  // safetensors data need not be aligned
+    if ((x & exponent_mask) == exponent_mask) return i;
+  }
+  return -1;
+}
+
+int64_t first_non_finite(const void* data, DType dtype, int64_t n) {
+  switch (dtype) {
+    case DType::kF32: return first_non_finite_bits<uint32_t>(data, n, 0x7f800000u);
+    case DType::kF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7c00));
+    case DType::kBF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7f80));
+    default: return -1;
+  }
 }
 
 class Planner {
@@ -81,6 +104,13 @@ class Planner {
       for (const WeightTensor& p : a.parts) {
         const int64_t numel = p.numel();
         const void* host = source_.read(p, scratch);
+        // A NaN or infinity in a weight poisons every activation it touches; refuse the file.
+        if (const int64_t bad = first_non_finite(host, *p.host_dtype, numel); bad >= 0) {
+          backend.synchronize();  // copies already queued still read the staging buffer
+          return invalid_argument(p.file + ": tensor '" + p.name + "' holds a NaN or infinite value at element " +
+                                  std::to_string(bad) + " (of " + std::to_string(numel) +
+                                  "); the checkpoint is corrupt");
+        }
         if (*p.host_dtype == act) {
           backend.copy_from_host(dst, host, host_bytes(p));
         } else {
