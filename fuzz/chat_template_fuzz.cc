@@ -46,13 +46,18 @@ std::vector<fg::ChatTemplate> load_all() {
 
 }  // namespace
 
+// Loaded once, before the first input (loading takes seconds under the sanitizers and must not
+// count against an input's time limit).
+static std::vector<fg::ChatTemplate>* g_loaded = nullptr;
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fg::fuzz::quiet_logs();
+  g_loaded = new std::vector<fg::ChatTemplate>(load_all());
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::vector<fg::ChatTemplate> templates = load_all();
+  const std::vector<fg::ChatTemplate>& templates = *g_loaded;
   fg::fuzz::FuzzInput in(data, size);
   const fg::ChatTemplate& t = templates[in.byte() % templates.size()];
   const uint8_t opts = in.byte();

@@ -574,6 +574,9 @@ def gguf_seeds():
     write("gguf", "truncated", img[:len(img) * 2 // 3])
     write("gguf", "header-only", img[:24])
     write("gguf", "huge-count", img[:8] + struct.pack("<Q", 1 << 62) + img[16:])
+    # A token string that is not UTF-8 (same length, so every offset stays valid).
+    at = img.index(gguf_str("he"))
+    write("gguf", "bad-utf8-token", img[:at + 8] + b"\xffe" + img[at + 10:])
 
 
 def main():

@@ -53,8 +53,8 @@ Result<std::vector<int32_t>> SyncBackend::tokenize(std::string_view text, bool a
 Result<std::string> SyncBackend::detokenize(std::span<const int32_t> ids, bool skip_special_tokens) {
   std::string s;
   for (int32_t id : ids) {
-    if (id < 0 || id >= 258) return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
-    if (id >= 256) {
+    if (id < 0 || id > kEos) return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
+    if (id >= kBos) {
       if (!skip_special_tokens) s += id == kBos ? "<s>" : "</s>";
       continue;
     }

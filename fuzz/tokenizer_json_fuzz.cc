@@ -23,7 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!tok.is_ok()) return 0;
   for (const char* text : {"Hello world", " 12,345 caf\xC3\xA9 <s>\n\n", "\xFF\xFE"}) {
     const std::vector<int32_t> ids = (*tok)->encode(text, true);
-    for (int32_t id : ids) FG_FUZZ_CHECK(id >= 0 && id < (*tok)->vocab_size());
+    for (int32_t id : ids) {
+      if (id < 0 || id >= (*tok)->vocab_size()) {
+        std::fprintf(stderr, "tokenizer_json_fuzz: id %d outside the vocabulary size %d\n", id, (*tok)->vocab_size());
+        std::abort();
+      }
+    }
     FG_FUZZ_CHECK(fg::tok::utf8_is_valid((*tok)->decode(ids, false)));
   }
   return 0;

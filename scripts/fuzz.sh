@@ -77,7 +77,9 @@ run_target() {
 export -f run_target dict_for
 export ROOT BUILD SECONDS_PER_TARGET
 
-rm -rf "$BUILD/logs" "$BUILD/crashes"
+# Inputs that crashed an earlier run stay in crashes.prev/ until the next run.
+rm -rf "$BUILD/logs" "$BUILD/crashes.prev"
+[ -d "$BUILD/crashes" ] && mv "$BUILD/crashes" "$BUILD/crashes.prev"
 printf '%s\n' $TARGETS | xargs -P "$JOBS" -I{} bash -c 'run_target {}'
 summary="$BUILD/fuzz-summary.txt"
 {

@@ -69,7 +69,13 @@ HttpResponse ApiServer::transport_error(int status, const std::string& message, 
   if (status == 431) e.code = "headers_too_large";
   if (status == 429) e.code = "too_many_connections";
   metrics_.count_request(path.empty() ? "other" : path, status);
-  return error_reply(e, d).head;
+  // The transport's status stands as it is (no 400 -> 422 for TGI paths: these are not
+  // validation errors of a parsed request).
+  HttpResponse r;
+  r.status = status;
+  r.body = error_body(e, d);
+  if (status == 429) r.headers.push_back({"Retry-After", "1"});
+  return r;
 }
 
 std::optional<Reply> ApiServer::check_api_key(const HttpRequest& req) {

@@ -51,6 +51,9 @@ std::optional<ApiError> parse_json_object(const HttpRequest& req, nlohmann::json
   } catch (const nlohmann::json::parse_error& e) {
     return invalid_request("Request body is not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what(), "",
                            "invalid_json");
+  } catch (const nlohmann::json::exception& e) {
+    // E.g. a number too large for a double (1e400): valid JSON syntax that no field can hold.
+    return invalid_request(std::string("Request body cannot be read: ") + e.what(), "", "invalid_json");
   }
   if (!out.is_object()) return invalid_request("Request body must be a JSON object.", "", "invalid_json");
   return std::nullopt;

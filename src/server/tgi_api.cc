@@ -277,7 +277,8 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
     read_params(pf, limits, ctx.limits, info, p);
     if (!pf.ok()) return error_reply(*pf.error(), ApiDialect::kTgi);
   } else {
-    JsonFields pf(json::object());
+    const json no_params = json::object();
+    JsonFields pf(no_params);
     read_params(pf, limits, ctx.limits, info, p);
   }
   Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*inputs, /*add_special_tokens=*/true);

@@ -178,6 +178,19 @@ TEST_F(HttpTest, ConnectionsOverTheCapGet429AndAreClosed) {
   EXPECT_EQ(d.read_response().status, 200);
 }
 
+// Transport errors keep their status on every path: malformed HTTP is 400 on TGI paths too (TGI's
+// 422 is for validation errors of a parsed request; a regression found by the http_request fuzz
+// target, input in fuzz/regressions/http_request/).
+TEST_F(HttpTest, MalformedHttpOnATgiPathIs400InTgiShape) {
+  start();
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send_all("POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(json::parse(r.body)["error"].is_string());
+  EXPECT_EQ(json::parse(r.body)["error_type"], "validation");
+}
+
 TEST_F(HttpTest, SlowRequestTimesOutWith408) {
   HttpServerConfig h;
   h.read_timeout_s = 0.3;
