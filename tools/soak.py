@@ -103,6 +103,19 @@ class Server:
             return None
         return None
 
+    def gpu_mib(self):
+        """The server's GPU memory (nvidia-smi), or None without a GPU."""
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        for line in out.splitlines():
+            pid, _, mib = line.partition(",")
+            if pid.strip() == str(self.proc.pid):
+                return float(mib)
+        return None
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -652,6 +665,7 @@ def main():
                 stop.wait(0.5)
 
         sampler = threading.Thread(target=sample, daemon=True)
+        gpu_before = srv.gpu_mib()
         sampler.start()
         t_load = time.time()
         asyncio.run(soak.load())
@@ -678,6 +692,7 @@ def main():
         rss_early = statistics.median(third) if third else None
         rss_end = statistics.median([v for _, v in rss[-10:]]) if rss else None
         rss_after = srv.rss_mib()
+        gpu_after = srv.gpu_mib()
         fig = {
             "duration_s": round(load_s, 1), "concurrency": a.concurrency, "prompts": len(soak.prompts),
             "client_actions": total, "verified_generations": verified, "mismatches": mismatches,
@@ -698,6 +713,8 @@ def main():
             "rss_mib_end": round(rss_end, 1) if rss_end else None,
             "rss_mib_after": round(rss_after, 1) if rss_after else None,
             "rss_mib_max": round(max(v for _, v in rss), 1) if rss else None,
+            "gpu_mib_before": gpu_before, "gpu_mib_after": gpu_after,
+            "requests_per_s": round(total / load_s, 1) if load_s > 0 else None,
             "server": " ".join(srv.cmd[1:]),
         }
         if unexpected:
@@ -710,6 +727,8 @@ def main():
             failures.append("the engine never preempted (make the KV pool smaller)")
         if rss_early and rss_end and rss_end - rss_early > a.rss_growth_mib:
             failures.append(f"resident memory grew {rss_end - rss_early:.0f} MiB during the load")
+        if gpu_before and gpu_after and gpu_after - gpu_before > a.rss_growth_mib:
+            failures.append(f"GPU memory grew {gpu_after - gpu_before:.0f} MiB during the load")
         # Shutdown: SIGTERM drains and exits 0.
         srv.proc.send_signal(signal.SIGTERM)
         try:

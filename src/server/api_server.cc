@@ -199,8 +199,7 @@ Reply ApiServer::tokenize(const HttpRequest& req) {
     const nlohmann::ordered_json omessages = nlohmann::ordered_json::parse(req.body).at("messages");
     Result<std::string> r =
         backend_.render_chat(omessages, nullptr, add_gen.value_or(true), nlohmann::ordered_json::object());
-    if (!r.is_ok())
-      return error_reply(api_error_from_status(r.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+    if (!r.is_ok()) return error_reply(chat_template_error(r.status(), "messages"), ApiDialect::kOpenAi);
     text = *r;
   }
   Result<std::vector<int32_t>> ids = backend_.tokenize(text, add_special.value_or(prompt.has_value()));

@@ -619,8 +619,7 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   const ojson otools = tools ? obody.at("tools") : ojson(nullptr);
   const ojson okwargs = template_kwargs ? obody.at("chat_template_kwargs") : ojson::object();
   Result<std::string> text = ctx.backend.render_chat(msgs, otools, add_generation_prompt, okwargs);
-  if (!text.is_ok())
-    return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+  if (!text.is_ok()) return error_reply(chat_template_error(text.status(), "messages"), ApiDialect::kOpenAi);
   Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*text, /*add_special_tokens=*/false);
   if (!ids.is_ok())
     return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);

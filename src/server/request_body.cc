@@ -139,6 +139,16 @@ std::optional<ApiError> check_stop_string(const std::string& stop, const std::st
                          param, "invalid_value");
 }
 
+ApiError chat_template_error(const Status& status, const std::string& param) {
+  if (status.code() == ErrorCode::kResourceExhausted)
+    return invalid_request(
+        "The chat template could not render these messages within the server's limits: " + status.message(), param,
+        "chat_template_limit");
+  ApiError e = api_error_from_status(status, ApiDialect::kOpenAi, param);
+  if (e.http_status >= 500 || e.http_status == 429) e.http_status = 400;
+  return e;
+}
+
 std::string sse_event(const nlohmann::json& j) {
   std::string s = "data: ";
   s += dump_json(j);

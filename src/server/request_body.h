@@ -56,6 +56,12 @@ LengthCheck check_length(int64_t prompt_tokens, std::optional<int64_t> requested
 std::optional<ApiError> check_stop_string(const std::string& stop, const std::string& param,
                                           const RequestLimits& limits);
 
+// The answer to a chat that the template could not render: 400 (TGI 422) in every case, the
+// template being fixed and the messages the client's. A template that hit a rendering limit
+// (output size, steps, recursion) says so with code "chat_template_limit" rather than the 429 a
+// kResourceExhausted would otherwise give (retrying the same messages cannot help).
+ApiError chat_template_error(const Status& status, const std::string& param);
+
 // "data: <json>\n\n"
 std::string sse_event(const nlohmann::json& j);
 

@@ -175,6 +175,17 @@ TEST_F(LimitsTest, DeeplyNestedBodiesAreRefusedBeforeParsing) {
   EXPECT_EQ(api->handle(request("POST", "/v1/chat/completions", msg)).head.status, 400);
 }
 
+TEST_F(LimitsTest, ChatTemplateLimitIs400NotRetryLater) {
+  auto api = make({});
+  for (const char* path : {"/v1/chat/completions", "/tokenize"}) {
+    Reply r = api->handle(
+        request("POST", path, R"({"model":"m","messages":[{"role":"user","content":"__template_limit__"}]})"));
+    ASSERT_EQ(r.head.status, 400) << path << " " << r.head.body;
+    EXPECT_EQ(json::parse(r.head.body)["error"]["code"], "chat_template_limit") << path;
+    EXPECT_EQ(header(r, "Retry-After"), "") << path;
+  }
+}
+
 TEST_F(LimitsTest, ConcurrentCapAnswers429WithRetryAfter) {
   ApiServerConfig c;
   c.max_concurrent_requests = 1;
