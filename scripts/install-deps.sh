@@ -20,6 +20,7 @@ APT_PACKAGES=(
   libxxhash-dev             # prefix-cache page hashes
   libomp-dev
   clang-format              # scripts/check-format.sh (CI)
+  clang libclang-rt-14-dev  # the sanitizer build and libFuzzer targets: scripts/sanitize.sh, scripts/fuzz.sh (CI)
   python3 python3-pip python3-venv
 )
 

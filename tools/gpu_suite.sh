@@ -9,6 +9,7 @@
 #   (here)  tools/gpu_suite.sh pack      build with sm_90a into build-gpu, pack .devpack/device.tar.xz
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
+#           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -99,6 +100,16 @@ PY
       --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$OUT/serve.json"
     kill -TERM $spid; wait $spid
     echo "serve exit after SIGTERM: $?"
+  fi
+
+  if [[ " ${STEPS:-} " == *" soak "* ]]; then
+    # The soak under faults (tools/soak.py, docs/reliability.md) at capacity: dummy-weight
+    # Llama-3.1-8B with a 2 GiB KV pool (16k tokens) under 192 concurrent clients, so the engine
+    # preempts all along; only when named in STEPS (it takes about 6 minutes).
+    step soak 540 python3 tools/soak.py --flashgen $T/flashgen --duration 200 --concurrency 192 --prompts 32 \
+      --prompt-len 128:1024 --max-tokens 16:128 --timeout 300 --expect-preemption --allow-mismatch \
+      --log "$OUT/raw/soak_serve.log" --json "$OUT/soak.json" -- --model $CFG --tokenizer .device/tok \
+      --dummy-weights --backend cuda --kv-cache-memory 2GiB
   fi
 
   tar -czf "$OUT/raw.tar.gz" -C "$OUT" raw && rm -rf "$OUT/raw"

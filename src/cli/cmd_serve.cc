@@ -36,10 +36,22 @@ struct ServeArgs {
   uint64_t seed = 0;
   EngineFlags engine;
   int http_threads = 0;
+  std::string api_key;  // also FLASHGEN_API_KEY
   std::string max_body_bytes = "8MiB";
+  std::string max_header_bytes = "16KiB";
+  int64_t max_connections = 4096;
   int64_t max_concurrent_requests = 256;
+  int64_t max_queued_requests = 256;
+  int64_t max_prompt_tokens = 0;
+  int64_t max_output_tokens = 0;
+  int max_n = 16;
+  int max_stop_sequences = -1;  // -1: each API's own default (OpenAI 16, TGI 4)
+  int64_t max_stop_bytes = 1024;
+  int max_logprobs = 20;
+  int max_json_depth = 64;
   double read_timeout = 30.0;
   double idle_timeout = 75.0;
+  double write_timeout = 60.0;
   double drain_timeout = 30.0;
   bool no_log_requests = false;
   std::string log_level = "info";
@@ -55,6 +67,17 @@ void run_serve(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) fail("--port must be in [0, 65535]");
   if (a.page_size <= 0) fail("--page-size must be positive");
   if (a.max_concurrent_requests <= 0) fail("--max-concurrent-requests must be positive");
+  if (a.max_queued_requests <= 0) fail("--max-queued-requests must be positive");
+  if (a.max_connections <= 0) fail("--max-connections must be positive");
+  if (a.max_prompt_tokens < 0) fail("--max-prompt-tokens must be >= 0 (0: the context)");
+  if (a.max_output_tokens < 0) fail("--max-output-tokens must be >= 0 (0: the context)");
+  if (a.max_n <= 0) fail("--max-n must be positive");
+  if (a.max_stop_sequences < -1) fail("--max-stop-sequences must be >= 0");
+  if (a.max_stop_bytes <= 0) fail("--max-stop-bytes must be positive");
+  if (a.max_logprobs < 0) fail("--max-logprobs must be >= 0");
+  if (a.max_json_depth < 2) fail("--max-json-depth must be at least 2");
+  for (double t : {a.read_timeout, a.idle_timeout, a.write_timeout, a.drain_timeout})
+    if (!(t > 0.0)) fail("--read-timeout, --idle-timeout, --write-timeout and --drain-timeout must be positive");
 
   server::EngineBackendOptions o;
   o.served_model_names = a.served_model_names;
@@ -74,10 +97,29 @@ void run_serve(const ServeArgs& a) {
   auto body = parse_byte_size(a.max_body_bytes);
   if (!body.is_ok() || *body <= 0) fail("--max-body-bytes: expected a size such as 8MiB");
   so.http.max_body_bytes = size_t(*body);
+  auto header = parse_byte_size(a.max_header_bytes);
+  if (!header.is_ok() || *header < 1024 || *header > (64 << 20))
+    fail("--max-header-bytes: expected a size between 1KiB and 64MiB, such as 16KiB");
+  so.http.max_header_bytes = size_t(*header);
+  so.http.max_connections = a.max_connections;
   so.http.read_timeout_s = a.read_timeout;
   so.http.idle_timeout_s = a.idle_timeout;
+  so.http.write_timeout_s = a.write_timeout;
   so.http.drain_timeout_s = a.drain_timeout;
+  so.api.api_key = a.api_key;
   so.api.max_concurrent_requests = a.max_concurrent_requests;
+  so.api.max_queued_requests = a.max_queued_requests;
+  so.api.limits.max_prompt_tokens = a.max_prompt_tokens;
+  so.api.limits.max_output_tokens = a.max_output_tokens;
+  so.api.limits.max_stop_bytes = size_t(a.max_stop_bytes);
+  so.api.limits.max_json_depth = a.max_json_depth;
+  so.api.openai.max_n = a.max_n;
+  so.api.openai.max_logprobs = a.max_logprobs;
+  so.api.tgi.max_top_n_tokens = std::min(so.api.tgi.max_top_n_tokens, a.max_logprobs);
+  if (a.max_stop_sequences >= 0) {
+    so.api.openai.max_stop = a.max_stop_sequences;
+    so.api.tgi.max_stop_sequences = a.max_stop_sequences;
+  }
   so.api.log_requests = !a.no_log_requests;
   so.api.strict_model_name = a.strict_model_name;
 
@@ -113,12 +155,36 @@ void register_serve_commands(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed for requests that bring none, and for --dummy-weights");
   add_engine_flags(cmd, a->engine);
   cmd->add_option("--http-threads", a->http_threads, "HTTP I/O threads (default: min(4, cores))");
+  cmd->add_option("--api-key", a->api_key,
+                  "require 'Authorization: Bearer KEY' on every route except /health (401 otherwise)")
+      ->envname("FLASHGEN_API_KEY");
   cmd->add_option("--max-body-bytes", a->max_body_bytes, "largest request body accepted, e.g. 8MiB (413 above)");
+  cmd->add_option("--max-header-bytes", a->max_header_bytes, "largest request header block, e.g. 16KiB (431 above)");
+  cmd->add_option("--max-connections", a->max_connections,
+                  "open HTTP connections at most; more are answered 429 and closed (4096)");
   cmd->add_option("--max-concurrent-requests", a->max_concurrent_requests,
                   "generation requests in flight at once; more get 429 (256)");
-  cmd->add_option("--read-timeout", a->read_timeout, "seconds to receive one request (30)");
+  cmd->add_option("--max-queued-requests", a->max_queued_requests,
+                  "generation requests accepted that have not produced output yet; more get 429 (256)");
+  cmd->add_option("--max-prompt-tokens", a->max_prompt_tokens,
+                  "prompt tokens of one prompt at most; more get 400 (0: the context)");
+  cmd->add_option("--max-output-tokens", a->max_output_tokens,
+                  "max_tokens / max_new_tokens a request may ask; more get 400, and it caps the defaults (0: the "
+                  "context)");
+  cmd->add_option("--max-n", a->max_n, "choices per prompt (OpenAI n) at most (16)");
+  cmd->add_option("--max-stop-sequences", a->max_stop_sequences,
+                  "stop strings per request at most (default: 16 on OpenAI routes, 4 on TGI routes)");
+  cmd->add_option("--max-stop-bytes", a->max_stop_bytes, "bytes of one stop string at most (1024)");
+  cmd->add_option("--max-logprobs", a->max_logprobs,
+                  "logprobs / top_logprobs at most (20); TGI's top_n_tokens at most min(5, this)");
+  cmd->add_option("--max-json-depth", a->max_json_depth, "nesting of arrays and objects in a request body (64)");
+  cmd->add_option("--read-timeout", a->read_timeout, "seconds to receive one request (30; 408 after that)");
   cmd->add_option("--idle-timeout", a->idle_timeout, "seconds a keep-alive connection may stay idle (75)");
-  cmd->add_option("--drain-timeout", a->drain_timeout, "on SIGTERM, seconds in-flight requests may still run (30)");
+  cmd->add_option("--write-timeout", a->write_timeout,
+                  "seconds one write to a client may take; a client that reads slower is dropped and its request "
+                  "cancelled (60)");
+  cmd->add_option("--drain-timeout", a->drain_timeout,
+                  "on SIGTERM or SIGINT, seconds in-flight requests may still run (30)");
   cmd->add_flag("--no-log-requests", a->no_log_requests, "do not log one line per request");
   cmd->add_option("--log-level", a->log_level, "trace, debug, info, warn, error (info)");
   cmd->callback([a] { run_serve(*a); });

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/status.h"
 #include "jinja/builtins_util.h"
 #include "jinja/error.h"
 
@@ -28,16 +29,25 @@ Value missing_attr(const Value& obj, const std::string& name) {
 }
 
 // A macro or a call block's `caller`, bound to the frame it was defined in.
+// A macro (or a call block's `caller`) and the frame it was defined in. The frame is held weakly:
+// a macro is stored in the very frame it closes over, and a strong reference would make that a
+// cycle that outlives the render (every render of a template with a macro would leak its frames
+// and everything in them). The Interpreter keeps closure frames alive until the render ends
+// (Interpreter::keep_frame), so the frame is always there when the macro runs.
 class MacroFn : public Callable {
  public:
-  MacroFn(const Stmt* stmt, FramePtr closure, std::string name)
-      : stmt_(stmt), closure_(std::move(closure)), name_(std::move(name)) {}
-  Value call(Interpreter& in, CallArgs& args) override { return in.call_macro(*stmt_, closure_, name_, args); }
+  MacroFn(const Stmt* stmt, const FramePtr& closure, std::string name)
+      : stmt_(stmt), closure_(closure), name_(std::move(name)) {}
+  Value call(Interpreter& in, CallArgs& args) override {
+    const FramePtr closure = closure_.lock();
+    FG_CHECK(closure != nullptr, "a macro outlived the render that defined it");
+    return in.call_macro(*stmt_, closure, name_, args);
+  }
   std::string name() const override { return name_; }
 
  private:
   const Stmt* stmt_;
-  FramePtr closure_;
+  std::weak_ptr<Frame> closure_;
   std::string name_;
 };
 
@@ -97,6 +107,16 @@ void Interpreter::render(const Body& body, std::string& out) {
   exec(body, root, out);
 }
 
+void Interpreter::keep_frame(const FramePtr& frame) {
+  if (closure_frames_.empty() || closure_frames_.back() != frame) closure_frames_.push_back(frame);
+}
+
+Interpreter::~Interpreter() {
+  // Values in these frames may hold macros of other kept frames; clearing every frame's variables
+  // first releases them all whatever their order.
+  for (const FramePtr& f : closure_frames_) f->vars.clear();
+}
+
 void Interpreter::step(uint64_t n) {
   steps_ += n;
   if (steps_ > limits_.max_steps)
@@ -153,6 +173,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const FramePtr& frame, s
       return Flow::kNormal;
     }
     case StmtKind::kMacro:
+      keep_frame(frame);
       frame->vars[s.name] = Value::callable(std::make_shared<MacroFn>(&s, frame, s.name));
       return Flow::kNormal;
     case StmtKind::kCallBlock: {
@@ -160,6 +181,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const FramePtr& frame, s
       Value callee = eval(*call.children[0], frame);
       CallArgs args;
       eval_args(call, 1, frame, args);
+      keep_frame(frame);
       args.kwargs.emplace_back("caller", Value::callable(std::make_shared<MacroFn>(&s, frame, "caller")));
       append(out, to_str(this->call(callee, args)));
       return Flow::kNormal;

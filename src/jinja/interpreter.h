@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "jinja/ast.h"
 #include "jinja/value.h"
@@ -39,6 +40,9 @@ class Interpreter {
  public:
   // globals: the template's variables (messages, tools, add_generation_prompt, ...).
   Interpreter(const Limits& limits, const Dict& globals, std::optional<std::tm> fixed_now);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Appends the rendering of `body` to out.
   void render(const Body& body, std::string& out);
@@ -77,6 +81,8 @@ class Interpreter {
   bool compare_op(const std::string& op, const Value& a, const Value& b);
   bool contains(const Value& container, const Value& item);
   Value slice(const Value& obj, const Expr& slice_expr, const FramePtr& frame);
+  // Keeps a frame that a macro closes over alive until the render ends (macros hold it weakly).
+  void keep_frame(const FramePtr& frame);
 
   Limits limits_;
   std::optional<std::tm> fixed_now_;
@@ -85,6 +91,7 @@ class Interpreter {
   uint64_t steps_ = 0;
   uint64_t work_bytes_ = 0;
   int call_depth_ = 0;
+  std::vector<FramePtr> closure_frames_;
 };
 
 // ---- builtins (builtins.cc) -------------------------------------------------------------------

@@ -288,6 +288,9 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
 
   c.max_position_embeddings = 4096;
   FG_RETURN_IF_ERROR(f.get_positive("max_position_embeddings", c.max_position_embeddings, false));
+  if (c.max_position_embeddings > kMaxPositions)
+    return invalid_argument(path + ": max_position_embeddings " + std::to_string(c.max_position_embeddings) +
+                            " is implausibly large (at most " + std::to_string(kMaxPositions) + ")");
   FG_RETURN_IF_ERROR(f.get_double("rms_norm_eps", c.rms_norm_eps, false));
   if (!(c.rms_norm_eps > 0.0)) return invalid_argument(path + ": rms_norm_eps must be > 0");
   FG_RETURN_IF_ERROR(f.get_bool("tie_word_embeddings", c.tie_word_embeddings));

@@ -74,6 +74,10 @@ struct ModelConfig {
   int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
 };
 
+// The longest context a config may declare (16M tokens): larger values are refused as corrupt, so
+// nothing is sized from them.
+inline constexpr int64_t kMaxPositions = int64_t(1) << 24;
+
 // Parses `config.json` text (for tests; `path` is used in messages only). Errors name the path and
 // the problem in one line.
 Result<ModelConfig> parse_model_config(const std::string& json_text, const std::string& path);

@@ -280,8 +280,9 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f) {
 
   c.max_position_embeddings = 4096;
   FG_RETURN_IF_ERROR(read_int(f, p + "context_length", c.max_position_embeddings));
-  if (c.max_position_embeddings <= 0)
-    return invalid_argument(path + ": metadata '" + p + "context_length' must be positive");
+  if (c.max_position_embeddings <= 0 || c.max_position_embeddings > kMaxPositions)
+    return invalid_argument(path + ": metadata '" + p + "context_length' must be in [1, " +
+                            std::to_string(kMaxPositions) + "]");
   FG_RETURN_IF_ERROR(read_float(f, p + "attention.layer_norm_rms_epsilon", c.rms_norm_eps));
   if (!(c.rms_norm_eps > 0.0)) return invalid_argument(path + ": attention.layer_norm_rms_epsilon must be > 0");
 

@@ -173,25 +173,29 @@ Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(const 
 
 // ---- SafetensorsFile
 
-Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  FG_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mf, MappedFile::open(path));
-  size_t size = mf->size();
+Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_image(const uint8_t* bytes, size_t size,
+                                                                         const std::string& path) {
   if (size < 8)
     return invalid_argument(path + ": file is truncated (" + std::to_string(size) +
                             " bytes, shorter than the 8-byte header length)");
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | mf->data()[i];
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
   if (header_len > size - 8)
     return invalid_argument(path + ": header length " + std::to_string(header_len) + " exceeds the file size (" +
                             std::to_string(size) + " bytes); file truncated or corrupt");
   if (header_len > kMaxHeaderBytes)
     return invalid_argument(path + ": header length " + std::to_string(header_len) + " is larger than 100 MB");
-  if (header_len < 2 || mf->data()[8] != '{')
+  if (header_len < 2 || bytes[8] != '{')
     return invalid_argument(path + ": invalid safetensors header (does not start with '{')");
-  std::string header(reinterpret_cast<const char*>(mf->data() + 8), size_t(header_len));
-  const uint8_t* data = mf->data() + 8 + header_len;
+  std::string header(reinterpret_cast<const char*>(bytes + 8), size_t(header_len));
+  const uint8_t* data = bytes + 8 + header_len;
   size_t data_size = size - 8 - size_t(header_len);
-  FG_ASSIGN_OR_RETURN(auto tensors, parse_safetensors_header(header, data, data_size, path));
+  return parse_safetensors_header(header, data, data_size, path);
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
+  FG_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mf, MappedFile::open(path));
+  FG_ASSIGN_OR_RETURN(auto tensors, parse_safetensors_image(mf->data(), mf->size(), path));
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->file_ = std::move(mf);
   f->tensors_ = std::move(tensors);

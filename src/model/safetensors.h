@@ -71,8 +71,14 @@ class SafetensorsFile {
   std::map<std::string, SafetensorsTensor> tensors_;
 };
 
+// Validates a whole file image (length prefix, header, data section) of `size` bytes; the tensors'
+// data pointers point into `bytes`. Used by SafetensorsFile::open on its mapping, and by the fuzz
+// target on bytes in memory. `path` names the file in messages.
+Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_image(const uint8_t* bytes, size_t size,
+                                                                         const std::string& path);
+
 // Parses and validates a header against a data section of `data_size` bytes; used by
-// SafetensorsFile::open and by tests. `data` may be null when only validation is wanted.
+// parse_safetensors_image and by tests. `data` may be null when only validation is wanted.
 Result<std::map<std::string, SafetensorsTensor>> parse_safetensors_header(const std::string& header_json,
                                                                           const uint8_t* data, size_t data_size,
                                                                           const std::string& path);

@@ -2,6 +2,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/dequant.h"
 
@@ -43,6 +44,28 @@ DType target_dtype(const Assembly& a, const Backend& backend) {
   for (const WeightTensor& p : a.parts)
     if (*p.dtype != first) return backend.weight_dtype(DType::kF32);
   return backend.weight_dtype(first);
+}
+
+// Index of the first NaN or infinity among n values, or -1. Tests the exponent bits, so it reads
+// each value once without converting it.
+template <class Bits>
+int64_t first_non_finite_bits(const void* data, int64_t n, Bits exponent_mask) {
+  const auto* v = static_cast<const Bits*>(data);
+  for (int64_t i = 0; i < n; ++i) {
+    Bits x;
+    std::memcpy(&x, v + i, sizeof(Bits));  // safetensors data need not be aligned
+    if ((x & exponent_mask) == exponent_mask) return i;
+  }
+  return -1;
+}
+
+int64_t first_non_finite(const void* data, DType dtype, int64_t n) {
+  switch (dtype) {
+    case DType::kF32: return first_non_finite_bits<uint32_t>(data, n, 0x7f800000u);
+    case DType::kF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7c00));
+    case DType::kBF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7f80));
+    default: return -1;
+  }
 }
 
 class Planner {
@@ -110,6 +133,13 @@ class Planner {
         const int64_t numel = p.numel();
         const DType stored = *p.dtype;
         const void* host = source_.read(p, scratch);
+        // A NaN or infinity in a weight poisons every activation it touches; refuse the file.
+        if (const int64_t bad = first_non_finite(host, stored, numel); bad >= 0) {
+          backend.synchronize();  // copies already queued still read the staging buffer
+          return invalid_argument(p.file + ": tensor '" + p.name + "' holds a NaN or infinite value at element " +
+                                  std::to_string(bad) + " (of " + std::to_string(numel) +
+                                  "); the checkpoint is corrupt");
+        }
         if (stored == a.dtype) {
           backend.copy_from_host(dst, host, stored_bytes(p));
         } else {

@@ -10,8 +10,9 @@
 // different dtypes is kept as weight_dtype(f32) of their exact f32 values. Norm weights and biases
 // are always in the activation dtype.
 // Hugging Face tensor names are resolved here (weight_name_*); the loader validates every dtype and
-// shape against the config before allocating anything, so a bad checkpoint fails with a one-line
-// message and leaves nothing half-loaded.
+// shape against the config before allocating anything, and every value while uploading (a NaN or
+// infinity refuses the file, naming the tensor), so a bad checkpoint fails with a one-line message
+// and leaves nothing half-loaded.
 //
 // Checkpoints come in through a WeightSource, which answers for Hugging Face tensor names: a
 // safetensors checkpoint directly, a GGUF file (model/gguf_model.h) by renaming and undoing its

@@ -82,8 +82,9 @@ std::string openai_error_body(const ApiError& error) {
 
 const char* tgi_error_type(int http_status) {
   if (http_status == 429 || http_status == 503) return "overloaded";
-  if (http_status == 422 || http_status == 400 || http_status == 413 || http_status == 404) return "validation";
+  if (http_status == 401) return "authentication";
   if (http_status == 424) return "generation";
+  if (http_status >= 400 && http_status < 500) return "validation";  // the request itself: 400, 404, 408, 413, 422, 431
   return "incomplete_generation";
 }
 

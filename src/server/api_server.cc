@@ -3,7 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <random>
+#include <string_view>
 
 #include "server/json_fields.h"
 #include "server/request_body.h"
@@ -16,6 +19,27 @@ namespace {
 
 bool is_tgi_path(const std::string& path) {
   return path == "/" || path == "/generate" || path == "/generate_stream" || path == "/info" || path == "/health";
+}
+
+// Whether `s` starts with `prefix`, ASCII case-insensitively (HTTP auth schemes are).
+bool starts_with_ignoring_case(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
+      return false;
+  return true;
+}
+
+// Compares without an early exit, so the time taken does not tell how much of a guess was right.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() != b.size() ? 1u : 0u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= unsigned(x ^ y);
+  }
+  return diff == 0;
 }
 
 std::string random_prefix() {
@@ -31,6 +55,8 @@ std::string random_prefix() {
 ApiServer::ApiServer(GenerationBackend& backend, ApiServerConfig config)
     : backend_(backend), config_(std::move(config)), ctx_(backend, metrics_) {
   ctx_.max_concurrent_requests = config_.max_concurrent_requests;
+  ctx_.max_queued_requests = config_.max_queued_requests;
+  ctx_.limits = config_.limits;
   ctx_.log_requests = config_.log_requests;
   ctx_.strict_model_name = config_.strict_model_name;
   ctx_.id_prefix = random_prefix();
@@ -40,15 +66,42 @@ HttpResponse ApiServer::transport_error(int status, const std::string& message, 
   const ApiDialect d = is_tgi_path(path) ? ApiDialect::kTgi : ApiDialect::kOpenAi;
   ApiError e{status, message, "", "", ""};
   if (status == 413) e.code = "request_too_large";
+  if (status == 431) e.code = "headers_too_large";
+  if (status == 429) e.code = "too_many_connections";
   metrics_.count_request(path.empty() ? "other" : path, status);
+  // The transport's status stands as it is (no 400 -> 422 for TGI paths: these are not
+  // validation errors of a parsed request).
   HttpResponse r;
   r.status = status;
   r.body = error_body(e, d);
+  if (status == 429) r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
+std::optional<Reply> ApiServer::check_api_key(const HttpRequest& req) {
+  if (config_.api_key.empty() || req.path == "/health") return std::nullopt;
+  std::string_view auth = req.authorization;
+  constexpr std::string_view kScheme = "Bearer ";
+  const bool bearer = auth.size() >= kScheme.size() && starts_with_ignoring_case(auth, kScheme);
+  std::string_view token = bearer ? auth.substr(kScheme.size()) : std::string_view();
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  if (bearer && constant_time_equal(token, config_.api_key)) return std::nullopt;
+  ApiError e{401,
+             auth.empty() ? "Missing API key: send the header 'Authorization: Bearer <key>'."
+                          : "Invalid API key in the Authorization header.",
+             "authentication_error", "", "invalid_api_key"};
+  Reply r = error_reply(e, is_tgi_path(req.path) ? ApiDialect::kTgi : ApiDialect::kOpenAi);
+  r.head.headers.push_back({"WWW-Authenticate", "Bearer"});
   return r;
 }
 
 Reply ApiServer::handle(HttpRequest&& req) {
   std::string route_name;
+  if (std::optional<Reply> denied = check_api_key(req)) {
+    metrics_.count_request("unauthorized", denied->head.status);
+    return std::move(*denied);
+  }
   Reply r = route(req, route_name);
   // Generating replies count themselves when they finish; count everything else now.
   if (!r.source) metrics_.count_request(route_name, r.head.status);
@@ -146,8 +199,7 @@ Reply ApiServer::tokenize(const HttpRequest& req) {
     const nlohmann::ordered_json omessages = nlohmann::ordered_json::parse(req.body).at("messages");
     Result<std::string> r =
         backend_.render_chat(omessages, nullptr, add_gen.value_or(true), nlohmann::ordered_json::object());
-    if (!r.is_ok())
-      return error_reply(api_error_from_status(r.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+    if (!r.is_ok()) return error_reply(chat_template_error(r.status(), "messages"), ApiDialect::kOpenAi);
     text = *r;
   }
   Result<std::vector<int32_t>> ids = backend_.tokenize(text, add_special.value_or(prompt.has_value()));
@@ -196,10 +248,16 @@ Status serve(GenerationBackend& backend, ServeOptions options) {
     return api.handle(std::move(req));
   });
   http_ptr = &http;
+  api.metrics().set_connection_counts(
+      [&http] { return std::make_pair(http.open_connections(), http.refused_connections()); });
   FG_RETURN_IF_ERROR(http.start());
   if (options.handle_signals) http.install_signal_handlers();
-  spdlog::info("flashgen serve: listening on http://{}:{} (model '{}', max_model_len {})", options.http.host,
-               http.port(), backend.model_info().id, backend.model_info().max_model_len);
+  spdlog::info("flashgen serve: listening on http://{}:{} (model '{}', max_model_len {}{})", options.http.host,
+               http.port(), backend.model_info().id, backend.model_info().max_model_len,
+               options.api.api_key.empty() ? "" : ", API key required");
+  if (options.api.api_key.empty() && options.http.host != "127.0.0.1" && options.http.host != "::1")
+    spdlog::warn("flashgen serve: listening on {} without --api-key: anyone who can reach it may use it",
+                 options.http.host);
   http.wait();
   api.set_draining(true);
   spdlog::info("flashgen serve: stopped ({} requests still in flight were cancelled)", api.in_flight());

@@ -3,11 +3,14 @@
 //
 // Routes: OpenAI (/v1/completions, /v1/chat/completions, /v1/models[/{id}]), TGI (/generate,
 // /generate_stream, POST /, /info), and /health, /metrics, /tokenize, /detokenize.
-// Every reply (also 404/405 and transport errors) is JSON in the error shape of the API the path
-// belongs to, and is counted in /metrics.
+// Every reply (also 401/404/405 and transport errors) is JSON in the error shape of the API the
+// path belongs to, and is counted in /metrics. With an API key, every route but /health checks the
+// bearer token first (compared in constant time), so an unauthenticated client learns nothing
+// about routes or parameters.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/generation_backend.h"
@@ -21,8 +24,12 @@ namespace fg::server {
 
 struct ApiServerConfig {
   int64_t max_concurrent_requests = 256;  // generation requests in flight; more get 429
+  int64_t max_queued_requests = 256;      // of those, requests that have produced nothing yet; more get 429
+  RequestLimits limits;                   // prompt/output tokens, stop-string bytes, JSON nesting
   OpenAiLimits openai;
   TgiLimits tgi;
+  // Not empty: every route except /health needs "Authorization: Bearer <api_key>" (401 otherwise).
+  std::string api_key;
   bool log_requests = true;
   // A request whose `model` is none of the served names: accepted (false, as text-generation-
   // inference does with one model) or answered 404 model_not_found (true, --strict-model-name).
@@ -44,6 +51,8 @@ class ApiServer {
 
  private:
   Reply route(const HttpRequest& req, std::string& route_name);
+  // Null when the request may proceed, else the 401 reply.
+  std::optional<Reply> check_api_key(const HttpRequest& req);
   Reply tokenize(const HttpRequest& req);
   Reply detokenize(const HttpRequest& req);
 

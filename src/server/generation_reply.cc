@@ -18,7 +18,7 @@ std::string ApiContext::make_id(const char* prefix) {
 
 GenerationReply::GenerationReply(ApiContext& ctx, std::string route, std::string request_id, ApiDialect dialect)
     : ctx_(ctx), route_(std::move(route)), request_id_(std::move(request_id)), dialect_(dialect) {
-  ++ctx_.in_flight;
+  in_flight_at_start_ = ++ctx_.in_flight;
   ctx_.metrics.set_in_flight(ctx_.in_flight.load());
   created_unix_ = static_cast<int64_t>(std::time(nullptr));
 }
@@ -27,12 +27,31 @@ GenerationReply::~GenerationReply() {
   // Dropped before completion (server stopping, submit failure): nobody will read the rest.
   for (Choice& c : choices_)
     if (c.submitted && !c.finished) ctx_.backend.cancel(c.handle);
+  if (queued_) --ctx_.queued;
+  ctx_.metrics.set_queued(ctx_.queued.load());
   --ctx_.in_flight;
   ctx_.metrics.set_in_flight(ctx_.in_flight.load());
 }
 
 std::optional<ApiError> GenerationReply::submit_all(std::vector<GenerationRequest> requests,
                                                     size_t choices_per_prompt) {
+  if (in_flight_at_start_ > ctx_.max_concurrent_requests) {
+    completed_ = true;
+    return ApiError{429,
+                    "The server is at its limit of " + std::to_string(ctx_.max_concurrent_requests) +
+                        " concurrent requests (--max-concurrent-requests); retry later.",
+                    "rate_limit_error", "", "queue_full"};
+  }
+  if (ctx_.queued.fetch_add(1) >= ctx_.max_queued_requests) {
+    --ctx_.queued;
+    completed_ = true;
+    return ApiError{429,
+                    "The server's queue is full: " + std::to_string(ctx_.max_queued_requests) +
+                        " requests are waiting to start (--max-queued-requests); retry later.",
+                    "rate_limit_error", "", "queue_full"};
+  }
+  queued_ = true;
+  ctx_.metrics.set_queued(ctx_.queued.load());
   if (choices_per_prompt == 0) choices_per_prompt = 1;
   choices_.resize(requests.size());
   last_token_.assign(requests.size(), Clock::time_point{});
@@ -86,6 +105,12 @@ bool GenerationReply::poll(std::string& out) {
     events.swap(queue_->events);
   }
   const Clock::time_point now = Clock::now();
+  if (queued_ && !events.empty()) {
+    // The first sign of life: the request has left the queue.
+    queued_ = false;
+    --ctx_.queued;
+    ctx_.metrics.set_queued(ctx_.queued.load());
+  }
   for (auto& [index, ev] : events) {
     if (index >= choices_.size()) continue;
     Choice& c = choices_[index];

@@ -19,6 +19,7 @@
 #include "server/generation_backend.h"
 #include "server/http_types.h"
 #include "server/metrics.h"
+#include "server/request_body.h"
 
 namespace fg::server {
 
@@ -26,8 +27,11 @@ namespace fg::server {
 struct ApiContext {
   GenerationBackend& backend;
   Metrics& metrics;
-  int64_t max_concurrent_requests = 256;
+  int64_t max_concurrent_requests = 256;  // generation requests in flight (queued or producing)
+  int64_t max_queued_requests = 256;      // of those, requests with no output yet
+  RequestLimits limits;
   std::atomic<int64_t> in_flight{0};  // GenerationReply objects alive
+  std::atomic<int64_t> queued{0};     // GenerationReply objects submitted that have seen no event yet
   std::atomic<uint64_t> next_id{0};
   std::string id_prefix;  // random per process, so ids differ across restarts
   bool log_requests = true;
@@ -47,7 +51,9 @@ class GenerationReply : public ReplySource {
 
   // Submits every choice; consecutive groups of `choices_per_prompt` share one prompt (OpenAI n),
   // which usage counts once. On failure, cancels the ones already queued and returns the error
-  // (nothing has been sent; the caller answers with it).
+  // (nothing has been sent; the caller answers with it). A request over --max-concurrent-requests
+  // or --max-queued-requests is refused with 429 before anything is submitted (the count is taken
+  // when this reply was made, so simultaneous requests cannot all slip under the limit).
   std::optional<ApiError> submit_all(std::vector<GenerationRequest> requests, size_t choices_per_prompt = 1);
 
   void start(std::function<void()> wake) override;
@@ -106,6 +112,8 @@ class GenerationReply : public ReplySource {
   Clock::time_point arrival_ = Clock::now();
   Clock::time_point first_token_{};
   std::vector<Clock::time_point> last_token_;
+  int64_t in_flight_at_start_ = 0;  // in_flight including this reply, when it was made
+  bool queued_ = false;             // counted in ctx_.queued
   bool completed_ = false;
   bool cancelled_ = false;
 };

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -20,6 +21,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "server/http_request_parser.h"
 
 namespace fg::server {
 
@@ -61,6 +64,7 @@ struct HttpServer::Impl {
       : cfg(std::move(c)), handler(std::move(h)), ioc(std::max(1, cfg.threads)), acceptor(ioc), drain_timer(ioc) {}
 
   net::awaitable<void> accept_loop();
+  net::awaitable<void> refuse_connection(tcp::socket socket);
   void session_ended(uint64_t id);
   template <class F>
   void for_each_session(F&& f);
@@ -76,6 +80,7 @@ struct HttpServer::Impl {
   std::vector<std::thread> threads;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> active_replies{0};
+  std::atomic<int64_t> refused_connections{0};
   mutable std::mutex mu;
   std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;  // guarded by mu
   uint64_t next_session = 0;                                      // guarded by mu
@@ -168,6 +173,7 @@ net::awaitable<void> Session::send_error(int status, const std::string& message,
   HttpResponse r = server_->cfg.error_reply(status, message, path);
   http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
   res.set(http::field::content_type, r.content_type);
+  for (auto& [k, v] : r.headers) res.set(k, v);
   res.keep_alive(false);
   res.body() = std::move(r.body);
   co_await send(std::move(res));
@@ -305,18 +311,15 @@ net::awaitable<void> Session::produce(Reply& reply, unsigned version, bool keep_
 net::awaitable<bool> Session::serve_one(bool first) {
   const HttpServerConfig& cfg = server_->cfg;
   idle_ = true;
-  http::request_parser<http::string_body> parser;
-  // No limit while reading the header, so a too-large Content-Length is refused below with the
-  // path known (the error shape depends on it); the limit then guards the body (also chunked).
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  parser.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
+  RequestParser parser;
+  configure_request_parser(parser, cfg);
   error_code ec;
   stream_.expires_never();
   arm_read_timer(first ? cfg.read_timeout_s : cfg.idle_timeout_s);
   co_await http::async_read_header(stream_, buffer_, parser, net::redirect_error(net::use_awaitable, ec));
-  if (!ec && parser.content_length() && *parser.content_length() > cfg.max_body_bytes) ec = http::error::body_limit;
+  if (!ec && content_length_too_large(parser, cfg)) ec = http::error::body_limit;
   if (!ec && !parser.is_done()) {
-    parser.body_limit(cfg.max_body_bytes);
+    limit_request_body(parser, cfg);
     idle_ = false;
     arm_read_timer(cfg.read_timeout_s);
     auto& hdr = parser.get();
@@ -329,53 +332,26 @@ net::awaitable<bool> Session::serve_one(bool first) {
   idle_ = false;
   read_timer_.cancel();
   if (ec == net::error::operation_aborted && read_timed_out_) ec = beast::error::timeout;
-  std::string path;
-  if (parser.is_header_done()) {
-    auto t = parser.get().target();
-    std::string_view target(t.data(), t.size());
-    path = std::string(target.substr(0, target.find('?')));
-  }
-  if (ec == http::error::body_limit) {
-    co_await send_error(413,
-                        "Request body is larger than the server's limit of " + std::to_string(cfg.max_body_bytes) +
-                            " bytes (--max-body-bytes).",
-                        path);
-    co_await linger_close();
-    co_return false;
-  }
-  if (ec == http::error::header_limit) {
-    co_await send_error(431, "Request headers are larger than " + std::to_string(cfg.max_header_bytes) + " bytes.",
-                        path);
-    co_await linger_close();
-    co_return false;
-  }
+  std::string path = request_path(parser);
   if (ec) {
-    // Quiet ends: the peer closed, the idle/read timeout fired, or shutdown closed us.
-    const bool quiet = ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
-                       ec == net::error::operation_aborted || ec == net::error::connection_reset ||
-                       (buffer_.size() == 0 && !parser.got_some());
-    if (!quiet && ec.category() == http::make_error_code(http::error::bad_version).category())
-      co_await send_error(400, "Malformed HTTP request: " + ec.message() + ".", path);
-    else if (ec == beast::error::timeout && parser.got_some())
-      co_await send_error(
-          408, "The request was not received within " + std::to_string(int(cfg.read_timeout_s)) + " seconds.", path);
+    const TransportError te = transport_error_for(ec, parser, buffer_.size() > 0, cfg);
+    if (te.answer) {
+      co_await send_error(te.status, te.message, path);
+      // The unread rest of a refused request: drain it so the client reads our answer.
+      if (te.status == 413 || te.status == 431) co_await linger_close();
+    }
     co_return false;
   }
 
-  auto msg = parser.release();
-  HttpRequest req;
-  req.method = std::string(msg.method_string());
-  req.target = std::string(msg.target());
-  req.path = path;
-  req.content_type = std::string(msg[http::field::content_type]);
-  req.body = std::move(msg.body());
+  const bool msg_keep_alive = parser.get().keep_alive();
+  const unsigned version = parser.get().version();
+  HttpRequest req = release_request(parser, path);
   {
     error_code rec;
     auto ep = stream_.socket().remote_endpoint(rec);
     if (!rec) req.remote = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
-  const bool keep_alive = msg.keep_alive() && !server_->draining.load();
-  const unsigned version = msg.version();
+  const bool keep_alive = msg_keep_alive && !server_->draining.load();
 
   Reply reply;
   std::string handler_error;
@@ -418,13 +394,49 @@ net::awaitable<void> HttpServer::Impl::accept_loop() {
     }
     socket.set_option(tcp::no_delay(true), ec);
     std::shared_ptr<Session> session;
+    bool full = false;
     {
       std::lock_guard<std::mutex> lock(mu);
-      session = std::make_shared<Session>(this, std::move(socket), next_session++);
-      sessions.emplace(session->id(), session);
+      full = int64_t(sessions.size()) >= cfg.max_connections;
+      if (!full) {
+        session = std::make_shared<Session>(this, std::move(socket), next_session++);
+        sessions.emplace(session->id(), session);
+      }
+    }
+    if (full) {
+      auto ex = socket.get_executor();
+      net::co_spawn(ex, refuse_connection(std::move(socket)), net::detached);
+      continue;
     }
     net::co_spawn(session->executor(), run_session(session), net::detached);
   }
+}
+
+// Over --max-connections: answer 429 before reading anything, then close. The answer goes out
+// at once (a client is usually still sending), and what the client sends meanwhile is read and
+// dropped for a moment so it sees the answer rather than a reset. Refused connections are few
+// and short-lived: they hold a descriptor for about a second at most.
+net::awaitable<void> HttpServer::Impl::refuse_connection(tcp::socket socket) {
+  ++refused_connections;
+  beast::tcp_stream stream(std::move(socket));
+  HttpResponse r = cfg.error_reply(429,
+                                   "The server is at its limit of " + std::to_string(cfg.max_connections) +
+                                       " open connections (--max-connections); retry later.",
+                                   "");
+  http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
+  res.set(http::field::server, "flashgen");
+  res.set(http::field::content_type, r.content_type);
+  for (auto& [k, v] : r.headers) res.set(k, v);
+  res.keep_alive(false);
+  res.body() = std::move(r.body);
+  res.prepare_payload();
+  error_code ec;
+  stream.expires_after(std::chrono::seconds(1));
+  co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  std::array<char, 4096> sink;
+  while (!ec) co_await stream.async_read_some(net::buffer(sink), net::redirect_error(net::use_awaitable, ec));
+  stream.socket().close(ec);
 }
 
 template <class F>
@@ -543,6 +555,10 @@ int64_t HttpServer::open_connections() const {
 
 int64_t HttpServer::active_replies() const {
   return impl_->active_replies.load();
+}
+
+int64_t HttpServer::refused_connections() const {
+  return impl_->refused_connections.load();
 }
 
 }  // namespace fg::server

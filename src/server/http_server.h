@@ -2,8 +2,9 @@
 //
 // A few threads run one io_context; each connection is one coroutine on its own strand, so
 // thousands of idle or streaming connections cost a coroutine frame and a socket each, never a
-// thread. Per connection: keep-alive, a request size limit (413 before the body is read when
-// Content-Length says so, "Expect: 100-continue" honoured), read/idle/write timeouts, streamed
+// thread. Per connection: keep-alive, request size limits (413 before the body is read when
+// Content-Length says so, "Expect: 100-continue" honoured; 431 for headers), read/idle/write
+// timeouts, a cap on open connections (429 with Retry-After beyond it), streamed
 // chunked replies (SSE), and a watch on the socket while a reply is being produced so a client
 // that disconnects cancels its request at once.
 //
@@ -30,6 +31,8 @@ struct HttpServerConfig {
   int threads = 2;
   size_t max_body_bytes = 8u << 20;
   size_t max_header_bytes = 16u << 10;
+  // Open connections at most; one more is answered 429 (Retry-After) and closed at once.
+  int64_t max_connections = 4096;
   double read_timeout_s = 30.0;   // one request, first byte to last
   double idle_timeout_s = 75.0;   // a keep-alive connection waiting for its next request
   double write_timeout_s = 60.0;  // one write to a slow client
@@ -63,6 +66,8 @@ class HttpServer {
   int64_t open_connections() const;
   // Replies still being produced (a reply source started and not finished).
   int64_t active_replies() const;
+  // Connections answered 429 because --max-connections were open.
+  int64_t refused_connections() const;
 
  private:
   std::unique_ptr<Impl> impl_;

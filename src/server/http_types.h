@@ -15,6 +15,7 @@ struct HttpRequest {
   std::string target;  // path plus query, e.g. "/v1/models"
   std::string path;    // target without the query
   std::string content_type;
+  std::string authorization;  // the Authorization header, "" when absent
   std::string body;
   std::string remote;  // peer address, for logs
 };

@@ -22,6 +22,8 @@ class JsonFields {
   // `obj` must outlive this reader. `prefix` is prepended to parameter names in errors
   // ("stream_options." for a nested object).
   explicit JsonFields(const nlohmann::json& obj, std::string prefix = {});
+  // The reader keeps a reference: a temporary object would dangle after this statement.
+  explicit JsonFields(const nlohmann::json&& obj, std::string prefix = {}) = delete;
 
   std::optional<int64_t> get_int(std::string_view key);
   std::optional<double> get_number(std::string_view key);

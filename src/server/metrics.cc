@@ -116,6 +116,15 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
   }
   scalar(out, "flashgen_requests_in_flight", "gauge", "HTTP generation requests accepted and not yet answered.",
          double(in_flight_.load()));
+  scalar(out, "flashgen_requests_queued", "gauge",
+         "HTTP generation requests accepted that have produced nothing yet (--max-queued-requests).",
+         double(queued_.load()));
+  if (connection_counts_) {
+    const auto [open, refused] = connection_counts_();
+    scalar(out, "flashgen_http_connections_open", "gauge", "Open HTTP connections (--max-connections).", double(open));
+    scalar(out, "flashgen_http_connections_refused_total", "counter",
+           "Connections answered 429 because --max-connections were open.", double(refused));
+  }
   scalar(out, "flashgen_num_requests_waiting", "gauge", "Requests queued in the engine.", double(stats.waiting));
   scalar(out, "flashgen_num_requests_running", "gauge", "Sequences being prefilled or decoded.", double(stats.running));
   scalar(out, "flashgen_kv_pages_used", "gauge", "KV cache pages held by live sequences.", double(stats.kv_pages_used));

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -41,6 +42,11 @@ class Metrics {
   void observe_itl(double seconds) { itl_.observe(seconds); }
   void observe_e2e(double seconds) { e2e_.observe(seconds); }
   void set_in_flight(int64_t n) { in_flight_.store(n); }
+  void set_queued(int64_t n) { queued_.store(n); }
+  // Open and refused HTTP connections, read at scrape time (set by the transport's owner).
+  void set_connection_counts(std::function<std::pair<int64_t, int64_t>()> open_and_refused) {
+    connection_counts_ = std::move(open_and_refused);
+  }
 
   // The whole exposition: server metrics plus the backend's gauges.
   std::string render_prometheus(const BackendStats& stats, const ModelInfo& info) const;
@@ -57,6 +63,8 @@ class Metrics {
   std::atomic<int64_t> cached_prompt_tokens_{0};
   std::atomic<int64_t> generated_tokens_{0};
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> queued_{0};
+  std::function<std::pair<int64_t, int64_t>()> connection_counts_;
   Histogram ttft_;
   Histogram itl_;
   Histogram e2e_;

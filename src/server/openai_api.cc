@@ -86,8 +86,9 @@ void read_structured_output(JsonFields& f, const nlohmann::ordered_json& obody, 
 // With one model served, any `model` name is accepted (as text-generation-inference does, so
 // clients that send a placeholder work) unless strict_model_name; replies report the name the
 // client sent when it is one of the served names, else the served id.
-void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& info, bool strict_model_name,
-                 CommonParams& p) {
+void read_common(JsonFields& f, const OpenAiLimits& limits, const ApiContext& ctx, CommonParams& p) {
+  const ModelInfo& info = ctx.backend.model_info();
+  const bool strict_model_name = ctx.strict_model_name;
   auto model = f.get_string("model");
   if (f.ok() && !model) f.fail(missing_parameter("model"));
   if (f.ok() && !info.has_name(*model)) {
@@ -153,6 +154,8 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ModelInfo& inf
     } else {
       f.fail(invalid_type("stop", "a string or an array of strings"));
     }
+    for (const std::string& st : s.stop)
+      if (auto err = check_stop_string(st, "stop", ctx.limits)) f.fail(*err);
   }
   if (const json* lb = f.get_object("logit_bias")) {
     if (!lb->empty()) f.fail(unsupported_param("logit_bias", "token biases are not implemented."));
@@ -533,8 +536,8 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
   std::vector<GenerationRequest> requests;
   const std::string id = ctx.make_id(chat ? "chatcmpl" : "cmpl");
   for (auto& ids : prompts) {
-    LengthCheck lc =
-        check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len, p.max_tokens_param);
+    LengthCheck lc = check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len,
+                                  p.max_tokens_param, ctx.limits);
     if (lc.error) return error_reply(*lc.error, ApiDialect::kOpenAi);
     for (int64_t i = 0; i < p.n; ++i) {
       GenerationRequest r;
@@ -553,13 +556,6 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
       if (p.sampling.seed) r.sampling.seed = *p.sampling.seed + uint64_t(i);
       requests.push_back(std::move(r));
     }
-  }
-  if (ctx.in_flight.load() >= ctx.max_concurrent_requests) {
-    return error_reply(ApiError{429,
-                                "The server is at its limit of " + std::to_string(ctx.max_concurrent_requests) +
-                                    " concurrent requests (--max-concurrent-requests); retry later.",
-                                "rate_limit_error", "", "queue_full"},
-                       ApiDialect::kOpenAi);
   }
   std::optional<grammar::ToolCallFormat> format;
   for (auto f :
@@ -586,11 +582,11 @@ Reply fail(const JsonFields& f) {
 
 Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const HttpRequest& req) {
   json body;
-  if (auto err = parse_json_object(req, body)) return error_reply(*err, ApiDialect::kOpenAi);
+  if (auto err = parse_json_object(req, body, ctx.limits.max_json_depth)) return error_reply(*err, ApiDialect::kOpenAi);
   const ModelInfo& info = ctx.backend.model_info();
   JsonFields f(body);
   CommonParams p;
-  read_common(f, limits, info, ctx.strict_model_name, p);
+  read_common(f, limits, ctx, p);
   read_max_tokens(f, p, /*chat=*/false);
   if (auto lp = f.get_int("logprobs")) {
     if (*lp < 0 || *lp > limits.max_logprobs)
@@ -681,11 +677,11 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
 
 Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const HttpRequest& req) {
   json body;
-  if (auto err = parse_json_object(req, body)) return error_reply(*err, ApiDialect::kOpenAi);
+  if (auto err = parse_json_object(req, body, ctx.limits.max_json_depth)) return error_reply(*err, ApiDialect::kOpenAi);
   const ModelInfo& info = ctx.backend.model_info();
   JsonFields f(body);
   CommonParams p;
-  read_common(f, limits, info, ctx.strict_model_name, p);
+  read_common(f, limits, ctx, p);
   read_max_tokens(f, p, /*chat=*/true);
   const bool logprobs = f.get_bool("logprobs").value_or(false);
   if (logprobs) p.logprobs = 0;
@@ -803,8 +799,7 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   const ojson otools = tools ? obody.at("tools") : ojson(nullptr);
   const ojson okwargs = template_kwargs ? obody.at("chat_template_kwargs") : ojson::object();
   Result<std::string> text = ctx.backend.render_chat(msgs, otools, add_generation_prompt, okwargs);
-  if (!text.is_ok())
-    return error_reply(api_error_from_status(text.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);
+  if (!text.is_ok()) return error_reply(chat_template_error(text.status(), "messages"), ApiDialect::kOpenAi);
   Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*text, /*add_special_tokens=*/false);
   if (!ids.is_ok())
     return error_reply(api_error_from_status(ids.status(), ApiDialect::kOpenAi, "messages"), ApiDialect::kOpenAi);

@@ -1,6 +1,7 @@
 // TGI-compatible routes (see tgi_api.h).
 #include "server/tgi_api.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "server/json_fields.h"
@@ -185,7 +186,7 @@ class TgiReply final : public GenerationReply {
   int64_t sent_ = 0;
 };
 
-void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, TgiParams& p) {
+void read_params(JsonFields& f, const TgiLimits& limits, const RequestLimits& rl, const ModelInfo& info, TgiParams& p) {
   auto fail_if = [&](bool bad, std::string msg, const char* param) {
     if (bad) f.fail(validation(std::move(msg), param));
   };
@@ -231,6 +232,8 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
       }
       if (!e.get<std::string>().empty()) s.stop.push_back(e.get<std::string>());
     }
+    for (const std::string& st : s.stop)
+      if (auto err = check_stop_string(st, "stop", rl)) f.fail(validation(err->message, "stop"));
   }
   if (auto n = f.get_int("top_n_tokens")) {
     fail_if(*n < 0 || *n > limits.max_top_n_tokens,
@@ -281,7 +284,7 @@ void read_params(JsonFields& f, const TgiLimits& limits, const ModelInfo& info, 
 
 Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& req, TgiRoute route) {
   json body;
-  if (auto err = parse_json_object(req, body)) return error_reply(*err, ApiDialect::kTgi);
+  if (auto err = parse_json_object(req, body, ctx.limits.max_json_depth)) return error_reply(*err, ApiDialect::kTgi);
   const ModelInfo& info = ctx.backend.model_info();
   JsonFields f(body);
   auto inputs = f.get_string("inputs");
@@ -294,22 +297,20 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
   if (!f.ok()) return error_reply(*f.error(), ApiDialect::kTgi);
   if (params) {
     JsonFields pf(*params);
-    read_params(pf, limits, info, p);
+    read_params(pf, limits, ctx.limits, info, p);
     if (!pf.ok()) return error_reply(*pf.error(), ApiDialect::kTgi);
   } else {
-    JsonFields pf(json::object());
-    read_params(pf, limits, info, p);
+    const json no_params = json::object();
+    JsonFields pf(no_params);
+    read_params(pf, limits, ctx.limits, info, p);
   }
   Result<std::vector<int32_t>> ids = ctx.backend.tokenize(*inputs, /*add_special_tokens=*/true);
   if (!ids.is_ok())
     return error_reply(api_error_from_status(ids.status(), ApiDialect::kTgi, "inputs"), ApiDialect::kTgi);
   if (p.truncate > 0 && int64_t(ids->size()) > p.truncate) ids->erase(ids->begin(), ids->end() - p.truncate);
   LengthCheck lc = check_length(int64_t(ids->size()), p.max_new_tokens, limits.default_max_new_tokens,
-                                info.max_model_len, "max_new_tokens");
+                                info.max_model_len, "max_new_tokens", ctx.limits);
   if (lc.error) return error_reply(validation(lc.error->message, "max_new_tokens"), ApiDialect::kTgi);
-  if (ctx.in_flight.load() >= ctx.max_concurrent_requests) {
-    return error_reply(ApiError{429, "Model is overloaded", "", "", "queue_full"}, ApiDialect::kTgi);
-  }
   GenerationRequest r;
   r.request_id = ctx.make_id("tgi");
   r.prompt_ids = *ids;
@@ -337,6 +338,8 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
 
 Reply tgi_info(ApiContext& ctx, const TgiLimits& limits) {
   const ModelInfo& info = ctx.backend.model_info();
+  int64_t max_input = info.max_model_len - 1;
+  if (ctx.limits.max_prompt_tokens > 0) max_input = std::min(max_input, ctx.limits.max_prompt_tokens);
   json j = {{"model_id", info.id},
             {"model_sha", nullptr},
             {"model_dtype", info.dtype},
@@ -345,8 +348,8 @@ Reply tgi_info(ApiContext& ctx, const TgiLimits& limits) {
             {"max_concurrent_requests", ctx.max_concurrent_requests},
             {"max_best_of", 1},
             {"max_stop_sequences", limits.max_stop_sequences},
-            {"max_input_tokens", info.max_model_len - 1},
-            {"max_input_length", info.max_model_len - 1},
+            {"max_input_tokens", max_input},
+            {"max_input_length", max_input},
             {"max_total_tokens", info.max_model_len},
             {"vocab_size", info.vocab_size},
             {"validation_workers", 1},

@@ -200,6 +200,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_documents(const json& root, c
       }
     }
   }
+  // Every id encode() can add must exist: a template naming an id past the vocabulary would hand
+  // the model an embedding row it does not have.
+  for (const std::vector<int32_t>* ids : {&t->prefix_, &t->suffix_}) {
+    for (int32_t id : *ids) {
+      if (id < 0 || id >= t->vocab_size_)
+        return invalid_argument(name + ": post_processor adds token id " + std::to_string(id) +
+                                ", which is not in the vocabulary (" + std::to_string(t->vocab_size_) + " ids)");
+    }
+  }
   return t;
 }
 

@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
 
 #include "backend/backend.h"
 #include "model/generate.h"
@@ -221,6 +225,32 @@ class GgufModelErrorTest : public ::testing::Test {
   fs::path dir_;
   std::unique_ptr<Backend> backend_;
 };
+
+TEST_F(GgufModelErrorTest, NanWeightIsRefusedNamingTheTensor) {
+  const std::string path = (dir_ / "m.gguf").string();
+  llama().write(path);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  size_t at = 0;
+  {
+    auto f = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
+    ASSERT_TRUE(f.is_ok()) << f.status().to_string();
+    const GgufTensorInfo* t = (*f)->find_tensor("blk.0.ffn_up.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->type, GgmlType::kF32);
+    at = size_t(t->data - reinterpret_cast<const uint8_t*>(bytes.data())) + 4 * 3;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(&bytes[at], &nan, 4);
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto m = Model::load(path, *backend_);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("NaN or infinite value at element 3"), std::string::npos) << m.status().message();
+}
 
 TEST_F(GgufModelErrorTest, UnsupportedArchitectureByName) {
   GgufWriter w;

@@ -56,6 +56,8 @@ Result<std::string> FakeBackend::render_chat(const nlohmann::ordered_json& messa
   if (!tools.is_null()) s += "<|tools|>" + tools.dump() + "\n";
   for (const auto& m : messages) {
     if (m.value("role", "") == "raise") return invalid_argument("chat template: raise_exception('role raise')");
+    if (m.value("content", "") == "__template_limit__")
+      return Status(ErrorCode::kResourceExhausted, "template limit exceeded: output exceeds the limit");
     s += "<|" + m.value("role", "") + "|>" + m.value("content", "") + "\n";
   }
   if (add_generation_prompt) s += "<|assistant|>";

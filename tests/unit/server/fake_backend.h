@@ -5,6 +5,7 @@
 // that depend on the prompt length, seeded ones letters that depend on the seed. Stop strings are
 // matched with hold-back (a partial match is not sent), KV "pages" are counted per request so
 // tests can check that cancellation frees them, and a full queue refuses with kResourceExhausted.
+// A message whose content is "__template_limit__" makes the chat template hit a rendering limit.
 #pragma once
 
 #include <atomic>

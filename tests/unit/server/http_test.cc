@@ -139,6 +139,58 @@ TEST_F(HttpTest, MalformedHttpIs400AndCloses) {
   EXPECT_TRUE(c.closed_by_peer());
 }
 
+TEST_F(HttpTest, OversizedHeadersAre431) {
+  HttpServerConfig h;
+  h.max_header_bytes = 2048;
+  start(h);
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send_all("GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(4096, 'a') + "\r\n\r\n"));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 431);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "headers_too_large");
+  EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("--max-header-bytes"), std::string::npos);
+}
+
+TEST_F(HttpTest, ConnectionsOverTheCapGet429AndAreClosed) {
+  HttpServerConfig h;
+  h.max_connections = 2;
+  start(h);
+  TestConnection a(port_), b(port_);
+  ASSERT_TRUE(a.send_all(get_request("/health")));
+  ASSERT_EQ(a.read_response().status, 200);
+  ASSERT_TRUE(b.send_all(get_request("/health")));
+  ASSERT_EQ(b.read_response().status, 200);
+  // A third connection is answered at once, whatever it sends, and closed.
+  TestConnection c(port_);
+  c.send_all(post_request("/v1/completions", kSmall));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 429);
+  EXPECT_NE(r.headers.find("retry-after: 1"), std::string::npos) << r.headers;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "too_many_connections");
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(server_->refused_connections(), 1);
+  EXPECT_EQ(backend_->submitted(), 0);
+  // When one closes, a new connection is served again.
+  a.close();
+  EXPECT_TRUE(eventually([&] { return server_->open_connections() == 1; }));
+  TestConnection d(port_);
+  ASSERT_TRUE(d.send_all(get_request("/health")));
+  EXPECT_EQ(d.read_response().status, 200);
+}
+
+// Transport errors keep their status on every path: malformed HTTP is 400 on TGI paths too (TGI's
+// 422 is for validation errors of a parsed request; a regression found by the http_request fuzz
+// target, input in fuzz/regressions/http_request/).
+TEST_F(HttpTest, MalformedHttpOnATgiPathIs400InTgiShape) {
+  start();
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send_all("POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(json::parse(r.body)["error"].is_string());
+  EXPECT_EQ(json::parse(r.body)["error_type"], "validation");
+}
+
 TEST_F(HttpTest, SlowRequestTimesOutWith408) {
   HttpServerConfig h;
   h.read_timeout_s = 0.3;

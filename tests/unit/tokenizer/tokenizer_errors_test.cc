@@ -119,6 +119,37 @@ TEST(TokenizerErrors, InconsistentContents) {
   EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
 }
 
+// A post-processor that adds a token id the vocabulary does not have is refused at load, naming
+// the id (it once loaded, and encode() then returned ids past vocab_size(); found by the
+// tokenizer_json fuzz target, input in fuzz/regressions/tokenizer_json/).
+TEST(TokenizerErrors, PostProcessorIdsMustBeInTheVocabulary) {
+  const nlohmann::json pp = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"pair", nlohmann::json::array()},
+      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {3}}, {"tokens", {"<s>"}}}}}}};
+  auto r = Tokenizer::from_json(tiny_tokenizer({{"post_processor", pp}}), "", "", "t.json");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("token id 3"), std::string::npos) << r.status().message();
+  // With the token added, the same template loads and its id is in range.
+  nlohmann::json with_added = {{"post_processor", pp},
+                               {"added_tokens",
+                                {{{"id", 3},
+                                  {"content", "<s>"},
+                                  {"single_word", false},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"normalized", false},
+                                  {"special", true}}}}};
+  auto ok = Tokenizer::from_json(tiny_tokenizer(with_added), "", "", "t.json");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  const std::vector<int32_t> ids = (*ok)->encode("ab", true);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.front(), 3);
+  for (int32_t id : ids) EXPECT_LT(id, (*ok)->vocab_size());
+}
+
 TEST(TokenizerErrors, ConfigFilesAreOptionalAndRead) {
   TempDir dir;
   dir.write("tokenizer.json", tiny_tokenizer({{"added_tokens",
