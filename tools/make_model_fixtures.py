@@ -2,7 +2,9 @@
 """Writes the model parity fixtures under tests/fixtures/models/<name>/.
 
 For each supported decoder family (and a few variants that exercise RoPE scalings, tied
-embeddings, the classic config.json dialect, a bf16 checkpoint and a sharded checkpoint) this
+embeddings, the classic config.json dialect, a bf16 checkpoint and a sharded checkpoint; Gemma 2
+and 3 with soft-capping, alternating sliding-window layers and local/global RoPE; Phi-3 with
+LongRoPE past its switch length; Mixtral and Qwen3-MoE with routed experts) this
 creates a tiny randomly initialised Hugging Face model (seeded), saves it with save_pretrained
 (safetensors), and records with transformers, in float32 on the CPU:
 
@@ -27,7 +29,7 @@ import transformers
 from transformers import AutoModelForCausalLM
 
 VOCAB = 256
-PROMPT_LENGTHS = (7, 19, 40)  # 40 is longer than every sliding window and dynamic-NTK limit below
+PROMPT_LENGTHS = (7, 19, 40)  # 40 is longer than every sliding window, dynamic-NTK and LongRoPE limit below
 NEW_TOKENS = 32
 MIN_MARGIN = 1e-3  # greedy ties closer than this would make exact-id parity fragile
 
@@ -52,6 +54,8 @@ BASE = dict(
 #            torch_dtype) before the reference is computed from it
 #   bf16:    save the checkpoint in bfloat16 (reference: bf16 weights, f32 compute)
 #   shard:   save_pretrained max_shard_size, to get model.safetensors.index.json
+#   classic: may also name a function rewriting the config dict into that family's classic form
+LONGROPE_HALF = 16  # rotary_dim / 2 of the phi3 fixture: head_dim 64, partial_rotary_factor 0.5
 VARIANTS = {
     "llama": ("LlamaConfig", dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}), {}),
     "llama3_tied": (
@@ -94,6 +98,60 @@ VARIANTS = {
         dict(rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         {"shard": "100KB"},
     ),
+    # Layers 0 and 2 slide (window 8), layer 1 is global; caps small enough to bind on these
+    # random weights; query_pre_attn_scalar != head_dim; tied embeddings (Gemma's default).
+    "gemma2": (
+        "Gemma2Config",
+        dict(num_hidden_layers=3, sliding_window=8, query_pre_attn_scalar=48, attn_logit_softcapping=4.0,
+             final_logit_softcapping=6.0, hidden_activation="gelu_pytorch_tanh",
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        {},
+    ),
+    # transformers 5's nested per-layer-type rope_parameters; linear scaling on the global layer.
+    "gemma3": (
+        "Gemma3TextConfig",
+        dict(num_hidden_layers=3, sliding_window=8, query_pre_attn_scalar=64, final_logit_softcapping=None,
+             layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+             rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+        {},
+    ),
+    # The classic form: rope_theta + rope_scaling (global), rope_local_base_freq, sliding_window_pattern.
+    "gemma3_classic": (
+        "Gemma3TextConfig",
+        dict(num_hidden_layers=3, sliding_window=8, query_pre_attn_scalar=64, final_logit_softcapping=None,
+             layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+             rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 500000.0},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}),
+        {"classic": "gemma3"},
+    ),
+    # LongRoPE switching tables past 32 tokens (prompts of 40, greedy runs crossing it), partial
+    # rotary, every layer windowed (24), the fused qkv_proj / gate_up_proj tensors; classic form
+    # (rope_scaling type "longrope", top-level original_max_position_embeddings).
+    "phi3": (
+        "Phi3Config",
+        dict(num_attention_heads=1, num_key_value_heads=1, head_dim=None, max_position_embeddings=128,
+             original_max_position_embeddings=32, partial_rotary_factor=0.5, sliding_window=24,
+             rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                              "short_factor": [1.0 + 0.25 * i for i in range(LONGROPE_HALF)],
+                              "long_factor": [1.5 + 1.5 * i for i in range(LONGROPE_HALF)]}),
+        {"classic": "phi3"},
+    ),
+    "mixtral": (
+        "MixtralConfig",
+        dict(intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        {},
+    ),
+    # Three of eight experts per token without renormalization, a dense layer in the middle
+    # (mlp_only_layers), classic form.
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        dict(num_hidden_layers=3, num_experts=8, num_experts_per_tok=3, moe_intermediate_size=16,
+             norm_topk_prob=False, mlp_only_layers=[1], decoder_sparse_step=1,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        {"classic": "rope_type"},
+    ),
 }
 
 
@@ -117,6 +175,49 @@ def to_classic(path, type_key):
     """Rewrites config.json in the classic dialect: rope_theta + rope_scaling + torch_dtype."""
     with open(path) as f:
         cfg = json.load(f)
+    if type_key == "gemma3":
+        classic_gemma3(cfg)
+    elif type_key == "phi3":
+        classic_phi3(cfg)
+    else:
+        classic_flat(cfg, type_key)
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def classic_gemma3(cfg):
+    """Gemma 3 as published: rope_theta + rope_scaling for the global layers, rope_local_base_freq
+    for the sliding ones, sliding_window_pattern instead of layer_types."""
+    rp = cfg.pop("rope_parameters")
+    full, local = dict(rp["full_attention"]), dict(rp["sliding_attention"])
+    cfg["rope_theta"] = full.pop("rope_theta")
+    cfg["rope_local_base_freq"] = local.pop("rope_theta")
+    if full.get("rope_type", "default") != "default":
+        cfg["rope_scaling"] = full
+    types = cfg.pop("layer_types")
+    pattern = types.index("full_attention") + 1
+    assert all((t == "full_attention") == ((i + 1) % pattern == 0) for i, t in enumerate(types))
+    cfg.pop("_sliding_window_pattern", None)
+    cfg["sliding_window_pattern"] = pattern
+    if "dtype" in cfg:
+        cfg["torch_dtype"] = cfg.pop("dtype")
+
+
+def classic_phi3(cfg):
+    """Phi-3 / Phi-3.5 as published: rope_scaling {"type": "longrope", short/long factors}, with
+    rope_theta, partial_rotary_factor and original_max_position_embeddings at the top level."""
+    rp = dict(cfg.pop("rope_parameters"))
+    cfg["rope_theta"] = rp.pop("rope_theta")
+    cfg["partial_rotary_factor"] = rp.pop("partial_rotary_factor", 1.0)
+    rp.pop("original_max_position_embeddings", None)
+    rp["type"] = rp.pop("rope_type")
+    cfg["rope_scaling"] = rp
+    if "dtype" in cfg:
+        cfg["torch_dtype"] = cfg.pop("dtype")
+
+
+def classic_flat(cfg, type_key):
     rp = dict(cfg.pop("rope_parameters"))
     cfg["rope_theta"] = rp.pop("rope_theta")
     kind = rp.pop("rope_type")
@@ -124,9 +225,6 @@ def to_classic(path, type_key):
         cfg["rope_scaling"] = {type_key: kind, **rp}
     if "dtype" in cfg:
         cfg["torch_dtype"] = cfg.pop("dtype")
-    with open(path, "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
 
 
 def load(out_dir):

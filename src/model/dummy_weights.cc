@@ -42,6 +42,18 @@ std::vector<DummyTensor> dummy_plan(const ModelConfig& c, ModelWeights& w) {
     plan.push_back({&L.o, {hidden, q_dim}, Init::kLinear, q_dim});
     if (c.options.o_bias) plan.push_back({&L.o_bias, {hidden}, Init::kBias, 0});
     plan.push_back({&L.post_norm, {hidden}, Init::kOnes, 0});
+    if (c.options.sandwich_norms) {
+      plan.push_back({&L.attn_out_norm, {hidden}, Init::kOnes, 0});
+      plan.push_back({&L.mlp_out_norm, {hidden}, Init::kOnes, 0});
+    }
+    const int l = int(&L - w.layers.data());
+    if (c.is_moe_layer(l)) {
+      const int64_t E = c.moe.num_experts, mi = c.moe.intermediate_size;
+      plan.push_back({&L.router, {E, hidden}, Init::kLinear, hidden});
+      plan.push_back({&L.expert_gate_up, {E, 2 * mi, hidden}, Init::kLinear, hidden});
+      plan.push_back({&L.expert_down, {E, hidden, mi}, Init::kLinear, mi});
+      continue;
+    }
     plan.push_back({&L.gate_up, {2 * inter, hidden}, Init::kLinear, hidden});
     if (c.options.mlp_bias) plan.push_back({&L.gate_up_bias, {2 * inter}, Init::kBias, 0});
     plan.push_back({&L.down, {hidden, inter}, Init::kLinear, inter});
@@ -116,6 +128,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
 
 Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed) {
   FG_ASSIGN_OR_RETURN(ModelConfig config, load_any_model_config(dir));
+  FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->config_, backend, seed));
   m->upload_rope_table();

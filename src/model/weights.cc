@@ -2,6 +2,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <array>
 
 namespace fg {
 namespace {
@@ -24,7 +25,28 @@ struct Assembly {
   std::vector<int64_t> shape;
   std::vector<WeightTensor> parts;
   size_t arena_offset = 0;
+  bool plus_one = false;  // store 1 + w (Gemma's RMSNorm weights)
 };
+
+// How add() transforms and shapes the assembly.
+struct AddOptions {
+  bool plus_one = false;
+  std::vector<int64_t> view_shape;  // the target's shape when not the concatenation's (same numel)
+};
+
+// t's values as f32 (t.host_dtype is f32, f16 or bf16).
+std::vector<float> host_values_f32(const WeightTensor& t, const void* data) {
+  std::vector<float> out(size_t(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (*t.host_dtype) {
+      case DType::kF32: out[i] = static_cast<const float*>(data)[i]; break;
+      case DType::kF16: out[i] = f16_to_f32(static_cast<const uint16_t*>(data)[i]); break;
+      case DType::kBF16: out[i] = bf16_to_f32(static_cast<const uint16_t*>(data)[i]); break;
+      default: FG_CHECK(false, "weights: tensor '" + t.name + "' has no float host dtype");
+    }
+  }
+  return out;
+}
 
 size_t host_bytes(const WeightTensor& t) {
   return size_t(t.numel()) * dtype_size(*t.host_dtype);
@@ -35,9 +57,11 @@ class Planner {
   Planner(const WeightSource& source) : source_(source) {}
 
   // Requires each named tensor with its expected shape; the target gets their row concatenation.
-  Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts) {
+  Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts,
+             const AddOptions& options = {}) {
     Assembly a;
     a.target = target;
+    a.plus_one = options.plus_one;
     for (const auto& [name, shape] : parts) {
       FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
       if (!t.host_dtype)
@@ -52,6 +76,7 @@ class Planner {
       else
         a.shape[0] += shape[0];
     }
+    if (!options.view_shape.empty()) a.shape = options.view_shape;
     assemblies_.push_back(std::move(a));
     return Status::ok();
   }
@@ -66,7 +91,8 @@ class Planner {
       for (int64_t d : a.shape) numel *= d;
       total += align_up(size_t(numel) * esize);
       for (const WeightTensor& p : a.parts)
-        if (*p.host_dtype != act) staging_bytes = std::max(staging_bytes, host_bytes(p));
+        if (*p.host_dtype != act || a.plus_one)
+          staging_bytes = std::max(staging_bytes, size_t(p.numel()) * std::max<size_t>(4, dtype_size(*p.host_dtype)));
     }
     arena = backend.alloc(std::max<size_t>(total, kAlign));
     if (!arena.data() && total > 0)
@@ -81,16 +107,26 @@ class Planner {
       for (const WeightTensor& p : a.parts) {
         const int64_t numel = p.numel();
         const void* host = source_.read(p, scratch);
-        if (*p.host_dtype == act) {
-          backend.copy_from_host(dst, host, host_bytes(p));
+        DType host_dtype = *p.host_dtype;
+        size_t bytes = host_bytes(p);
+        std::vector<float> shifted;
+        if (a.plus_one) {  // 1 + w in f32, as transformers computes (1.0 + weight.float())
+          shifted = host_values_f32(p, host);
+          for (float& v : shifted) v = 1.0f + v;
+          host = shifted.data();
+          host_dtype = DType::kF32;
+          bytes = shifted.size() * sizeof(float);
+        }
+        if (host_dtype == act) {
+          backend.copy_from_host(dst, host, bytes);
         } else {
-          backend.copy_from_host(staging.data(), host, host_bytes(p));
-          Tensor src = Tensor::contiguous(staging.data(), *p.host_dtype, backend.device(), {numel});
+          backend.copy_from_host(staging.data(), host, bytes);
+          Tensor src = Tensor::contiguous(staging.data(), host_dtype, backend.device(), {numel});
           Tensor out = Tensor::contiguous(dst, act, backend.device(), {numel});
           backend.convert(src, out);
         }
-        // Copies are asynchronous: the scratch buffer is rewritten by the next read.
-        if (!scratch.empty() && host == scratch.data()) backend.synchronize();
+        // Copies are asynchronous: the scratch buffer (or the shifted values) is rewritten next.
+        if ((!scratch.empty() && host == scratch.data()) || !shifted.empty()) backend.synchronize();
         dst += size_t(numel) * esize;
       }
       Tensor& t = *a.target;
@@ -152,34 +188,89 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsC
   return load_model_weights(c, SafetensorsWeightSource(ckpt), backend);
 }
 
+namespace {
+
+// The checkpoint names of expert e's gate, up and down projections in layer l.
+std::array<std::string, 3> expert_names(const ModelConfig& c, int l, int e) {
+  const std::string E = std::to_string(e);
+  if (c.architecture == "MixtralForCausalLM") {
+    const std::string p = "block_sparse_moe.experts." + E + ".";
+    return {weight_name_layer(l, (p + "w1.weight").c_str()), weight_name_layer(l, (p + "w3.weight").c_str()),
+            weight_name_layer(l, (p + "w2.weight").c_str())};
+  }
+  const std::string p = "mlp.experts." + E + ".";
+  return {weight_name_layer(l, (p + "gate_proj.weight").c_str()), weight_name_layer(l, (p + "up_proj.weight").c_str()),
+          weight_name_layer(l, (p + "down_proj.weight").c_str())};
+}
+
+std::string router_name(const ModelConfig& c, int l) {
+  return weight_name_layer(l,
+                           c.architecture == "MixtralForCausalLM" ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+}
+
+}  // namespace
+
 Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend) {
   ModelWeights w;
   w.layers.resize(size_t(c.num_layers));
   Planner plan(source);
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
+  AddOptions norm;
+  norm.plus_one = c.options.norm_plus_one;
 
   FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}}}));
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& L = w.layers[size_t(l)];
     auto n = [l](const char* s) { return weight_name_layer(l, s); };
-    FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
-                                         {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
-                                         {n("self_attn.v_proj.weight"), {kv_dim, hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}, norm));
+    if (c.options.fused_checkpoint) {
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.qkv_proj.weight"), {c.qkv_dim(), hidden}}}));
+    } else {
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
+                                           {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
+                                           {n("self_attn.v_proj.weight"), {kv_dim, hidden}}}));
+    }
     if (c.options.qkv_bias)
       FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}},
                                                 {n("self_attn.k_proj.bias"), {kv_dim}},
                                                 {n("self_attn.v_proj.bias"), {kv_dim}}}));
     if (c.options.qk_norm) {
-      FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}));
-      FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}));
+      FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}, norm));
+      FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}, norm));
     }
     FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}));
     if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(
-        &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}));
+    if (c.options.sandwich_norms) {
+      FG_RETURN_IF_ERROR(plan.add(&L.attn_out_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
+      FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("pre_feedforward_layernorm.weight"), {hidden}}}, norm));
+      FG_RETURN_IF_ERROR(plan.add(&L.mlp_out_norm, {{n("post_feedforward_layernorm.weight"), {hidden}}}, norm));
+    } else {
+      FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
+    }
+    if (c.is_moe_layer(l)) {
+      const int64_t E = c.moe.num_experts, mi = c.moe.intermediate_size;
+      FG_RETURN_IF_ERROR(plan.add(&L.router, {{router_name(c, l), {E, hidden}}}));
+      std::vector<std::pair<std::string, std::vector<int64_t>>> gate_up, down;
+      for (int e = 0; e < E; ++e) {
+        auto [gate_name, up_name, down_name] = expert_names(c, l, e);
+        gate_up.push_back({gate_name, {mi, hidden}});
+        gate_up.push_back({up_name, {mi, hidden}});
+        down.push_back({down_name, {hidden, mi}});
+      }
+      AddOptions stacked_gate_up, stacked_down;
+      stacked_gate_up.view_shape = {E, 2 * mi, hidden};
+      stacked_down.view_shape = {E, hidden, mi};
+      FG_RETURN_IF_ERROR(plan.add(&L.expert_gate_up, gate_up, stacked_gate_up));
+      FG_RETURN_IF_ERROR(plan.add(&L.expert_down, down, stacked_down));
+      continue;
+    }
+    if (c.options.fused_checkpoint) {
+      FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}}));
+    } else {
+      FG_RETURN_IF_ERROR(plan.add(
+          &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}));
+    }
     FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}));
     if (c.options.mlp_bias) {
       FG_RETURN_IF_ERROR(
@@ -187,7 +278,7 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       FG_RETURN_IF_ERROR(plan.add(&L.down_bias, {{n("mlp.down_proj.bias"), {hidden}}}));
     }
   }
-  FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}));
+  FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}, norm));
   if (!c.tie_word_embeddings) FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}));
 
   FG_RETURN_IF_ERROR(plan.upload(backend, w.arena));

@@ -1,5 +1,6 @@
-// Elementwise kernels of the CUDA backend: dtype conversion, seeded uniform fill, SiLU-and-mul,
-// bias add. Memory-bound and simple; one thread per element with a grid-stride loop.
+// Elementwise kernels of the CUDA backend: dtype conversion, seeded uniform fill, SiLU- and
+// GELU(tanh)-and-mul, scale and soft-cap in place, bias add. Memory-bound and simple; one thread per element with a
+// grid-stride loop.
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/sampling_rule.h"
 
@@ -42,8 +43,27 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
     const T* x = static_cast<const T*>(p.x) + r * p.x_stride;
     float g = to_f32(x[c]);
     float u = to_f32(x[p.inter + c]);
-    float silu = g / (1.0f + expf(-g));
-    static_cast<T*>(p.out)[r * p.out_stride + c] = from_f32<T>(silu * u);
+    float a;
+    if (p.gelu_tanh) {
+      constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+      constexpr float kKappa = 0.044715f;
+      a = 0.5f * g * (1.0f + tanhf(kBeta * (g + kKappa * g * g * g)));
+    } else {
+      a = g / (1.0f + expf(-g));
+    }
+    static_cast<T*>(p.out)[r * p.out_stride + c] = from_f32<T>(a * u);
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(ScaleParams p) {
+  int64_t total = p.x.rows * p.x.cols;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = e / p.x.cols;
+    int64_t c = e - r * p.x.cols;
+    T* x = row_ptr<T>(p.x, r) + c;
+    const float v = to_f32(*x);
+    *x = from_f32<T>(p.cap > 0.0f ? tanhf(v / p.cap) * p.cap : v * p.scale);
   }
 }
 
@@ -85,6 +105,15 @@ void launch_silu_mul(const SiluMulParams& p, DType act, cudaStream_t stream) {
   if (total == 0) return;
   dispatch_act(act, [&]<class T>() {
     silu_mul_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_scale(const ScaleParams& p, DType dtype, cudaStream_t stream) {
+  int64_t total = p.x.rows * p.x.cols;
+  if (total == 0) return;
+  dispatch_float(dtype, [&]<class T>() {
+    scale_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -116,6 +117,8 @@ TEST_P(ModelParity, LogitsMatchTransformers) {
       max_ref = std::max(max_ref, std::fabs(r));
     }
     EXPECT_GT(max_ref, 0.0f);
+    std::printf("[ parity   ] %-16s %3zu tokens  max rel err %.2e\n", GetParam().c_str(), prompt.size(),
+                double(max_diff / max_ref));
     EXPECT_LT(max_diff / max_ref, tolerance_) << "prompt of " << prompt.size() << " tokens on " << backend_->name()
                                               << ", worst at position " << worst / size_t(vocab);
     if (!exact_) {
@@ -173,7 +176,8 @@ TEST_P(ModelParity, GreedyMatchesTransformersGenerate) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity,
                          ::testing::Values("llama", "llama3_tied", "llama_dynamic", "llama_bf16", "mistral", "qwen2",
-                                           "qwen3"));
+                                           "qwen3", "gemma2", "gemma3", "gemma3_classic", "phi3", "mixtral",
+                                           "qwen3_moe"));
 
 }  // namespace
 }  // namespace fg
