@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
 BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench"
-TEST_TARGETS="backend_ops_parity backend_attention_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
+TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
 
 pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1

@@ -56,6 +56,11 @@ class ModelRunner final : public StepRunner {
   std::vector<int32_t> eos_token_ids() const override;
   int32_t kv_num_pages() const override { return cache_->num_pages(); }
   int32_t kv_page_size() const override { return cache_->page_size(); }
+  int32_t kv_window() const override { return model_->config().every_layer_window(); }
+  uint64_t kv_variant(int32_t prompt_len) const override {
+    const RopeConfig& r = model_->config().rope;
+    return r.type == RopeScaling::kLongRope && prompt_len > r.original_max_position ? 1 : 0;
+  }
   StepWriter begin_step(const StepShape& shape) override { return model_->begin_step(shape, cache_->page_size()); }
   Result<Tensor> forward(const StepMetadata& step) override { return model_->forward(step, *cache_); }
   StepRunner* draft() override;

@@ -150,13 +150,10 @@ void Model::fill_rope_bases(const StepLayout& m, int num_seqs, int32_t* words) c
   const ModelConfig& c = config_;
   if (!rope_bases()) return;
   if (c.rope.type == RopeScaling::kLongRope) {
-    // The long table for every new token of a sequence longer than the pretraining length; rows
-    // of no sequence (the tail of a padded graph step) read the short one.
-    std::fill(words + m.base, words + m.base + m.total_q, 0);
-    for (int s = 0; s < num_seqs; ++s) {
-      const int32_t table = words[m.skv + size_t(s)] > c.rope.original_max_position ? 1 : 0;
-      for (int i = words[m.cu + size_t(s)]; i < words[m.cu + size_t(s) + 1]; ++i) words[m.base + size_t(i)] = table;
-    }
+    // Every row holds its RoPE length (the writer's, or 1 for padding): the long table past the
+    // pretraining length.
+    for (int i = 0; i < m.total_q; ++i)
+      words[m.base + size_t(i)] = words[m.base + size_t(i)] > c.rope.original_max_position ? 1 : 0;
     return;
   }
   auto* bases = reinterpret_cast<float*>(words + m.base);

@@ -172,7 +172,7 @@ __device__ __forceinline__ int tile_offset(int r, int c) {
 template <int BM, int BN, int WM, int WN, int STAGES>
 struct GemmCfg {
   static constexpr int kBm = BM, kBn = BN, kStages = STAGES;
-  static constexpr int kWarpsM = WM, kWarpsN = WN;
+  static constexpr int kWarpsN = WN;
   static constexpr int kThreads = 32 * WM * WN;
   static constexpr int kWarpM = BM / WM, kWarpN = BN / WN;   // warp tile
   static constexpr int kMt = kWarpM / 16, kNt = kWarpN / 8;  // mma tiles per warp

@@ -288,6 +288,8 @@ TEST(DecodeGraphCpu, VerificationWidthStepsMatchEager) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   check_verify_steps(*cpu, "llama", 3, 5, false, kCpuTolerance);
   check_verify_steps(*cpu, "llama_dynamic", 8, 3, false, kCpuTolerance);
+  check_verify_steps(*cpu, "phi3", 8, 3, false, kCpuTolerance);
+  check_verify_steps(*cpu, "qwen3_moe", 3, 5, false, kCpuTolerance);
 }
 
 TEST(DecodeGraphCuda, VerificationWidthReplaysMatchEager) {
@@ -296,6 +298,9 @@ TEST(DecodeGraphCuda, VerificationWidthReplaysMatchEager) {
   check_verify_steps(*cuda, "llama", 3, 5, true, kCudaTolerance);
   check_verify_steps(*cuda, "qwen3", 8, 5, true, kCudaTolerance);
   check_verify_steps(*cuda, "llama_dynamic", 5, 3, true, kCudaTolerance);
+  check_verify_steps(*cuda, "phi3", 5, 3, true, kCudaTolerance);
+  check_verify_steps(*cuda, "mixtral", 3, 5, true, kCudaTolerance);
+  check_verify_steps(*cuda, "gemma2", 3, 5, true, kCudaTolerance);
 }
 
 TEST(DecodeGraphBucket, LadderAndCap) {
@@ -325,7 +330,8 @@ TEST(DecodeGraphCpu, PaddedStepsMatchEager) {
   DecodeGraphOptions o;
   o.capture = false;
   o.max_batch_size = 8;
-  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied"}) {
+  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied", "gemma2", "gemma3",
+                           "phi3", "mixtral", "qwen3_moe"}) {
     check_fixture(*cpu, name, 3, o, kCpuTolerance, true);  // bucket 4
   }
   check_fixture(*cpu, "llama", 1, o, kCpuTolerance, true);    // bucket 1
@@ -339,7 +345,8 @@ TEST(DecodeGraphCuda, ReplaysMatchEager) {
   DecodeGraphOptions o;
   o.capture = true;
   o.max_batch_size = 16;
-  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied", "chat_llama"}) {
+  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied", "chat_llama", "gemma2",
+                           "gemma3", "gemma3_classic", "phi3", "mixtral", "qwen3_moe"}) {
     check_fixture(*cuda, name, 5, o, kCudaTolerance, true);  // bucket 8
   }
   check_fixture(*cuda, "llama", 1, o, kCudaTolerance, true);    // bucket 1
