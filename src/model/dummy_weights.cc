@@ -79,6 +79,14 @@ int64_t model_weight_bytes(const ModelConfig& config, DType act) {
   return total;
 }
 
+int64_t model_active_weight_bytes(const ModelConfig& config, DType act) {
+  int64_t total = model_weight_bytes(config, act);
+  const int64_t expert = 3 * config.hidden_size * config.moe.intermediate_size * int64_t(dtype_size(act));
+  for (int l = 0; l < config.num_layers; ++l)
+    if (config.is_moe_layer(l)) total -= int64_t(config.moe.num_experts - config.moe.top_k) * expert;
+  return total;
+}
+
 Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, uint64_t seed) {
   ModelWeights w;
   std::vector<DummyTensor> plan = dummy_plan(c, w);

@@ -252,6 +252,35 @@ TEST(FamilyConfig, Qwen3MoeLayers) {
   EXPECT_EQ(off.moe.top_k, 8);
 }
 
+TEST(FamilyConfig, BenchConfigsParse) {
+  auto bench = [](const std::string& name) {
+    auto c = load_model_config(std::string(FG_SOURCE_DIR) + "/bench/configs/" + name);
+    EXPECT_TRUE(c.is_ok()) << c.status().message();
+    return c.is_ok() ? c.value() : ModelConfig{};
+  };
+  ModelConfig mixtral = bench("mixtral-8x7b");
+  EXPECT_EQ(mixtral.moe.num_experts, 8);
+  EXPECT_EQ(mixtral.moe.top_k, 2);
+  EXPECT_EQ(mixtral.moe.intermediate_size, 14336);
+  ModelConfig qwen = bench("qwen3-30b-a3b");
+  EXPECT_EQ(qwen.moe.num_experts, 128);
+  EXPECT_EQ(qwen.moe.top_k, 8);
+  EXPECT_TRUE(qwen.moe.renormalize);
+  EXPECT_EQ(qwen.layer_moe, std::vector<uint8_t>(48, 1));
+  EXPECT_EQ(qwen.every_layer_window(), 0);
+  ModelConfig gemma = bench("gemma-2-9b");
+  EXPECT_EQ(gemma.head_dim, 256);
+  EXPECT_EQ(gemma.layer_sliding_window[0], 4096);
+  EXPECT_EQ(gemma.layer_sliding_window[1], 0);
+  ModelConfig stand_in = bench("gemma-2-9b-hd128"), nocap = bench("gemma-2-9b-hd128-nocap");
+  EXPECT_EQ(stand_in.q_dim(), gemma.q_dim());
+  EXPECT_EQ(stand_in.kv_dim(), gemma.kv_dim());
+  EXPECT_DOUBLE_EQ(stand_in.attn_softcap, 50.0);
+  EXPECT_DOUBLE_EQ(stand_in.final_softcap, 30.0);
+  EXPECT_EQ(nocap.attn_softcap, 0.0);
+  EXPECT_EQ(nocap.final_softcap, 0.0);
+}
+
 TEST(FamilyConfig, UnknownArchitectureNamesTheSupportedOnes) {
   const std::string m = refusal(config_json("DeepseekV3ForCausalLM"));
   for (const char* name : {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "MixtralForCausalLM",
