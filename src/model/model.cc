@@ -38,6 +38,12 @@ Status check_backend_supports(const ModelConfig& c, const Backend& backend) {
     return unsupported(c.dir + ": head_dim " + std::to_string(c.head_dim) + " (" + c.architecture +
                        ") is not supported on the CUDA backend (its attention kernels are built for head_dim 64 "
                        "and 128); use --backend cpu");
+  // The grouped expert GEMM moves rows in 16-byte chunks.
+  if (backend.device() == Device::kCuda && c.moe.num_experts > 0 &&
+      (c.hidden_size % 8 != 0 || c.moe.intermediate_size % 8 != 0))
+    return unsupported(c.dir + ": hidden_size " + std::to_string(c.hidden_size) + " and moe_intermediate_size " +
+                       std::to_string(c.moe.intermediate_size) +
+                       " must be multiples of 8 for the CUDA backend's expert GEMM; use --backend cpu");
   return Status::ok();
 }
 

@@ -371,7 +371,8 @@ TEST(DecodeGraphCuda, GpuMemoryInfoIsReported) {
 // on and off. Where the outputs part, the eager model's logits on the common prefix must show a
 // tie (top-2 margin within the bf16 tolerance); anywhere else the tokens must be equal.
 // `spec`: the second run speculates (n-gram, k = 4) with verification graphs, the first does not.
-void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
+void check_engine_tokens(bool graphs_in_first, SpecMethod spec, const std::string& fixture = "llama") {
+  SCOPED_TRACE(fixture);
   if (!cuda_or_null()) GTEST_SKIP() << kNoGpu;
   std::mt19937 rng(11);
   std::vector<Request> requests;
@@ -386,7 +387,7 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
   }
   auto run = [&](bool graphs, SpecMethod method, DecodeGraphStats* stats, SpecStats* spec_stats) {
     ModelRunnerOptions o;
-    o.model_dir = model_fixture("llama");
+    o.model_dir = model_fixture(fixture);
     o.backend = "cuda";
     o.page_size = 8;
     o.kv_cache_bytes = int64_t(16) << 20;
@@ -436,7 +437,7 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
   }
 
   std::unique_ptr<Backend> cuda = cuda_or_null();
-  auto reference = Model::load(model_fixture("llama"), *cuda);
+  auto reference = Model::load(model_fixture(fixture), *cuda);
   ASSERT_TRUE(reference.is_ok());
   const int64_t vocab = (*reference)->config().vocab_size;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -461,6 +462,13 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
 
 TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
   check_engine_tokens(false, SpecMethod::kOff);
+}
+
+// The newer families through the engine (prefix cache on, chunked prefill) with and without decode
+// graphs: MoE layers, soft-capping, local/global RoPE and LongRoPE recorded into graphs.
+TEST(DecodeGraphCuda, NewFamiliesEngineTokensMatchWithGraphsOnAndOff) {
+  for (const char* fixture : {"mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3"})
+    check_engine_tokens(false, SpecMethod::kOff, fixture);
 }
 
 // Speculative decoding on the GPU: verification steps (1 + k query tokens, graphs of that width)
