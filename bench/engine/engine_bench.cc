@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   o.cuda_graphs = !a.no_cuda_graphs;
   o.max_graph_batch = a.max_graph_batch > 0 ? a.max_graph_batch : std::min(a.max_running, 256);
   o.max_model_len = std::max(a.prompt_len + a.output_len, a.decode_prompt_len + a.decode_tokens) + 1;
+  o.max_step_tokens = a.max_batch_tokens;
   if (!a.kv_cache_memory.empty()) {
     auto bytes = fg::parse_byte_size(a.kv_cache_memory);
     if (!bytes.is_ok()) die(bytes.status().message());

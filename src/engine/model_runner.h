@@ -39,6 +39,9 @@ struct ModelRunnerOptions {
   int32_t max_graph_batch = 256;                        // largest decode batch sent through graphs (buckets up to it)
   int32_t graph_max_query_len = 1;                      // > 1: verification steps of up to this many tokens per
                                                         // sequence replay graphs too (1 + speculative k)
+  int32_t max_step_tokens = 0;                          // > 0: on a GPU, the step workspace for this many new tokens
+                                // (--max-batch-tokens) is allocated before the KV cache is sized
+                                // from free memory
   std::string draft_model_dir;  // a draft model for speculative decoding (--draft-model), loaded on the same
                                 // backend (with dummy weights too under dummy_weights); its KV cache gets as
                                 // many pages as the target's, out of the same memory budget

@@ -106,6 +106,12 @@ class Model {
   // begin_step + one StepWriter::add per chunk + forward (tests and the reference loop).
   Result<Tensor> forward(std::span<const SequenceChunk> chunks, KvCache& cache);
 
+  // Allocates the step workspace for steps of up to `max_tokens` new tokens and `max_logits`
+  // logits rows now (it otherwise grows at the first such step), so that a KV cache sized from
+  // the memory left afterwards leaves room for it: mixture-of-experts layers need buffers of
+  // max_tokens * top_k rows.
+  void reserve_step_workspace(int max_tokens, int max_logits) { reserve(max_tokens, max_logits, 0); }
+
   // Sends later decode-only steps that fit `options` through the fixed buffers (and graphs when
   // options.capture). Allocates those buffers and the workspace for max_batch_size rows now, so
   // call it before sizing the KV cache from free memory. Errors: bad sizes, capture on a backend

@@ -3,10 +3,11 @@
 // never on how the tokens were routed, and nothing is read back to the host: a layer records into
 // a CUDA graph and replays for any routing.
 //
-// Routing: moe_topk_kernel, one warp per token (softmax over the experts, top_k rounds of a warp
-// argmax, ties to the lower expert id); then moe_sort_kernel, ONE block, counts the assignments per
-// expert in shared memory, scans them into expert_offsets and places every assignment with a
-// shared-memory cursor per expert. The order within an expert depends on atomics; the GEMM computes
+// Routing: one warp per token (softmax over the experts, top_k rounds of a warp argmax, ties to the
+// lower expert id); then ONE block counts the assignments per expert in shared memory, scans them
+// into expert_offsets and places every assignment with a shared-memory cursor per expert. Steps of
+// up to 128 tokens (decode) do both in one launch of one block; larger ones launch a top-k kernel
+// over all tokens, then the sort. The order within an expert depends on atomics; the GEMM computes
 // every row independently of its neighbours, so no result depends on it.
 //
 // Grouped GEMM (moe_gemm_kernel): out[r] = x_r @ w[e]^T for the rows r of each expert e, bf16
@@ -39,11 +40,10 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kTopkWarps = 4;  // tokens per block of moe_topk_kernel
 constexpr int kMaxExperts = 512;
 constexpr int kSortThreads = 1024;
+constexpr int kSmallRouteTokens = 128;  // up to this many tokens, one block routes them all in one launch
 
-__global__ void __launch_bounds__(kTopkWarps * 32) moe_topk_kernel(MoeRouteParams p) {
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int t = int(blockIdx.x) * kTopkWarps + warp;
-  if (t >= p.num_tokens) return;
+// Softmax and top-k of token t's router logits, by one full warp.
+__device__ __forceinline__ void route_token(const MoeRouteParams& p, int t, int lane) {
   const float* x = p.logits + int64_t(t) * p.logits_stride;
   float m = -INFINITY;
   for (int e = lane; e < p.num_experts; e += 32) m = fmaxf(m, x[e]);
@@ -92,9 +92,14 @@ __global__ void __launch_bounds__(kTopkWarps * 32) moe_topk_kernel(MoeRouteParam
   }
 }
 
-__global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeRouteParams p) {
-  __shared__ int counts[kMaxExperts];
-  __shared__ int cursor[kMaxExperts];
+__global__ void __launch_bounds__(kTopkWarps * 32) moe_topk_kernel(MoeRouteParams p) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int t = int(blockIdx.x) * kTopkWarps + warp;
+  if (t < p.num_tokens) route_token(p, t, lane);
+}
+
+// Counts, scans and places every assignment, by one whole block (the caller's shared arrays).
+__device__ __forceinline__ void sort_assignments(const MoeRouteParams& p, int* counts, int* cursor) {
   const int E = p.num_experts;
   const int A = p.num_tokens * p.top_k;
   const int tid = int(threadIdx.x), lane = tid % 32;
@@ -125,6 +130,22 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeRouteParams p
     p.sorted_assign[pos] = a;
     p.assign_row[a] = pos;
   }
+}
+
+__global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeRouteParams p) {
+  __shared__ int counts[kMaxExperts];
+  __shared__ int cursor[kMaxExperts];
+  sort_assignments(p, counts, cursor);
+}
+
+// Small steps (decode): top-k by the block's warps, then the sort, in one launch.
+__global__ void __launch_bounds__(kSortThreads) moe_route_small_kernel(MoeRouteParams p) {
+  __shared__ int counts[kMaxExperts];
+  __shared__ int cursor[kMaxExperts];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  for (int t = warp; t < p.num_tokens; t += kSortThreads / 32) route_token(p, t, lane);
+  __syncthreads();  // the block's global writes of topk_ids are visible to the whole block after it
+  sort_assignments(p, counts, cursor);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -183,7 +204,7 @@ struct GemmCfg {
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are whole m16 x n16 blocks");
 };
 
-using CfgDecode = GemmCfg<16, 64, 1, 4, 4>;     // few rows per expert: stream weights
+using CfgDecode = GemmCfg<16, 64, 1, 4, 8>;     // few rows per expert: stream weights, 7 tiles ahead
 using CfgMid = GemmCfg<64, 128, 2, 2, 4>;       // tens of rows per expert
 using CfgPrefill = GemmCfg<128, 128, 2, 4, 4>;  // compute-bound
 
@@ -433,6 +454,11 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
            "moe_route: " + std::to_string(p.num_experts) + " experts, top " + std::to_string(p.top_k) +
                " is outside the kernels' limits");
   if (p.num_tokens == 0) return;
+  if (p.num_tokens <= kSmallRouteTokens) {
+    moe_route_small_kernel<<<1, kSortThreads, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   moe_topk_kernel<<<unsigned((p.num_tokens + kTopkWarps - 1) / kTopkWarps), kTopkWarps * 32, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
   moe_sort_kernel<<<1, kSortThreads, 0, stream>>>(p);
