@@ -69,7 +69,7 @@ run_all() {
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
 
-  OUT=$OUT/raw step parity 150 tools/gpu_check.sh run .device/bin
+  OUT=$OUT/raw step parity 300 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
