@@ -15,8 +15,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench"
-TEST_TARGETS="backend_ops_parity backend_attention_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
+BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench"
+TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
 
 pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
@@ -70,7 +70,7 @@ run_all() {
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
 
-  OUT=$OUT/raw step parity 150 tools/gpu_check.sh run .device/bin
+  OUT=$OUT/raw step parity 300 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
@@ -82,7 +82,19 @@ run_all() {
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
   step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
-  step hf_live_parity 90 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
+  step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
+  # Model families (docs/perf.md, "Model families"): the grouped expert GEMM against the dense
+  # ceiling, MoE decode against the floor of the bytes read and 1k/1k throughput, and Gemma-2-9B's
+  # shape with and without soft-capping.
+  step moe_gemm 120 $T/moe_gemm_bench --backend cuda --json "$OUT/raw/moe_gemm.json"
+  step mixtral 300 $T/engine_bench --config bench/configs/mixtral-8x7b --backend cuda --kv-cache-memory 30GiB \
+    --num-requests 256 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/mixtral.json"
+  step qwen3_moe 240 $T/engine_bench --config bench/configs/qwen3-30b-a3b --backend cuda --kv-cache-memory 60GiB \
+    --num-requests 512 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/qwen3_moe.json"
+  for cfg in gemma-2-9b-hd128 gemma-2-9b-hd128-nocap; do
+    step "$cfg" 90 $T/engine_bench --config bench/configs/$cfg --backend cuda --kv-cache-memory 40GiB \
+      --decode-prompt-len 6000 --decode-tokens 256 --skip-throughput --json "$OUT/raw/$cfg.json"
+  done
   if [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" serve_bench "* ]]; then
     # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer.
     $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \

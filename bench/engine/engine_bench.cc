@@ -1,6 +1,8 @@
 // engine_bench: the engine at real shapes (dummy weights from bench/configs by default).
 //  (a) decode: one request, batch 1; time per decode step against the floor
-//      (weight bytes + KV bytes read) / measured device copy bandwidth;
+//      (weight bytes read + KV bytes read) / measured device copy bandwidth, where a mixture of
+//      experts reads only its top_k experts per layer and a sliding-window layer only its window
+//      of the KV;
 //  (b) throughput: N requests (prompt P, output O, ignore_eos) submitted at once; output tokens/s,
 //      steps, preemptions, and where the step time went (schedule / build / forward / sample / post).
 // Prints a table; --json FILE also writes the figures. Never part of the test suite.
@@ -24,6 +26,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "kvcache/kv_sizing.h"
+#include "model/dummy_weights.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
   o.cuda_graphs = !a.no_cuda_graphs;
   o.max_graph_batch = a.max_graph_batch > 0 ? a.max_graph_batch : std::min(a.max_running, 256);
   o.max_model_len = std::max(a.prompt_len + a.output_len, a.decode_prompt_len + a.decode_tokens) + 1;
+  o.max_step_tokens = a.max_batch_tokens;
   if (!a.kv_cache_memory.empty()) {
     auto bytes = fg::parse_byte_size(a.kv_cache_memory);
     if (!bytes.is_ok()) die(bytes.status().message());
@@ -134,12 +138,17 @@ int main(int argc, char** argv) {
   fg::Backend& backend = runner->backend();
   const fg::ModelConfig& cfg = runner->config();
   const int64_t weight_bytes = fg::weight_bytes(runner->model().weights());  // as kept (quantized on the cpu)
+  // What one token reads: the top-k experts' share of the weights in a mixture-of-experts model.
+  const int64_t active_bytes = int64_t(double(weight_bytes) *
+                                       double(fg::model_active_weight_bytes(cfg, backend.act_dtype())) /
+                                       double(fg::model_weight_bytes(cfg, backend.act_dtype())));
   const int vocab = int(cfg.vocab_size);
   nlohmann::json out;
   out["model"] = o.model_dir;
   out["dummy_weights"] = o.dummy_weights;
   out["backend"] = backend.name();
   out["weight_bytes"] = weight_bytes;
+  out["active_weight_bytes"] = active_bytes;
   out["kv_cache_bytes"] = runner->kv_cache_bytes();
   out["kv_pages"] = runner->kv_num_pages();
   out["page_size"] = a.page_size;
@@ -179,21 +188,32 @@ int main(int argc, char** argv) {
     double mean = 0.0;
     for (double d : decode_steps) mean += d;
     mean = decode_steps.empty() ? 0.0 : mean / double(decode_steps.size());
-    const int64_t kv_read = int64_t(2) * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim *
-                            int64_t(fg::dtype_size(backend.act_dtype())) * (a.decode_prompt_len + a.decode_tokens / 2);
-    // The floor: every weight byte (and the KV read) crosses the memory bus once per token, at
-    // the rate a device copy moves bytes (read + write counted).
-    const double floor_s = double(weight_bytes + kv_read) / bw;
+    // The mean KV a token reads: each layer its keys and values up to its window.
+    const int64_t mean_len = a.decode_prompt_len + a.decode_tokens / 2;
+    int64_t kv_read = 0;
+    for (int l = 0; l < cfg.num_layers; ++l) {
+      const int w = cfg.layer_sliding_window[size_t(l)];
+      kv_read += int64_t(2) * cfg.num_kv_heads * cfg.head_dim * int64_t(fg::dtype_size(backend.act_dtype())) *
+                 (w > 0 ? std::min<int64_t>(w, mean_len) : mean_len);
+    }
+    // The floor: every weight byte a token reads (a mixture of experts: its top_k experts per
+    // layer) and the KV read cross the memory bus once per token, at the rate a device copy moves
+    // bytes (read + write counted).
+    const double floor_s = double(active_bytes + kv_read) / bw;
     std::printf("\n(a) batch-1 decode, prompt %d, %d tokens\n", a.decode_prompt_len, a.decode_tokens);
     std::printf("  copy bandwidth        %10.1f GB/s (read + write)\n", bw / 1e9);
-    std::printf("  floor per token       %10.3f ms  (weights %s + mean KV read, at the copy rate)\n", 1e3 * floor_s,
-                fg::format_byte_size(weight_bytes).c_str());
+    std::printf("  floor per token       %10.3f ms  (weights read %s + mean KV read %s, at the copy rate)\n",
+                1e3 * floor_s, fg::format_byte_size(active_bytes).c_str(), fg::format_byte_size(kv_read).c_str());
     std::printf("  measured median       %10.3f ms  (%.1f%% above the floor)\n", 1e3 * median,
                 floor_s > 0 ? 100.0 * (median / floor_s - 1.0) : 0.0);
     std::printf("  measured mean         %10.3f ms  (%.1f tok/s)\n", 1e3 * mean, mean > 0 ? 1.0 / mean : 0.0);
-    out["decode"] = {{"prompt_len", a.decode_prompt_len}, {"tokens", a.decode_tokens},
-                     {"copy_bandwidth_gbps", bw / 1e9},   {"floor_ms", 1e3 * floor_s},
-                     {"median_ms", 1e3 * median},         {"mean_ms", 1e3 * mean}};
+    out["decode"] = {{"prompt_len", a.decode_prompt_len},
+                     {"tokens", a.decode_tokens},
+                     {"copy_bandwidth_gbps", bw / 1e9},
+                     {"floor_ms", 1e3 * floor_s},
+                     {"kv_read_bytes", kv_read},
+                     {"median_ms", 1e3 * median},
+                     {"mean_ms", 1e3 * mean}};
   }
 
   if (!a.skip_throughput) {

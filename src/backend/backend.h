@@ -88,15 +88,35 @@ struct KvCacheLayer {
 };
 
 // Rotary embedding tables for one step. Static scalings (default, linear, llama3) are folded into
-// inv_freq by the model; dynamic NTK passes a per-token base instead.
+// inv_freq by the model; dynamic NTK passes a per-token base instead, LongRoPE a per-token choice
+// between its short and long tables.
 struct RopeArgs {
   Tensor positions;                // [n] i32, device
-  Tensor inv_freq;                 // [rotary_dim / 2] f32, device; used when per_token_base is undefined
+  Tensor inv_freq;                 // [rotary_dim / 2] f32, device, or [num_tables, rotary_dim / 2] with
+                                   // per_token_table; used when per_token_base is undefined
+  Tensor per_token_table;          // optional [n] i32: the row of a 2-D inv_freq each token uses
   Tensor per_token_base;           // optional [n] f32: inv_freq[i] = base^(-2i / rotary_dim) for that token
                                    // (computed in f32 as 1.0f / powf(base, float(2i) / rotary_dim), like HF)
   int rotary_dim = 0;              // rotate the first rotary_dim channels of each head (<= head_dim)
   bool neox = true;                // true: rotate halves (x[i], x[i + rot/2]); false: adjacent pairs
   float attention_scaling = 1.0f;  // multiplies cos and sin (YaRN-style mscale; 1 otherwise)
+};
+
+// The routing of one mixture-of-experts layer's tokens, written by Backend::moe_route and read by
+// the expert ops. Token t's j-th chosen expert is assignment a = t * top_k + j (A = num_tokens *
+// top_k assignments). The sorted order groups assignments by expert: the rows of expert e are
+// [expert_offsets[e], expert_offsets[e + 1]). The order within an expert is unspecified (the CUDA
+// backend builds it with atomics): every expert op treats rows independently, so no result depends
+// on it. All tensors are device views the caller owns, sized for exactly this step.
+struct MoeRouting {
+  int num_tokens = 0;
+  int num_experts = 0;
+  int top_k = 0;
+  Tensor topk_ids;        // [num_tokens, top_k] i32: the chosen experts, by decreasing probability
+  Tensor topk_weights;    // [num_tokens, top_k] f32: their weights
+  Tensor expert_offsets;  // [num_experts + 1] i32
+  Tensor sorted_assign;   // [A] i32: the assignment at each sorted row
+  Tensor assign_row;      // [A] i32: the sorted row of each assignment (the inverse permutation)
 };
 
 // Sampling settings of one logits row: the rule's settings (sampling_rule.h; temperature <= 0 is
@@ -186,6 +206,31 @@ class Backend {
 
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.
   virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
+  // The same with gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) (torch's
+  // gelu(approximate="tanh"), Gemma's gelu_pytorch_tanh).
+  virtual void gelu_tanh_mul(const Tensor& x, Tensor& out) = 0;
+
+  // x: [m, n] act or f32, in place: x = x * s (Gemma's embedding scale).
+  virtual void scale(Tensor& x, float s) = 0;
+  // x: [m, n] act or f32, in place: x = cap * tanh(x / cap) (Gemma 2's final logit soft-capping).
+  virtual void softcap(Tensor& x, float cap) = 0;
+
+  // ---- mixture of experts: route, then one grouped GEMM per projection over the step's
+  // assignments sorted by expert (no per-expert calls, nothing read back to the host), then a
+  // weighted sum back to each token.
+  // router_logits: [num_tokens, num_experts] f32. Writes every tensor of `routing`: softmax over
+  // the experts, the top_k probabilities (ties: the lower expert id first), divided by their sum
+  // when `renormalize`, and the sorted order. Preconditions: num_experts <= 512, top_k <= 16.
+  virtual void moe_route(const Tensor& router_logits, bool renormalize, MoeRouting& routing) = 0;
+  // The grouped GEMM: sorted row r, of expert e, gets out[r] = x_r @ w[e]^T, where x_r is x[r]
+  // (x: [A, k]) or, with `gather`, x[sorted_assign[r] / top_k] (x: [num_tokens, k]: each token's
+  // row read in place by every expert that token chose). w: [num_experts, n, k] act, contiguous;
+  // out: [A, n] act. k a multiple of 8 and n even.
+  virtual void moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& routing, bool gather, Tensor& out) = 0;
+  // out[t] = sum over j of topk_weights[t, j] * y[assign_row[t * top_k + j]] (f32, each product
+  // rounded, added in ascending expert id as transformers adds the experts' outputs).
+  // y: [A, h] act; out: [num_tokens, h] act.
+  virtual void moe_combine(const Tensor& y, const MoeRouting& routing, Tensor& out) = 0;
 
   // Write new K/V rows into the paged cache. k, v: [n, num_kv_heads, head_dim] act (strided ok);
   // slot_mapping: [n] i32, slot = page * page_size + offset; slots < 0 are skipped.

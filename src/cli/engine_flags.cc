@@ -56,6 +56,7 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   runner.cuda_graphs = !f.no_cuda_graphs;
   runner.max_graph_batch = std::min(f.max_running, 256);
   engine.scheduler.max_batch_tokens = f.max_batch_tokens;
+  runner.max_step_tokens = f.max_batch_tokens;
   engine.scheduler.max_running = f.max_running;
   engine.enable_prefix_cache = !f.no_prefix_cache;
 

@@ -30,6 +30,7 @@ StepMetadata build_step(const StepPlan& plan, StepRunner& runner) {
     }
     c.num_cached = seq.num_computed;
     c.pages = seq.pages;
+    c.rope_length = seq.num_prompt;
     const Status st = writer.add(c);
     FG_CHECK(st.is_ok(), "build_step: the scheduler planned a sequence the step cannot hold: " + st.message());
   }

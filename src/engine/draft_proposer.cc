@@ -104,6 +104,7 @@ void DraftModelProposer::propose(std::span<Sequence* const> seqs, std::span<cons
     c.new_tokens = std::span<const int32_t>(s.tokens).subspan(size_t(s.draft_computed), size_t(n));
     c.num_cached = s.draft_computed;
     c.pages = s.draft_pages;
+    c.rope_length = s.num_prompt;
     c.logits = complete ? LogitsWanted::kLast : LogitsWanted::kNone;
     chunks.push_back(c);
     chunk_seqs.push_back(&s);
@@ -152,6 +153,7 @@ void DraftModelProposer::propose(std::span<Sequence* const> seqs, std::span<cons
       c.new_tokens = std::span<const int32_t>(&s->draft.back(), 1);
       c.num_cached = s->draft_computed;
       c.pages = s->draft_pages;
+      c.rope_length = s->num_prompt;
       c.logits = LogitsWanted::kLast;
       cs.push_back(c);
     }

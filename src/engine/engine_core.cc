@@ -12,6 +12,10 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+SchedulerConfig with_window(SchedulerConfig c, int32_t window) {
+  c.kv_window = window;
+  return c;
+}
 }  // namespace
 
 EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
@@ -22,7 +26,7 @@ EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
       eos_ids_(runner.eos_token_ids()),
       pool_(runner.kv_num_pages(), runner.kv_page_size()),
       prefix_cache_(config.enable_prefix_cache ? std::make_unique<PrefixCache>(pool_, config.prefix_cache) : nullptr),
-      scheduler_(config.scheduler, pool_, prefix_cache_.get()),
+      scheduler_(with_window(config.scheduler, runner.kv_window()), pool_, prefix_cache_.get()),
       spec_(config.spec, max_model_len_, runner.draft(), config.scheduler.max_batch_tokens),
       // Rows to sample: one per running sequence, 1 + k for a verifying one, at most the budget.
       sampler_(
@@ -53,8 +57,14 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
                                 std::to_string(pool_.num_pages()) + " pages of " + std::to_string(pool_.page_size()) +
                                 "); raise --kv-cache-memory";
   // Output tokens at most: the request's own limit, else what the context and the pool leave room
-  // for. The last sampled token is never run through the model, so it needs no KV slot.
-  const int64_t room = std::min<int64_t>(max_model_len_, pool_tokens + 1) - prompt_len;
+  // for. The last sampled token is never run through the model, so it needs no KV slot. When every
+  // layer is windowed, a sequence never holds more than its window plus one step's tokens and a
+  // few pages (Scheduler::release_unreachable_pages), so only the context limits it.
+  const int64_t window = scheduler_.config().kv_window;
+  const bool window_bounded =
+      window > 0 && window + config_.scheduler.max_batch_tokens + 3 * int64_t(pool_.page_size()) <= pool_tokens;
+  const int64_t room =
+      (window_bounded ? int64_t(max_model_len_) : std::min<int64_t>(max_model_len_, pool_tokens + 1)) - prompt_len;
   int64_t max_output;
   if (p.max_new_tokens.has_value()) {
     max_output = *p.max_new_tokens;
@@ -91,6 +101,9 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   seq->id = id;
   seq->priority = request.priority;
   seq->cache_salt = request.cache_salt;
+  // Sequences whose K/V differ for the same tokens never share prefix-cache pages.
+  if (const uint64_t variant = runner_.kv_variant(int32_t(prompt_len)); variant != 0)
+    seq->cache_salt = mix64(seq->cache_salt ^ mix64(variant));
   seq->params = std::move(request.params);
   seq->seed = seq->params.seed.has_value() ? *seq->params.seed : mix64(config_.seed ^ mix64(id));
   seq->tokens = std::move(request.prompt_ids);
@@ -223,6 +236,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
     Sequence& seq = *s.seq;
     if (!s.sample) {
       scheduler_.publish(seq);
+      scheduler_.release_unreachable_pages(seq);
       counters_.prefill_tokens += s.num_new;
       continue;
     }
@@ -268,6 +282,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
     seq.draft.clear();
     seq.draft_probs.clear();
     scheduler_.publish(seq);
+    scheduler_.release_unreachable_pages(seq);
 
     for (size_t j = 0; j < emitted_.size(); ++j) {
       const SampledToken& st = emitted_[j];

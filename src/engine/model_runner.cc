@@ -91,6 +91,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
     }
   }
   if (r->draft_) r->draft_->max_model_len_ = r->max_model_len_;
+  // On a GPU, the step workspace before the KV cache, which is sized from the memory left (a
+  // prefill step of a mixture of experts needs tokens * top_k rows of expert buffers).
+  if (o.max_step_tokens > 0 && r->backend_->device() != Device::kCpu)
+    r->model_->reserve_step_workspace(o.max_step_tokens, std::min(o.max_step_tokens, 256));
 
   const KvCacheShape shape = kv_shape(c, *r->backend_, o.page_size);
   KvMemoryRequest req;

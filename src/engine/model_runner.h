@@ -41,6 +41,9 @@ struct ModelRunnerOptions {
   int32_t max_graph_batch = 256;                        // largest decode batch sent through graphs (buckets up to it)
   int32_t graph_max_query_len = 1;                      // > 1: verification steps of up to this many tokens per
                                                         // sequence replay graphs too (1 + speculative k)
+  int32_t max_step_tokens = 0;                          // > 0: on a GPU, the step workspace for this many new tokens
+                                // (--max-batch-tokens) is allocated before the KV cache is sized
+                                // from free memory
   std::string draft_model_dir;  // a draft model for speculative decoding (--draft-model), loaded on the same
                                 // backend (with dummy weights too under dummy_weights); its KV cache gets as
                                 // many pages as the target's, out of the same memory budget
@@ -58,6 +61,11 @@ class ModelRunner final : public StepRunner {
   std::vector<int32_t> eos_token_ids() const override;
   int32_t kv_num_pages() const override { return cache_->num_pages(); }
   int32_t kv_page_size() const override { return cache_->page_size(); }
+  int32_t kv_window() const override { return model_->config().every_layer_window(); }
+  uint64_t kv_variant(int32_t prompt_len) const override {
+    const RopeConfig& r = model_->config().rope;
+    return r.type == RopeScaling::kLongRope && prompt_len > r.original_max_position ? 1 : 0;
+  }
   StepWriter begin_step(const StepShape& shape) override { return model_->begin_step(shape, cache_->page_size()); }
   Result<Tensor> forward(const StepMetadata& step) override { return model_->forward(step, *cache_); }
   StepRunner* draft() override;

@@ -56,9 +56,27 @@ std::unique_ptr<Sequence> Scheduler::remove(uint64_t id) {
 
 void Scheduler::release_pages(Sequence& seq) {
   // Leaf first: the LRU then evicts the tail of a cached chain before the pages it hangs from.
-  for (auto it = seq.pages.rbegin(); it != seq.pages.rend(); ++it) pool_.release(*it);
+  // Pages released earlier for the window are no longer held.
+  for (size_t i = seq.pages.size(); i > size_t(seq.num_dropped_pages); --i) pool_.release(seq.pages[i - 1]);
   seq.pages.clear();
+  seq.num_dropped_pages = 0;
   seq.prefix.reset();
+}
+
+void Scheduler::release_unreachable_pages(Sequence& seq) {
+  if (config_.kv_window <= 0 || seq.pages.empty()) return;
+  // The next query sits at position num_computed and sees keys >= num_computed - window + 1.
+  const int64_t first_needed = int64_t(seq.num_computed) - config_.kv_window + 1;
+  if (first_needed < pool_.page_size()) return;
+  // The first page still held stands in for the released ones in the block table; it must be full
+  // (every slot written), because attention may read a few masked keys through the stand-in.
+  int32_t dead = int32_t(std::min<int64_t>(first_needed / pool_.page_size(), seq.num_computed / pool_.page_size() - 1));
+  // Never ahead of publication: a page the prefix cache has yet to index must still be held.
+  if (prefix_cache_ != nullptr && !seq.prefix.broken) dead = std::min(dead, seq.prefix.num_pages);
+  if (dead <= seq.num_dropped_pages) return;
+  for (int32_t i = seq.num_dropped_pages; i < dead; ++i) pool_.release(seq.pages[size_t(i)]);
+  seq.num_dropped_pages = dead;
+  std::fill(seq.pages.begin(), seq.pages.begin() + dead, seq.pages[size_t(dead)]);
 }
 
 void Scheduler::publish(Sequence& seq) {

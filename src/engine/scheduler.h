@@ -28,6 +28,19 @@
 //     prompt), its admission is deferred (later waiting sequences may go first) until that page is
 //     published, instead of computing the same prefix twice. The deferral lasts only while the
 //     other sequence runs: once it is preempted or past its prompt, nothing is in flight.
+//  6. Sliding windows. When every layer of the model attends through a window (the widest is W,
+//     SchedulerConfig::kv_window), the next query of a sequence sits at position num_computed and
+//     sees keys >= num_computed - W + 1, and so do all later ones. After each step,
+//     release_unreachable_pages() releases the sequence's pages that lie entirely before that key,
+//     keeping at least one full page, and never a page the prefix cache has not indexed yet
+//     (publication always comes first). A released page keeps its slot in the block table, now
+//     holding the id of the first page still held (a full page, so every slot read through it is
+//     finite); attention reads such slots only where the window masks them out (a kernel's key
+//     block may start before the window), and nothing writes them. The cache then holds about W + 2 pages'
+//     worth of tokens per sequence whatever its length. A released page that the prefix cache
+//     indexed stays cached (evictable) like any page released at refcount 0; preemption releases
+//     only the pages still held. When some layer sees the whole context (Gemma 2/3, Qwen2 with
+//     max_window_layers, Llama), every page stays until the sequence ends.
 // Never waits on the device and never touches a backend.
 #pragma once
 
@@ -49,6 +62,9 @@ struct SchedulerConfig {
   // Pages kept free when admitting new sequences, so running ones can grow a little before
   // anything has to be preempted. A fraction of the pool.
   double admission_watermark = 0.01;
+  // The sliding window every layer of the model attends through (StepRunner::kv_window); 0: some
+  // layer sees the whole context, nothing is released early. Set by the engine from its runner.
+  int32_t kv_window = 0;
 };
 
 // Prefix-cache lookups made at admission (resumes after preemption included).
@@ -94,6 +110,9 @@ class Scheduler {
   // After a verification step rolled num_computed back over rejected drafts: releases the pages
   // past those the sequence needs for its tokens (private pages: never published).
   void trim_pages(Sequence& seq);
+  // After publish: with a window on every layer, releases the pages no future query of the
+  // sequence can attend to (see 6. above). No-op otherwise.
+  void release_unreachable_pages(Sequence& seq);
   // Ends a sequence (finished, cancelled or failed): releases its pages at once and hands it back.
   std::unique_ptr<Sequence> remove(uint64_t id);
   Sequence* find(uint64_t id);

@@ -31,6 +31,10 @@ struct Sequence {
   int32_t max_output_tokens = 0;
   int32_t num_computed = 0;    // leading tokens whose K/V are in the cache
   std::vector<int32_t> pages;  // block table: page i holds token slots [i*P, (i+1)*P)
+  // Leading entries of `pages` already released because no query of this sequence can attend to
+  // them any more (every layer windowed: Scheduler::release_unreachable_pages). They hold the id of
+  // the first page still held, which attention may read only where its window masks it out.
+  int32_t num_dropped_pages = 0;
   SeqState state = SeqState::kWaiting;
   int32_t num_preemptions = 0;
   uint64_t cache_salt = 0;        // prefix-cache namespace (Request::cache_salt)

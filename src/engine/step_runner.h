@@ -25,6 +25,16 @@ class StepRunner {
   // Geometry of the paged KV cache the runner allocated; the engine's page pool mirrors it.
   virtual int32_t kv_num_pages() const = 0;
   virtual int32_t kv_page_size() const = 0;
+  // The sliding window every layer attends through (the widest), or 0 when some layer sees the
+  // whole context. With one, the scheduler releases pages no future query can reach.
+  virtual int32_t kv_window() const { return 0; }
+  // Sequences whose K/V differ for the same tokens get different variants, so the prefix cache
+  // never shares pages between them (LongRoPE: a prompt longer than the pretraining length rotates
+  // every key with the long table). 0 for most models.
+  virtual uint64_t kv_variant(int32_t prompt_len) const {
+    (void)prompt_len;
+    return 0;
+  }
 
   // The block the next step's metadata is written into, laid out for `shape` (pinned memory the
   // forward uploads as it is). Precondition: the previous step's logits have been consumed.

@@ -72,12 +72,15 @@ Status StepWriter::add(const SequenceChunk& c) {
                             " pages per sequence");
   int32_t* w = m_.words;
   const int P = m_.page_size;
+  const bool rope_words = L.words > L.base;
   for (int i = 0; i < n; ++i) {
     const int pos = c.num_cached + i;
     const int32_t tok = c.new_tokens[size_t(i)];
     w[L.ids + size_t(tokens_ + i)] = tok;
     w[L.pos + size_t(tokens_ + i)] = pos;
     w[L.slot + size_t(tokens_ + i)] = c.pages[size_t(pos / P)] * P + pos % P;
+    if (rope_words)
+      w[L.base + size_t(tokens_ + i)] = c.rope_length > 0 ? std::max(c.rope_length, pos + 1) : int32_t(kv_len);
     m_.min_token = tokens_ + i == 0 ? tok : std::min(m_.min_token, tok);
     m_.max_token = std::max(m_.max_token, tok);
   }

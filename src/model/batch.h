@@ -7,7 +7,9 @@
 // Block layout (StepLayout, offsets in i32 words), each array at its capacity:
 //   token_ids [total_q] | positions [total_q] | cu_seqlens_q [num_seqs + 1] | seqlens_kv [num_seqs]
 //   | block_table [num_seqs, pages_per_seq] | slot_mapping [total_q] | logits_indices [num_logits]
-//   | rope bases [total_q] f32 (dynamic-NTK models only)
+//   | rope words [total_q] (dynamic-NTK and LongRoPE models only): the writer puts each token's
+//     RoPE length there (i32, see SequenceChunk::rope_length); the model turns it into an f32
+//     base (dynamic NTK) or an i32 table index (LongRoPE) before the upload
 // Capacities can exceed the step (decode graphs lay every step of a bucket out at the bucket's
 // size, so the recorded kernels see the same addresses); rows past the step are the model's to pad.
 #pragma once
@@ -74,6 +76,12 @@ struct SequenceChunk {
   std::span<const int32_t> pages;       // the sequence's pages in order; must cover
                                         // num_cached + new_tokens.size() tokens
   LogitsWanted logits = LogitsWanted::kLast;
+  // Length-dependent RoPE (LongRoPE): a new token at position p is rotated as in a sequence of
+  // max(rope_length, p + 1) tokens. The engine passes the prompt length, which makes every key a
+  // function of the sequence alone (not of how its prompt was chunked, batched, preempted or
+  // speculated) and equal to transformers' for a prompt run at once then decoded token by token.
+  // 0: the length after this step (transformers' rule for one forward call).
+  int32_t rope_length = 0;
 };
 
 // The shape of a step made of `chunks` (no validation).

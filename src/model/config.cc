@@ -107,35 +107,38 @@ DType parse_dtype_name(const std::string& s) {
   return DType::kF32;
 }
 
-Status parse_rope(const Json& root, const std::string& path, ModelConfig& c) {
-  Fields top(root, path);
-  // transformers 5 writes rope_parameters; older checkpoints rope_scaling (+ top-level rope_theta).
-  const char* key = nullptr;
-  if (top.has("rope_parameters"))
-    key = "rope_parameters";
-  else if (top.has("rope_scaling"))
-    key = "rope_scaling";
-  Json empty = Json::object();
-  const Json& rp = key ? root.at(key) : empty;
-  if (!rp.is_object()) return invalid_argument(path + ": field '" + key + "' must be an object");
-  if (rp.contains("full_attention") || rp.contains("sliding_attention"))
-    return unsupported(path + ": per-layer-type '" + std::string(key) + "' is not supported");
-  Fields f(rp, path, key ? std::string(key) + "." : "");
+// The rope types one parameter object may name, for messages.
+constexpr const char* kRopeTypes = "default, linear, dynamic, llama3, longrope";
 
+// Reads one RoPE parameter object into `r`: the flat `rope_parameters` / `rope_scaling` of most
+// families, or one per-layer-type entry of Gemma 3's nested form (`prefix` names it in messages).
+// `r` arrives holding the theta and partial_rotary_factor of the top level (or the family's default).
+Status parse_rope_object(const Json& root, const Json& rp, const std::string& path, const std::string& prefix,
+                         const ArchitectureSpec& arch, const ModelConfig& c, RopeConfig& r) {
+  Fields top(root, path);
+  Fields f(rp, path, prefix);
   std::string type = "default";
   if (f.has("rope_type"))
     FG_RETURN_IF_ERROR(f.get_string("rope_type", type, true));
   else if (f.has("type"))
     FG_RETURN_IF_ERROR(f.get_string("type", type, true));
+  // Phi-3 checkpoints written before transformers named it call LongRoPE "su" (and some "yarn").
+  if (arch.dialect == ConfigDialect::kPhi3 && (type == "su" || type == "yarn")) type = "longrope";
 
-  RopeConfig& r = c.rope;
-  FG_RETURN_IF_ERROR(top.get_double("rope_theta", r.theta, false));
   FG_RETURN_IF_ERROR(f.get_double("rope_theta", r.theta, false));
-  FG_RETURN_IF_ERROR(top.get_double("partial_rotary_factor", r.partial_rotary_factor, false));
   FG_RETURN_IF_ERROR(f.get_double("partial_rotary_factor", r.partial_rotary_factor, false));
-  if (!(r.theta > 1.0)) return invalid_argument(path + ": rope_theta must be > 1");
+  if (!(r.theta > 1.0)) return invalid_argument(path + ": " + prefix + "rope_theta must be > 1");
   if (!(r.partial_rotary_factor > 0.0 && r.partial_rotary_factor <= 1.0))
     return invalid_argument(path + ": partial_rotary_factor must be in (0, 1]");
+
+  // The length the model was pretrained at: a top-level value wins over the nested one, as in
+  // transformers; Phi-3's config class defaults it to 4096.
+  auto original_max = [&](int64_t fallback) -> Status {
+    r.original_max_position = fallback;
+    FG_RETURN_IF_ERROR(f.get_positive("original_max_position_embeddings", r.original_max_position, false));
+    FG_RETURN_IF_ERROR(top.get_positive("original_max_position_embeddings", r.original_max_position, false));
+    return Status::ok();
+  };
 
   if (type == "default") {
     r.type = RopeScaling::kDefault;
@@ -147,17 +150,32 @@ Status parse_rope(const Json& root, const std::string& path, ModelConfig& c) {
     FG_RETURN_IF_ERROR(f.get_double("factor", r.factor, true));
     FG_RETURN_IF_ERROR(f.get_double("low_freq_factor", r.low_freq_factor, true));
     FG_RETURN_IF_ERROR(f.get_double("high_freq_factor", r.high_freq_factor, true));
-    r.original_max_position = c.max_position_embeddings;
-    // A top-level value wins over the nested one, as in transformers.
-    FG_RETURN_IF_ERROR(f.get_positive("original_max_position_embeddings", r.original_max_position, false));
-    FG_RETURN_IF_ERROR(top.get_positive("original_max_position_embeddings", r.original_max_position, false));
+    FG_RETURN_IF_ERROR(original_max(c.max_position_embeddings));
     if (!(r.high_freq_factor > r.low_freq_factor))
       return invalid_argument(path + ": llama3 rope needs high_freq_factor > low_freq_factor");
-    if (r.original_max_position <= 0)
-      return invalid_argument(path + ": llama3 rope needs original_max_position_embeddings");
+  } else if (type == "longrope") {
+    r.type = RopeScaling::kLongRope;
+    FG_RETURN_IF_ERROR(original_max(arch.dialect == ConfigDialect::kPhi3 ? 4096 : c.max_position_embeddings));
+    for (const char* key : {"short_factor", "long_factor"}) {
+      if (!f.has(key)) return f.missing(key);
+      const Json& v = rp.at(key);
+      std::vector<double>& out = std::string(key) == "short_factor" ? r.short_factor : r.long_factor;
+      if (!v.is_array()) return f.bad(key, "a list of numbers");
+      for (const Json& e : v) {
+        if (!e.is_number() || !(e.get<double>() > 0.0)) return f.bad(key, "a list of positive numbers");
+        out.push_back(e.get<double>());
+      }
+    }
+    // transformers: factor defaults to max_position_embeddings / original; the attention factor
+    // to sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1).
+    r.factor = double(c.max_position_embeddings) / double(r.original_max_position);
+    FG_RETURN_IF_ERROR(f.get_double("factor", r.factor, false));
+    r.attention_factor =
+        r.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(r.factor) / std::log(double(r.original_max_position)));
+    FG_RETURN_IF_ERROR(f.get_double("attention_factor", r.attention_factor, false));
+    if (!(r.attention_factor > 0.0)) return invalid_argument(path + ": " + prefix + "attention_factor must be > 0");
   } else {
-    return unsupported(path + ": rope type '" + type +
-                       "' is not supported (supported: default, linear, dynamic, llama3)");
+    return unsupported(path + ": rope type '" + type + "' is not supported (supported: " + kRopeTypes + ")");
   }
   if (!(r.factor > 0.0)) return invalid_argument(path + ": rope factor must be > 0");
   if (r.type == RopeScaling::kDynamic && r.factor < 1.0)
@@ -165,35 +183,126 @@ Status parse_rope(const Json& root, const std::string& path, ModelConfig& c) {
   return Status::ok();
 }
 
+Status parse_rope(const Json& root, const std::string& path, const ArchitectureSpec& arch, ModelConfig& c) {
+  Fields top(root, path);
+  // transformers 5 writes rope_parameters; older checkpoints rope_scaling (+ top-level rope_theta).
+  const char* key = nullptr;
+  if (top.has("rope_parameters"))
+    key = "rope_parameters";
+  else if (top.has("rope_scaling"))
+    key = "rope_scaling";
+  Json empty = Json::object();
+  const Json& rp = key ? root.at(key) : empty;
+  if (!rp.is_object()) return invalid_argument(path + ": field '" + key + "' must be an object");
+  const bool nested = rp.contains("full_attention") || rp.contains("sliding_attention");
+
+  RopeConfig base;  // the top level's theta and partial rotary factor, or the family's defaults
+  const bool gemma3 = arch.dialect == ConfigDialect::kGemma3;
+  if (gemma3) base.theta = 1000000.0;  // Gemma 3's global default
+  FG_RETURN_IF_ERROR(top.get_double("rope_theta", base.theta, false));
+  FG_RETURN_IF_ERROR(top.get_double("partial_rotary_factor", base.partial_rotary_factor, false));
+
+  if (!gemma3) {
+    if (nested)
+      return unsupported(path + ": per-layer-type '" + std::string(key) + "' is not supported for " +
+                         std::string(arch.name));
+    c.rope = base;
+    return parse_rope_object(root, rp, path, key ? std::string(key) + "." : "", arch, c, c.rope);
+  }
+  // Gemma 3: global (full attention) layers and local (sliding) layers have their own RoPE.
+  // Classic: rope_theta + rope_scaling for the global layers, rope_local_base_freq for the local
+  // ones; transformers 5: rope_parameters {"full_attention": {...}, "sliding_attention": {...}}.
+  RopeConfig local = base;
+  local.theta = 10000.0;
+  FG_RETURN_IF_ERROR(top.get_double("rope_local_base_freq", local.theta, false));
+  c.rope = base;
+  if (key != nullptr && std::string(key) == "rope_parameters") {
+    if (!nested)
+      return invalid_argument(path +
+                              ": Gemma 3's rope_parameters must be per layer type "
+                              "{\"full_attention\": {...}, \"sliding_attention\": {...}}");
+    for (const auto& [name, value] : rp.items()) {
+      if (name != "full_attention" && name != "sliding_attention")
+        return unsupported(path + ": rope_parameters for layer type '" + name + "' is not supported");
+      if (value.is_null()) continue;
+      if (!value.is_object())
+        return invalid_argument(path + ": field 'rope_parameters." + name + "' must be an object");
+      RopeConfig& r = name == "full_attention" ? c.rope : local;
+      FG_RETURN_IF_ERROR(parse_rope_object(root, value, path, "rope_parameters." + name + ".", arch, c, r));
+    }
+  } else {
+    if (nested) return unsupported(path + ": per-layer-type 'rope_scaling' is not supported");
+    FG_RETURN_IF_ERROR(parse_rope_object(root, rp, path, key ? std::string(key) + "." : "", arch, c, c.rope));
+    FG_RETURN_IF_ERROR(parse_rope_object(root, empty, path, "", arch, c, local));
+  }
+  if (local.partial_rotary_factor != c.rope.partial_rotary_factor)
+    return unsupported(path + ": different partial_rotary_factor for local and global layers is not supported");
+  if (local.type == RopeScaling::kDynamic || local.type == RopeScaling::kLongRope ||
+      c.rope.type == RopeScaling::kDynamic || c.rope.type == RopeScaling::kLongRope)
+    return unsupported(path + ": Gemma 3 with rope type '" +
+                       std::string(rope_scaling_name(local.type == RopeScaling::kDefault ? c.rope.type : local.type)) +
+                       "' is not supported (supported: default, linear, llama3)");
+  c.local_rope = local;
+  return Status::ok();
+}
+
+// Reads a layer_types list (one "sliding_attention" or "full_attention" per layer) into `sliding`.
+Status parse_layer_types(const Json& root, const std::string& path, int num_layers, std::vector<bool>& sliding) {
+  const Json& lt = root.at("layer_types");
+  if (!lt.is_array() || lt.size() != size_t(num_layers))
+    return invalid_argument(path + ": field 'layer_types' must list one entry per layer");
+  sliding.assign(size_t(num_layers), false);
+  for (int i = 0; i < num_layers; ++i) {
+    const Json& t = lt[size_t(i)];
+    if (t == "sliding_attention")
+      sliding[size_t(i)] = true;
+    else if (t != "full_attention")
+      return unsupported(path + ": layer type " + t.dump() + " is not supported");
+  }
+  return Status::ok();
+}
+
 Status parse_sliding_window(const Json& root, const std::string& path, const ArchitectureSpec& arch, ModelConfig& c) {
   Fields f(root, path);
   c.layer_sliding_window.assign(size_t(c.num_layers), 0);
-  int64_t window = 0;
+  int64_t window = arch.sliding == SlidingWindowRule::kLayerTypes && !root.contains("sliding_window") ? 4096 : 0;
   FG_RETURN_IF_ERROR(f.get_int("sliding_window", window, false));
   if (f.has("sliding_window") && window <= 0)
     return invalid_argument(path + ": field 'sliding_window' must be a positive integer or null");
   if (window > (1 << 30)) window = 0;  // larger than any context: the same as no window
+  std::vector<bool> sliding;
   switch (arch.sliding) {
     case SlidingWindowRule::kNone: return Status::ok();
     case SlidingWindowRule::kAllLayers:
       std::fill(c.layer_sliding_window.begin(), c.layer_sliding_window.end(), int(window));
       return Status::ok();
+    case SlidingWindowRule::kFlagged: {
+      bool use = false;
+      FG_RETURN_IF_ERROR(f.get_bool("use_sliding_window", use));
+      if (use) std::fill(c.layer_sliding_window.begin(), c.layer_sliding_window.end(), int(window));
+      return Status::ok();
+    }
+    case SlidingWindowRule::kLayerTypes: {
+      // The sliding layers also take Gemma 3's local RoPE, so they must have a window.
+      if (window == 0) return invalid_argument(path + ": field 'sliding_window' must be a positive integer");
+      if (f.has("layer_types")) {
+        FG_RETURN_IF_ERROR(parse_layer_types(root, path, c.num_layers, sliding));
+      } else {
+        int64_t pattern = arch.default_sliding_pattern;
+        if (arch.dialect == ConfigDialect::kGemma3)
+          FG_RETURN_IF_ERROR(f.get_positive("sliding_window_pattern", pattern, false));
+        sliding.assign(size_t(c.num_layers), false);
+        for (int i = 0; i < c.num_layers; ++i) sliding[size_t(i)] = (i + 1) % pattern != 0;
+      }
+      break;
+    }
     case SlidingWindowRule::kQwen: {
       bool use = false;
       FG_RETURN_IF_ERROR(f.get_bool("use_sliding_window", use));
       if (!use || window == 0) return Status::ok();
       if (f.has("layer_types")) {
-        const Json& lt = root.at("layer_types");
-        if (!lt.is_array() || lt.size() != size_t(c.num_layers))
-          return invalid_argument(path + ": field 'layer_types' must list one entry per layer");
-        for (int i = 0; i < c.num_layers; ++i) {
-          const Json& t = lt[size_t(i)];
-          if (t == "sliding_attention")
-            c.layer_sliding_window[size_t(i)] = int(window);
-          else if (t != "full_attention")
-            return unsupported(path + ": layer type " + t.dump() + " is not supported");
-        }
-        return Status::ok();
+        FG_RETURN_IF_ERROR(parse_layer_types(root, path, c.num_layers, sliding));
+        break;
       }
       int64_t max_window_layers = 28;  // transformers' default for both Qwen families
       FG_RETURN_IF_ERROR(f.get_int("max_window_layers", max_window_layers, false));
@@ -201,6 +310,115 @@ Status parse_sliding_window(const Json& root, const std::string& path, const Arc
         if (i >= max_window_layers) c.layer_sliding_window[size_t(i)] = int(window);
       return Status::ok();
     }
+  }
+  for (int i = 0; i < c.num_layers; ++i)
+    if (sliding[size_t(i)]) c.layer_sliding_window[size_t(i)] = int(window);
+  return Status::ok();
+}
+
+// hidden_act (hidden_activation for Gemma) -> Activation.
+Status parse_activation(const Json& root, const std::string& path, const ArchitectureSpec& arch, ModelConfig& c) {
+  Fields f(root, path);
+  const bool gemma = arch.dialect == ConfigDialect::kGemma2 || arch.dialect == ConfigDialect::kGemma3;
+  const char* key = gemma ? "hidden_activation" : "hidden_act";
+  std::string act = gemma ? "gelu_pytorch_tanh" : "silu";
+  FG_RETURN_IF_ERROR(f.get_string(key, act, false));
+  if (act == "silu" || act == "swish") {
+    c.options.activation = Activation::kSilu;
+  } else if (act == "gelu_pytorch_tanh" || act == "gelu_python_tanh" || act == "gelu_new") {
+    c.options.activation = Activation::kGeluTanh;
+  } else {
+    return unsupported(path + ": " + key + " '" + act + "' is not supported (supported: silu, gelu_pytorch_tanh)");
+  }
+  return Status::ok();
+}
+
+// A number or null; `value` keeps the family's default when the key is absent, 0 when null.
+Status get_optional_cap(const Json& root, const std::string& path, const char* key, double& value) {
+  Fields f(root, path);
+  if (root.contains(key) && root.at(key).is_null()) {
+    value = 0.0;
+    return Status::ok();
+  }
+  FG_RETURN_IF_ERROR(f.get_double(key, value, false));
+  if (value < 0.0) return invalid_argument(path + ": field '" + key + "' must be positive or null");
+  return Status::ok();
+}
+
+// The Gemma specifics: scaled embeddings, (1 + weight) norms around both sublayers,
+// query_pre_attn_scalar, soft-capping.
+Status parse_gemma(const Json& root, const std::string& path, const ArchitectureSpec& arch, ModelConfig& c) {
+  Fields f(root, path);
+  c.options.norm_plus_one = true;
+  c.options.sandwich_norms = true;
+  c.embedding_scale = std::sqrt(double(c.hidden_size));
+  double scalar = 256.0;
+  FG_RETURN_IF_ERROR(f.get_double("query_pre_attn_scalar", scalar, false));
+  if (!(scalar > 0.0)) return invalid_argument(path + ": field 'query_pre_attn_scalar' must be positive");
+  c.attention_scale = std::pow(scalar, -0.5);
+  bool bidirectional = false;
+  FG_RETURN_IF_ERROR(f.get_bool("use_bidirectional_attention", bidirectional));
+  if (bidirectional) return unsupported(path + ": use_bidirectional_attention is not supported (causal decoding only)");
+  if (arch.dialect == ConfigDialect::kGemma2) {
+    c.attn_softcap = 50.0;
+    c.final_softcap = 30.0;
+    FG_RETURN_IF_ERROR(get_optional_cap(root, path, "attn_logit_softcapping", c.attn_softcap));
+    FG_RETURN_IF_ERROR(get_optional_cap(root, path, "final_logit_softcapping", c.final_softcap));
+  } else {
+    FG_RETURN_IF_ERROR(get_optional_cap(root, path, "final_logit_softcapping", c.final_softcap));
+    double attn_cap = 0.0;
+    FG_RETURN_IF_ERROR(get_optional_cap(root, path, "attn_logit_softcapping", attn_cap));
+    // transformers' Gemma 3 keeps the field but never applies it: refuse rather than guess.
+    if (attn_cap != 0.0)
+      return unsupported(path +
+                         ": attn_logit_softcapping is not supported for Gemma3ForCausalLM "
+                         "(transformers does not apply it either)");
+  }
+  return Status::ok();
+}
+
+// Mixture-of-experts fields (Mixtral, Qwen3-MoE) and which layers have experts.
+Status parse_moe(const Json& root, const std::string& path, const ArchitectureSpec& arch, ModelConfig& c) {
+  Fields f(root, path);
+  c.layer_moe.assign(size_t(c.num_layers), 0);
+  if (arch.dialect != ConfigDialect::kMixtral && arch.dialect != ConfigDialect::kQwen3Moe) return Status::ok();
+  const bool mixtral = arch.dialect == ConfigDialect::kMixtral;
+  int64_t experts = mixtral ? 8 : 128, top_k = mixtral ? 2 : 8, inter = mixtral ? c.intermediate_size : 768;
+  // transformers treats num_experts and num_local_experts as one field (and writes either).
+  int64_t local_experts = 0;
+  FG_RETURN_IF_ERROR(f.get_positive("num_experts", experts, false));
+  FG_RETURN_IF_ERROR(f.get_positive("num_local_experts", local_experts, false));
+  if (local_experts > 0) {
+    if (f.has("num_experts") && experts != local_experts)
+      return invalid_argument(path + ": num_experts and num_local_experts differ");
+    experts = local_experts;
+  }
+  FG_RETURN_IF_ERROR(f.get_positive("num_experts_per_tok", top_k, false));
+  if (!mixtral) FG_RETURN_IF_ERROR(f.get_positive("moe_intermediate_size", inter, false));
+  if (experts > kMaxExperts)
+    return unsupported(path + ": " + std::to_string(experts) + " experts is more than flashgen supports (" +
+                       std::to_string(kMaxExperts) + ")");
+  if (top_k > experts || top_k > kMaxExpertsPerToken)
+    return invalid_argument(path + ": num_experts_per_tok (" + std::to_string(top_k) + ") must be at most " +
+                            "the number of experts and " + std::to_string(kMaxExpertsPerToken));
+  if (inter > (1 << 22)) return invalid_argument(path + ": model dimensions are implausibly large");
+  c.moe.num_experts = int(experts);
+  c.moe.top_k = int(top_k);
+  c.moe.intermediate_size = inter;
+  c.moe.renormalize = true;
+  if (mixtral) {
+    std::fill(c.layer_moe.begin(), c.layer_moe.end(), 1);
+    return Status::ok();
+  }
+  c.moe.renormalize = false;
+  FG_RETURN_IF_ERROR(f.get_bool("norm_topk_prob", c.moe.renormalize));
+  int64_t step = 1;
+  FG_RETURN_IF_ERROR(f.get_positive("decoder_sparse_step", step, false));
+  std::vector<int64_t> dense_layers;
+  FG_RETURN_IF_ERROR(f.get_id_list("mlp_only_layers", dense_layers));
+  for (int i = 0; i < c.num_layers; ++i) {
+    const bool dense = std::find(dense_layers.begin(), dense_layers.end(), int64_t(i)) != dense_layers.end();
+    c.layer_moe[size_t(i)] = !dense && (i + 1) % step == 0 ? 1 : 0;
   }
   return Status::ok();
 }
@@ -220,8 +438,26 @@ const char* rope_scaling_name(RopeScaling s) {
     case RopeScaling::kLinear: return "linear";
     case RopeScaling::kDynamic: return "dynamic";
     case RopeScaling::kLlama3: return "llama3";
+    case RopeScaling::kLongRope: return "longrope";
   }
   return "?";
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kSilu: return "silu";
+    case Activation::kGeluTanh: return "gelu_pytorch_tanh";
+  }
+  return "?";
+}
+
+int ModelConfig::every_layer_window() const {
+  int widest = 0;
+  for (int w : layer_sliding_window) {
+    if (w <= 0) return 0;
+    widest = std::max(widest, w);
+  }
+  return widest;
 }
 
 Result<std::string> read_text_file(const std::string& path) {
@@ -293,11 +529,9 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
                             " is implausibly large (at most " + std::to_string(kMaxPositions) + ")");
   FG_RETURN_IF_ERROR(f.get_double("rms_norm_eps", c.rms_norm_eps, false));
   if (!(c.rms_norm_eps > 0.0)) return invalid_argument(path + ": rms_norm_eps must be > 0");
+  c.tie_word_embeddings = arch->default_tied;
   FG_RETURN_IF_ERROR(f.get_bool("tie_word_embeddings", c.tie_word_embeddings));
-
-  std::string act = "silu";
-  FG_RETURN_IF_ERROR(f.get_string("hidden_act", act, false));
-  if (act != "silu") return unsupported(path + ": hidden_act '" + act + "' is not supported (only silu)");
+  FG_RETURN_IF_ERROR(parse_activation(root, path, *arch, c));
 
   bool attention_bias = false, mlp_bias = false;
   FG_RETURN_IF_ERROR(f.get_bool("attention_bias", attention_bias));
@@ -306,12 +540,25 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   c.options.o_bias = arch->attention_bias_flag && attention_bias;
   c.options.mlp_bias = arch->mlp_bias_flag && mlp_bias;
   c.options.qk_norm = arch->qk_norm;
+  c.options.fused_checkpoint = arch->dialect == ConfigDialect::kPhi3;
+  c.attention_scale = 1.0 / std::sqrt(double(c.head_dim));
+  if (arch->dialect == ConfigDialect::kGemma2 || arch->dialect == ConfigDialect::kGemma3)
+    FG_RETURN_IF_ERROR(parse_gemma(root, path, *arch, c));
+  FG_RETURN_IF_ERROR(parse_moe(root, path, *arch, c));
 
-  FG_RETURN_IF_ERROR(parse_rope(root, path, c));
+  FG_RETURN_IF_ERROR(parse_rope(root, path, *arch, c));
   c.rotary_dim = int(double(c.head_dim) * c.rope.partial_rotary_factor);
   if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0 || c.rotary_dim > c.head_dim)
     return invalid_argument(path + ": rotary dimension " + std::to_string(c.rotary_dim) +
                             " (head_dim * partial_rotary_factor) must be even and in [2, head_dim]");
+  for (const RopeConfig* r : {&c.rope, c.local_rope ? &*c.local_rope : nullptr}) {
+    if (r == nullptr || r->type != RopeScaling::kLongRope) continue;
+    const size_t half = size_t(c.rotary_dim / 2);
+    if (r->short_factor.size() != half || r->long_factor.size() != half)
+      return invalid_argument(
+          path + ": longrope short_factor and long_factor must have rotary_dim / 2 = " + std::to_string(half) +
+          " entries, got " + std::to_string(r->short_factor.size()) + " and " + std::to_string(r->long_factor.size()));
+  }
   FG_RETURN_IF_ERROR(parse_sliding_window(root, path, *arch, c));
 
   std::string dtype;

@@ -42,6 +42,18 @@ std::vector<DummyTensor> dummy_plan(const ModelConfig& c, ModelWeights& w) {
     plan.push_back({&L.o, {hidden, q_dim}, Init::kLinear, q_dim});
     if (c.options.o_bias) plan.push_back({&L.o_bias, {hidden}, Init::kBias, 0});
     plan.push_back({&L.post_norm, {hidden}, Init::kOnes, 0});
+    if (c.options.sandwich_norms) {
+      plan.push_back({&L.attn_out_norm, {hidden}, Init::kOnes, 0});
+      plan.push_back({&L.mlp_out_norm, {hidden}, Init::kOnes, 0});
+    }
+    const int l = int(&L - w.layers.data());
+    if (c.is_moe_layer(l)) {
+      const int64_t E = c.moe.num_experts, mi = c.moe.intermediate_size;
+      plan.push_back({&L.router, {E, hidden}, Init::kLinear, hidden});
+      plan.push_back({&L.expert_gate_up, {E, 2 * mi, hidden}, Init::kLinear, hidden});
+      plan.push_back({&L.expert_down, {E, hidden, mi}, Init::kLinear, mi});
+      continue;
+    }
     plan.push_back({&L.gate_up, {2 * inter, hidden}, Init::kLinear, hidden});
     if (c.options.mlp_bias) plan.push_back({&L.gate_up_bias, {2 * inter}, Init::kBias, 0});
     plan.push_back({&L.down, {hidden, inter}, Init::kLinear, inter});
@@ -64,6 +76,14 @@ int64_t model_weight_bytes(const ModelConfig& config, DType act) {
   ModelWeights w;
   int64_t total = 0;
   for (const DummyTensor& t : dummy_plan(config, w)) total += numel_of(t.shape) * int64_t(dtype_size(act));
+  return total;
+}
+
+int64_t model_active_weight_bytes(const ModelConfig& config, DType act) {
+  int64_t total = model_weight_bytes(config, act);
+  const int64_t expert = 3 * config.hidden_size * config.moe.intermediate_size * int64_t(dtype_size(act));
+  for (int l = 0; l < config.num_layers; ++l)
+    if (config.is_moe_layer(l)) total -= int64_t(config.moe.num_experts - config.moe.top_k) * expert;
   return total;
 }
 
@@ -116,6 +136,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
 
 Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed) {
   FG_ASSIGN_OR_RETURN(ModelConfig config, load_any_model_config(dir));
+  FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->config_, backend, seed));
   m->upload_rope_table();

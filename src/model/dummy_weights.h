@@ -17,5 +17,8 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& back
 
 // Bytes the weights of this config occupy in `act` dtype (for the bandwidth floor of a decode step).
 int64_t model_weight_bytes(const ModelConfig& config, DType act);
+// The weight bytes one decode token reads: all of them for a dense model; for a mixture of experts
+// only top_k experts of each MoE layer (plus everything else).
+int64_t model_active_weight_bytes(const ModelConfig& config, DType act);
 
 }  // namespace fg

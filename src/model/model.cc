@@ -31,18 +31,36 @@ Tensor view_at(const Buffer& b, size_t byte_offset, DType dtype, std::initialize
 
 }  // namespace
 
+Status check_backend_supports(const ModelConfig& c, const Backend& backend) {
+  // The CUDA attention kernels are instantiated for these head sizes only (Gemma 2/3 checkpoints
+  // use 256): refuse at load rather than abort at the first step.
+  if (backend.device() == Device::kCuda && c.head_dim != 64 && c.head_dim != 128)
+    return unsupported(c.dir + ": head_dim " + std::to_string(c.head_dim) + " (" + c.architecture +
+                       ") is not supported on the CUDA backend (its attention kernels are built for head_dim 64 "
+                       "and 128); use --backend cpu");
+  // The grouped expert GEMM moves rows in 16-byte chunks.
+  if (backend.device() == Device::kCuda && c.moe.num_experts > 0 &&
+      (c.hidden_size % 8 != 0 || c.moe.intermediate_size % 8 != 0))
+    return unsupported(c.dir + ": hidden_size " + std::to_string(c.hidden_size) + " and moe_intermediate_size " +
+                       std::to_string(c.moe.intermediate_size) +
+                       " must be multiples of 8 for the CUDA backend's expert GEMM; use --backend cpu");
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend) {
   // A .gguf file, or a folder holding one .gguf and no config.json (model/gguf_model.h).
   FG_ASSIGN_OR_RETURN(std::string gguf_path, find_gguf_model(dir));
   if (!gguf_path.empty()) {
     FG_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(gguf_path));
     FG_ASSIGN_OR_RETURN(ModelConfig config, gguf_model_config(*file));
+    FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
     std::unique_ptr<Model> m(new Model(backend, std::move(config)));
     FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend));
     m->upload_rope_table();
     return m;
   }
   FG_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   FG_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, ckpt, backend));
@@ -52,12 +70,21 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
 }
 
 void Model::upload_rope_table() {
+  auto upload = [&](const std::vector<float>& table) {
+    Buffer dev = backend_.alloc(table.size() * sizeof(float));
+    Buffer staging = backend_.alloc_host(table.size() * sizeof(float));
+    std::memcpy(staging.data(), table.data(), table.size() * sizeof(float));
+    backend_.copy_from_host(dev.data(), staging.data(), table.size() * sizeof(float));
+    backend_.synchronize();
+    return dev;
+  };
   std::vector<float> inv = rope_inv_freq(config_.rope, config_.rotary_dim);
-  inv_freq_ = backend_.alloc(inv.size() * sizeof(float));
-  Buffer staging = backend_.alloc_host(inv.size() * sizeof(float));
-  std::memcpy(staging.data(), inv.data(), inv.size() * sizeof(float));
-  backend_.copy_from_host(inv_freq_.data(), staging.data(), inv.size() * sizeof(float));
-  backend_.synchronize();
+  if (config_.rope.type == RopeScaling::kLongRope) {
+    std::vector<float> long_table = rope_long_inv_freq(config_.rope, config_.rotary_dim);
+    inv.insert(inv.end(), long_table.begin(), long_table.end());
+  }
+  inv_freq_ = upload(inv);
+  if (config_.local_rope) local_inv_freq_ = upload(rope_inv_freq(*config_.local_rope, config_.rotary_dim));
 }
 
 void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
@@ -67,11 +94,22 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
   if (total_q > cap_tokens_ || num_logits > cap_logits_) drop_graphs();
   if (total_q > cap_tokens_) {
     const size_t t = size_t(total_q);
+    // The dense MLP's width, when some layer has one.
+    int64_t inter = 0;
+    for (int l = 0; l < c.num_layers; ++l)
+      if (!c.is_moe_layer(l)) inter = c.intermediate_size;
     residual_ = backend_.alloc(t * size_t(c.hidden_size) * act);
     normed_ = backend_.alloc(t * size_t(c.hidden_size) * act);
     delta_ = backend_.alloc(t * size_t(c.hidden_size) * act);
-    wide_ = backend_.alloc(t * size_t(std::max(c.qkv_dim(), 2 * c.intermediate_size)) * act);
-    narrow_ = backend_.alloc(t * size_t(std::max(c.q_dim(), c.intermediate_size)) * act);
+    wide_ = backend_.alloc(t * size_t(std::max(c.qkv_dim(), 2 * inter)) * act);
+    narrow_ = backend_.alloc(t * size_t(std::max(c.q_dim(), inter)) * act);
+    if (c.moe.num_experts > 0) {
+      const size_t a = t * size_t(c.moe.top_k), mi = size_t(c.moe.intermediate_size);
+      const size_t E = size_t(c.moe.num_experts), k = size_t(c.moe.top_k);
+      moe_wide_ = backend_.alloc(a * std::max(2 * mi, size_t(c.hidden_size)) * act);
+      moe_narrow_ = backend_.alloc(a * mi * act);
+      moe_meta_ = backend_.alloc(4 * (t * E + 2 * t * k + E + 1 + 2 * a));
+    }
     // A step has at most one sequence per token; graphs recorded with the old plan go with it.
     plan_.reset();
     AttentionPlanShape shape;
@@ -117,6 +155,13 @@ Status Model::validate(const StepMetadata& step, const KvCache& cache) const {
 void Model::fill_rope_bases(const StepLayout& m, int num_seqs, int32_t* words) const {
   const ModelConfig& c = config_;
   if (!rope_bases()) return;
+  if (c.rope.type == RopeScaling::kLongRope) {
+    // Every row holds its RoPE length (the writer's, or 1 for padding): the long table past the
+    // pretraining length.
+    for (int i = 0; i < m.total_q; ++i)
+      words[m.base + size_t(i)] = words[m.base + size_t(i)] > c.rope.original_max_position ? 1 : 0;
+    return;
+  }
   auto* bases = reinterpret_cast<float*>(words + m.base);
   for (int s = 0; s < num_seqs; ++s) {
     const float base =
@@ -152,9 +197,21 @@ Model::StepTensors Model::step_tensors(const StepLayout& m, const Buffer& dev, c
   RopeArgs& rope = t.rope;
   rope.positions = meta(m.pos, DType::kI32, {T});
   rope.inv_freq = Tensor::contiguous(inv_freq_.data(), DType::kF32, backend_.device(), {c.rotary_dim / 2});
-  if (rope_bases()) rope.per_token_base = meta(m.base, DType::kF32, {T});
+  if (c.rope.type == RopeScaling::kDynamic) rope.per_token_base = meta(m.base, DType::kF32, {T});
   rope.rotary_dim = c.rotary_dim;
   rope.neox = true;
+  rope.attention_scaling = rope_attention_scaling(c.rope);
+  if (c.rope.type == RopeScaling::kLongRope) {  // [short; long] tables, one choice per token
+    rope.inv_freq = Tensor::contiguous(inv_freq_.data(), DType::kF32, backend_.device(), {2, c.rotary_dim / 2});
+    rope.per_token_table = meta(m.base, DType::kI32, {T});
+    rope.per_token_base = Tensor{};
+  }
+  if (c.local_rope) {
+    t.rope_local = rope;
+    t.rope_local.inv_freq =
+        Tensor::contiguous(local_inv_freq_.data(), DType::kF32, backend_.device(), {c.rotary_dim / 2});
+    t.rope_local.attention_scaling = rope_attention_scaling(*c.local_rope);
+  }
   return t;
 }
 
@@ -208,6 +265,47 @@ Result<Tensor> Model::forward(const StepMetadata& step, KvCache& cache) {
   return view_at(logits_, 0, DType::kF32, {m.num_logits, config_.vocab_size});
 }
 
+void Model::gated_act(const Tensor& gate_up, Tensor& out) {
+  if (config_.options.activation == Activation::kGeluTanh)
+    backend_.gelu_tanh_mul(gate_up, out);
+  else
+    backend_.silu_mul(gate_up, out);
+}
+
+void Model::run_moe(const LayerWeights& w, const Tensor& normed, Tensor& out) {
+  const ModelConfig& c = config_;
+  const DType act = backend_.act_dtype();
+  const int T = int(normed.shape[0]), E = c.moe.num_experts, K = c.moe.top_k;
+  const int64_t A = int64_t(T) * K, mi = c.moe.intermediate_size;
+  // moe_meta_ holds the routing at this step's sizes, packed (see model.h).
+  size_t off = 0;
+  auto take = [&](DType dt, std::initializer_list<int64_t> shape) {
+    Tensor v = view_at(moe_meta_, off, dt, shape);
+    off += v.nbytes();
+    return v;
+  };
+  Tensor router_logits = take(DType::kF32, {T, E});
+  MoeRouting r;
+  r.num_tokens = T;
+  r.num_experts = E;
+  r.top_k = K;
+  r.topk_weights = take(DType::kF32, {T, K});
+  r.topk_ids = take(DType::kI32, {T, K});
+  r.expert_offsets = take(DType::kI32, {E + 1});
+  r.sorted_assign = take(DType::kI32, {A});
+  r.assign_row = take(DType::kI32, {A});
+  Tensor gate_up = view_at(moe_wide_, 0, act, {A, 2 * mi});
+  Tensor expert_act = view_at(moe_narrow_, 0, act, {A, mi});
+  Tensor expert_out = view_at(moe_wide_, 0, act, {A, c.hidden_size});
+
+  backend_.gemm(normed, w.router, nullptr, router_logits);
+  backend_.moe_route(router_logits, c.moe.renormalize, r);
+  backend_.moe_gemm(normed, w.expert_gate_up, r, /*gather=*/true, gate_up);
+  gated_act(gate_up, expert_act);
+  backend_.moe_gemm(expert_act, w.expert_down, r, /*gather=*/false, expert_out);
+  backend_.moe_combine(expert_out, r, out);
+}
+
 void Model::run_layers(const StepTensors& t, KvCache& cache) {
   const ModelConfig& c = config_;
   const DType act = backend_.act_dtype();
@@ -218,20 +316,27 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
   Tensor normed = view_at(normed_, 0, act, {T, c.hidden_size});
   Tensor delta = view_at(delta_, 0, act, {T, c.hidden_size});
   Tensor qkv = view_at(wide_, 0, act, {T, c.qkv_dim()});
-  Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
   // Attention sees the rows that belong to a sequence (all of them but in a padded graph step).
   const int A = t.attention.total_q;
   Tensor attn_out = view_at(narrow_, 0, act, {A, c.num_q_heads, c.head_dim});
   Tensor attn_out_2d = view_at(narrow_, 0, act, {T, c.q_dim()});
-  Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
   Tensor q = head_view(qkv, 0, c.num_q_heads, c.head_dim);
   Tensor q_attn = q;
   q_attn.shape[0] = A;
   Tensor k = head_view(qkv, c.q_dim(), c.num_kv_heads, c.head_dim);
   Tensor v = head_view(qkv, c.q_dim() + c.kv_dim(), c.num_kv_heads, c.head_dim);
   const float eps = float(c.rms_norm_eps);
+  const float attention_scale =
+      c.attention_scale > 0.0 ? float(c.attention_scale) : 1.0f / std::sqrt(float(c.head_dim));
 
   backend_.embedding(t.ids, weights_.embed, residual);
+  if (c.embedding_scale != 1.0) {
+    // As transformers: the scale in the weights' dtype (bf16 on cuda), then the product rounded.
+    float scale = float(c.embedding_scale);
+    if (act == DType::kBF16) scale = bf16_to_f32(f32_to_bf16(scale));
+    if (act == DType::kF16) scale = f16_to_f32(f32_to_f16(scale));
+    backend_.scale(residual, scale);
+  }
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[size_t(l)];
     if (l == 0)
@@ -244,18 +349,29 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
       backend_.rms_norm(q, w.q_norm, eps, q);
       backend_.rms_norm(k, w.k_norm, eps, k);
     }
-    backend_.rope_kv_write(q, k, v, t.rope, t.slots, cache.layer(l));
+    const int window = c.layer_sliding_window[size_t(l)];
+    const RopeArgs& rope = c.local_rope && window > 0 ? t.rope_local : t.rope;
+    backend_.rope_kv_write(q, k, v, rope, t.slots, cache.layer(l));
     AttentionParams params;
-    params.scale = 1.0f / std::sqrt(float(c.head_dim));
+    params.scale = attention_scale;
     params.causal = true;
-    params.sliding_window = c.layer_sliding_window[size_t(l)];
+    params.sliding_window = window;
+    params.softcap = float(c.attn_softcap);
     backend_.attention(*plan_, q_attn, cache.layer(l), t.attention, params, attn_out, nullptr);
     backend_.gemm(attn_out_2d, w.o, w.o_bias.defined() ? &w.o_bias : nullptr, delta);
+    if (c.options.sandwich_norms) backend_.rms_norm(delta, w.attn_out_norm, eps, delta);
 
     backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);
-    backend_.gemm(normed, w.gate_up, w.gate_up_bias.defined() ? &w.gate_up_bias : nullptr, gate_up);
-    backend_.silu_mul(gate_up, mlp_act);
-    backend_.gemm(mlp_act, w.down, w.down_bias.defined() ? &w.down_bias : nullptr, delta);
+    if (c.is_moe_layer(l)) {
+      run_moe(w, normed, delta);
+    } else {
+      Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
+      Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
+      backend_.gemm(normed, w.gate_up, w.gate_up_bias.defined() ? &w.gate_up_bias : nullptr, gate_up);
+      gated_act(gate_up, mlp_act);
+      backend_.gemm(mlp_act, w.down, w.down_bias.defined() ? &w.down_bias : nullptr, delta);
+    }
+    if (c.options.sandwich_norms) backend_.rms_norm(delta, w.mlp_out_norm, eps, delta);
   }
 
   if (L == 0) return;
@@ -269,6 +385,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
   backend_.gather_rows(delta, t.lidx, sel_delta);
   backend_.add_rms_norm(sel_res, sel_delta, weights_.final_norm, eps, sel_normed);
   backend_.gemm(sel_normed, weights_.lm_head, nullptr, logits);
+  if (c.final_softcap > 0.0) backend_.softcap(logits, float(c.final_softcap));
 }
 
 }  // namespace fg

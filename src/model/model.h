@@ -1,5 +1,6 @@
-// Model: the one Llama-family decoder (Llama, Mistral, Qwen2, Qwen3 and their per-family options
-// from the registry) running a ragged batch over a paged KV cache through the Backend interface.
+// Model: the one decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, Mixtral, Qwen3-MoE
+// and their per-family options from the registry) running a ragged batch over a paged KV cache
+// through the Backend interface.
 //
 // One step: the caller asks for the step's metadata block (begin_step: the model's own pinned
 // staging, laid out for the step), writes the sequences into it once with the returned StepWriter,
@@ -8,9 +9,13 @@
 // on those same buffers and returns logits [num_logits, vocab] f32 on the device. Nothing in the
 // layer loop creates metadata.
 //
-// Per layer: h = rms_norm(x); qkv = h @ Wqkv^T (+b); [q/k per-head rms_norm]; rope(q, k);
-// kv_write; attention; x += o_proj; h = rms_norm(x); x += down(silu(gate) * up).
-// The model never knows which backend runs it and never allocates KV pages.
+// Per layer: h = rms_norm(x); qkv = h @ Wqkv^T (+b); [q/k per-head rms_norm]; rope(q, k) (Gemma 3's
+// sliding layers with their own table); kv_write; attention (scale, window, soft-cap per layer);
+// a = o_proj [then rms_norm(a) for Gemma]; x += a; h = rms_norm(x); m = down(act(gate) * up), or
+// for a mixture-of-experts layer: route h, one grouped GEMM for every expert's gate/up over the
+// token copies sorted by expert, act, one for down, and the weighted sum back per token
+// [then rms_norm(m) for Gemma]; x += m. Embeddings may be scaled (Gemma) and the final logits
+// soft-capped (Gemma 2). The model never knows which backend runs it and never allocates KV pages.
 //
 // Decode graphs (enable_decode_graphs): a decode-only step (one new token per sequence) of b
 // sequences, or a verification step (at most max_query_len new tokens per sequence), is padded up
@@ -68,6 +73,11 @@ int decode_graph_bucket(int num_seqs, int max_batch_size);
 // max_pages_per_seq.
 int decode_graph_pages(int pages_needed, int max_pages_per_seq);
 
+// Unsupported when `backend` cannot run this config (on CUDA: head_dim other than 64 and 128, or
+// expert widths that are not multiples of 8), with a message naming the model and the limit.
+// Model::load and load_dummy call it.
+Status check_backend_supports(const ModelConfig& config, const Backend& backend);
+
 class Model {
  public:
   // Reads DIR/config.json (+ generation_config.json), validates and uploads the safetensors
@@ -98,6 +108,12 @@ class Model {
   // begin_step + one StepWriter::add per chunk + forward (tests and the reference loop).
   Result<Tensor> forward(std::span<const SequenceChunk> chunks, KvCache& cache);
 
+  // Allocates the step workspace for steps of up to `max_tokens` new tokens and `max_logits`
+  // logits rows now (it otherwise grows at the first such step), so that a KV cache sized from
+  // the memory left afterwards leaves room for it: mixture-of-experts layers need buffers of
+  // max_tokens * top_k rows.
+  void reserve_step_workspace(int max_tokens, int max_logits) { reserve(max_tokens, max_logits, 0); }
+
   // Sends later decode-only steps that fit `options` through the fixed buffers (and graphs when
   // options.capture). Allocates those buffers and the workspace for max_batch_size rows now, so
   // call it before sizing the KV cache from free memory. Errors: bad sizes, capture on a backend
@@ -122,6 +138,7 @@ class Model {
     Tensor lidx;   // [num_logits] i32
     AttentionBatch attention;
     RopeArgs rope;
+    RopeArgs rope_local;  // Gemma 3's sliding layers (same positions, their own table)
   };
   // The fixed buffers and recorded graphs of the decode path.
   struct DecodeGraphState {
@@ -148,7 +165,11 @@ class Model {
   Status validate(const StepMetadata& step, const KvCache& cache) const;
   // Grows the workspace and the attention plan (dropping recorded graphs, which read them).
   void reserve(int total_q, int num_logits, size_t meta_bytes);
-  bool rope_bases() const { return config_.rope.type == RopeScaling::kDynamic; }
+  // The step block carries one rope word per token: a dynamic-NTK base (f32) or a LongRoPE table
+  // index (i32), written by fill_rope_bases.
+  bool rope_bases() const {
+    return config_.rope.type == RopeScaling::kDynamic || config_.rope.type == RopeScaling::kLongRope;
+  }
   StepTensors step_tensors(const StepLayout& m, const Buffer& dev, const StepMetadata& step) const;
   void fill_rope_bases(const StepLayout& m, int num_seqs, int32_t* words) const;
   // Pads a graph step to its bucket in place (see "Decode graphs"); returns the rows that belong
@@ -156,24 +177,35 @@ class Model {
   int pad_decode_rows(const StepMetadata& step, int32_t* words) const;
   // The decoder stack over one step's metadata: embedding .. logits (logits_ rows [0, num_logits)).
   void run_layers(const StepTensors& t, KvCache& cache);
+  // A mixture-of-experts MLP over normed [T, hidden] into out [T, hidden].
+  void run_moe(const LayerWeights& w, const Tensor& normed, Tensor& out);
+  // act(gate) * up with the family's activation.
+  void gated_act(const Tensor& gate_up, Tensor& out);
   Result<Tensor> forward_graph(const StepMetadata& step, KvCache& cache);
   void drop_graphs();
 
   Backend& backend_;
   ModelConfig config_;
   ModelWeights weights_;
-  Buffer inv_freq_;  // [rotary_dim / 2] f32, device
+  Buffer inv_freq_;        // [rotary_dim / 2] f32, device; LongRoPE: [2, rotary_dim / 2] (short, long)
+  Buffer local_inv_freq_;  // [rotary_dim / 2] f32, device: Gemma 3's sliding layers (else empty)
 
   // Workspace, grown on demand (capacities in rows).
   int cap_tokens_ = 0;
   int cap_logits_ = 0;
-  Buffer residual_;                      // [cap_tokens, hidden] act
-  Buffer normed_;                        // [cap_tokens, hidden] act
-  Buffer delta_;                         // [cap_tokens, hidden] act
-  Buffer wide_;                          // [cap_tokens, max(qkv_dim, 2 * inter)] act: qkv, then gate|up
-  Buffer narrow_;                        // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
-  Buffer sel_;                           // [3, cap_logits, hidden] act: gathered residual, delta, normed
-  Buffer logits_;                        // [cap_logits, vocab] f32
+  Buffer residual_;  // [cap_tokens, hidden] act
+  Buffer normed_;    // [cap_tokens, hidden] act
+  Buffer delta_;     // [cap_tokens, hidden] act
+  Buffer wide_;      // [cap_tokens, max(qkv_dim, 2 * inter)] act: qkv, then gate|up
+  Buffer narrow_;    // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
+  Buffer sel_;       // [3, cap_logits, hidden] act: gathered residual, delta, normed
+  // Mixture-of-experts workspace (A = cap_tokens * top_k assignments); empty for dense models.
+  Buffer moe_wide_;    // [A, max(2 * moe_inter, hidden)] act: the experts' gate|up sorted by expert,
+                       // then their down projections
+  Buffer moe_narrow_;  // [A, moe_inter] act: act(gate) * up
+  Buffer moe_meta_;    // router logits [cap_tokens, E] f32 | topk weights [cap_tokens, k] f32 | topk ids
+                       // [cap_tokens, k] i32 | offsets [E + 1] i32 | sorted [A] i32 | assign_row [A] i32
+  Buffer logits_;      // [cap_logits, vocab] f32
   std::unique_ptr<AttentionPlan> plan_;  // the attention partition of the running step
   size_t cap_meta_ = 0;
   Buffer meta_host_;                          // staging of an eager step's metadata (pinned on cuda)

@@ -111,8 +111,9 @@ int Model::pad_decode_rows(const StepMetadata& step, int32_t* words) const {
   // no sequence, so attention neither reads nor writes them.
   std::fill(words + m.ids + T, words + m.ids + m.total_q, 0);
   std::fill(words + m.pos + T, words + m.pos + m.total_q, 0);
-  std::fill(words + m.slot + T, words + m.slot + m.total_q, -1);    // kv_write skips padded rows
-  std::fill(words + m.lidx + L, words + m.lidx + m.num_logits, 0);  // computed, never returned
+  std::fill(words + m.slot + T, words + m.slot + m.total_q, -1);                   // kv_write skips padded rows
+  std::fill(words + m.lidx + L, words + m.lidx + m.num_logits, 0);                 // computed, never returned
+  if (rope_bases()) std::fill(words + m.base + T, words + m.base + m.total_q, 1);  // a RoPE length of 1
   return assigned;
 }
 

@@ -6,7 +6,7 @@
 namespace fg {
 namespace {
 
-constexpr std::array<ArchitectureSpec, 4> kArchitectures = {{
+constexpr std::array<ArchitectureSpec, 9> kArchitectures = {{
     {.name = "LlamaForCausalLM", .attention_bias_flag = true, .mlp_bias_flag = true},
     {.name = "MistralForCausalLM", .sliding = SlidingWindowRule::kAllLayers},
     {.name = "Qwen2ForCausalLM", .qkv_bias_always = true, .sliding = SlidingWindowRule::kQwen},
@@ -15,6 +15,28 @@ constexpr std::array<ArchitectureSpec, 4> kArchitectures = {{
      .attention_bias_flag = true,
      .qk_norm = true,
      .sliding = SlidingWindowRule::kQwen},
+    {.name = "Gemma2ForCausalLM",
+     .dialect = ConfigDialect::kGemma2,
+     .default_head_dim = 256,
+     .attention_bias_flag = true,
+     .sliding = SlidingWindowRule::kLayerTypes,
+     .default_sliding_pattern = 2,
+     .default_tied = true},
+    {.name = "Gemma3ForCausalLM",
+     .dialect = ConfigDialect::kGemma3,
+     .default_head_dim = 256,
+     .attention_bias_flag = true,
+     .qk_norm = true,
+     .sliding = SlidingWindowRule::kLayerTypes,
+     .default_sliding_pattern = 6,
+     .default_tied = true},
+    {.name = "Phi3ForCausalLM", .dialect = ConfigDialect::kPhi3, .sliding = SlidingWindowRule::kAllLayers},
+    {.name = "MixtralForCausalLM", .dialect = ConfigDialect::kMixtral, .sliding = SlidingWindowRule::kAllLayers},
+    {.name = "Qwen3MoeForCausalLM",
+     .dialect = ConfigDialect::kQwen3Moe,
+     .attention_bias_flag = true,
+     .qk_norm = true,
+     .sliding = SlidingWindowRule::kFlagged},
 }};
 
 }  // namespace

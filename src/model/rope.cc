@@ -6,7 +6,34 @@
 
 namespace fg {
 
+namespace {
+
+// 1 / (factor[i] * base^(2i / rotary_dim)), every step in f32 as transformers' longrope init.
+std::vector<float> longrope_table(const RopeConfig& rope, int rotary_dim, const std::vector<double>& factors) {
+  const int half = rotary_dim / 2;
+  FG_CHECK(factors.size() == size_t(half), "longrope factors do not match the rotary dimension");
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    const float exponent = float(2 * i) / float(rotary_dim);
+    const float power = float(std::pow(rope.theta, double(exponent)));
+    inv[size_t(i)] = 1.0f / (float(factors[size_t(i)]) * power);
+  }
+  return inv;
+}
+
+}  // namespace
+
+std::vector<float> rope_long_inv_freq(const RopeConfig& rope, int rotary_dim) {
+  FG_CHECK(rope.type == RopeScaling::kLongRope, "rope_long_inv_freq: not a longrope config");
+  return longrope_table(rope, rotary_dim, rope.long_factor);
+}
+
+float rope_attention_scaling(const RopeConfig& rope) {
+  return rope.type == RopeScaling::kLongRope ? float(rope.attention_factor) : 1.0f;
+}
+
 std::vector<float> rope_inv_freq(const RopeConfig& rope, int rotary_dim) {
+  if (rope.type == RopeScaling::kLongRope) return longrope_table(rope, rotary_dim, rope.short_factor);
   const int half = rotary_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) {
@@ -16,7 +43,8 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, int rotary_dim) {
   }
   switch (rope.type) {
     case RopeScaling::kDefault:
-    case RopeScaling::kDynamic: break;
+    case RopeScaling::kDynamic:
+    case RopeScaling::kLongRope: break;
     case RopeScaling::kLinear:
       for (float& f : inv) f = float(double(f) / rope.factor);
       break;

@@ -2,6 +2,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "core/dequant.h"
@@ -28,8 +29,22 @@ struct Assembly {
   std::vector<int64_t> shape;
   std::vector<WeightTensor> parts;
   DType dtype = DType::kF32;  // what the target holds (set by upload)
+  bool plus_one = false;      // store 1 + w (Gemma's RMSNorm weights)
   size_t arena_offset = 0;
 };
+
+// How add() transforms and shapes the assembly.
+struct AddOptions {
+  bool matrix = false;              // a GEMM weight or the embedding table (see Assembly)
+  bool plus_one = false;            // see Assembly
+  std::vector<int64_t> view_shape;  // the target's shape when not the concatenation's (same numel)
+};
+
+AddOptions matrix_options() {
+  AddOptions o;
+  o.matrix = true;
+  return o;
+}
 
 size_t stored_bytes(const WeightTensor& t) {
   return dtype_bytes(*t.dtype, t.numel());
@@ -73,12 +88,12 @@ class Planner {
   Planner(const WeightSource& source) : source_(source) {}
 
   // Requires each named tensor with its expected shape; the target gets their row concatenation.
-  // `matrix`: the target is a GEMM weight or the embedding table (see Assembly).
   Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts,
-             bool matrix = false) {
+             const AddOptions& options = {}) {
     Assembly a;
     a.target = target;
-    a.matrix = matrix;
+    a.matrix = options.matrix;
+    a.plus_one = options.plus_one;
     for (const auto& [name, shape] : parts) {
       FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
       if (!t.dtype)
@@ -95,6 +110,7 @@ class Planner {
       else
         a.shape[0] += shape[0];
     }
+    if (!options.view_shape.empty()) a.shape = options.view_shape;
     assemblies_.push_back(std::move(a));
     return Status::ok();
   }
@@ -108,9 +124,9 @@ class Planner {
       for (int64_t d : a.shape) numel *= d;
       total += align_up(dtype_bytes(a.dtype, numel));
       for (const WeightTensor& p : a.parts) {
-        if (*p.dtype == a.dtype) continue;
-        // Converted on the device from the stored form, or from f32 values dequantized on the host.
-        if (dtype_is_blocked(*p.dtype)) {
+        if (*p.dtype == a.dtype && !a.plus_one) continue;
+        // Converted on the device from the stored form, or from f32 values made on the host.
+        if (dtype_is_blocked(*p.dtype) || a.plus_one) {
           f32_values = std::max(f32_values, size_t(p.numel()));
           if (a.dtype != DType::kF32) staging_bytes = std::max(staging_bytes, size_t(p.numel()) * 4);
         } else {
@@ -125,7 +141,7 @@ class Planner {
     Buffer staging;
     if (staging_bytes > 0) staging = backend.alloc(staging_bytes);
     std::vector<uint8_t> scratch;           // tensors the source reorders on the host (GGUF q/k rows)
-    std::vector<float> values(f32_values);  // blocks dequantized on the host
+    std::vector<float> values(f32_values);  // blocks dequantized (or 1 + w) on the host
     char* base = static_cast<char*>(arena.data());
     for (Assembly& a : assemblies_) {
       char* dst = base + a.arena_offset;
@@ -140,12 +156,15 @@ class Planner {
                                   std::to_string(bad) + " (of " + std::to_string(numel) +
                                   "); the checkpoint is corrupt");
         }
-        if (stored == a.dtype) {
+        if (stored == a.dtype && !a.plus_one) {
           backend.copy_from_host(dst, host, stored_bytes(p));
         } else {
           DType from = stored;
-          if (dtype_is_blocked(stored)) {
+          if (dtype_is_blocked(stored) || a.plus_one) {
             dequantize(stored, host, values.data(), numel);
+            // 1 + w in f32, as transformers computes (1.0 + weight.float())
+            if (a.plus_one)
+              for (int64_t i = 0; i < numel; ++i) values[size_t(i)] += 1.0f;
             host = values.data();
             from = DType::kF32;
           }
@@ -222,7 +241,8 @@ int64_t weight_bytes(const ModelWeights& w) {
   if (w.lm_head.data != w.embed.data) total += int64_t(w.lm_head.nbytes());
   for (const LayerWeights& L : w.layers)
     for (const Tensor* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.o, &L.o_bias, &L.post_norm,
-                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias})
+                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias, &L.attn_out_norm, &L.mlp_out_norm, &L.router,
+                            &L.expert_gate_up, &L.expert_down})
       if (t->data != nullptr) total += int64_t(t->nbytes());
   return total;
 }
@@ -231,46 +251,104 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsC
   return load_model_weights(c, SafetensorsWeightSource(ckpt), backend);
 }
 
+namespace {
+
+// The checkpoint names of expert e's gate, up and down projections in layer l.
+std::array<std::string, 3> expert_names(const ModelConfig& c, int l, int e) {
+  const std::string E = std::to_string(e);
+  if (c.architecture == "MixtralForCausalLM") {
+    const std::string p = "block_sparse_moe.experts." + E + ".";
+    return {weight_name_layer(l, (p + "w1.weight").c_str()), weight_name_layer(l, (p + "w3.weight").c_str()),
+            weight_name_layer(l, (p + "w2.weight").c_str())};
+  }
+  const std::string p = "mlp.experts." + E + ".";
+  return {weight_name_layer(l, (p + "gate_proj.weight").c_str()), weight_name_layer(l, (p + "up_proj.weight").c_str()),
+          weight_name_layer(l, (p + "down_proj.weight").c_str())};
+}
+
+std::string router_name(const ModelConfig& c, int l) {
+  return weight_name_layer(l,
+                           c.architecture == "MixtralForCausalLM" ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+}
+
+}  // namespace
+
 Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend) {
   ModelWeights w;
   w.layers.resize(size_t(c.num_layers));
   Planner plan(source);
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
+  const AddOptions matrix = matrix_options();
+  AddOptions norm;
+  norm.plus_one = c.options.norm_plus_one;
 
-  FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}}}, true));
+  FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}}}, matrix));
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& L = w.layers[size_t(l)];
     auto n = [l](const char* s) { return weight_name_layer(l, s); };
-    FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(&L.qkv,
-                                {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
-                                 {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
-                                 {n("self_attn.v_proj.weight"), {kv_dim, hidden}}},
-                                true));
+    FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}, norm));
+    if (c.options.fused_checkpoint) {
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.qkv_proj.weight"), {c.qkv_dim(), hidden}}}, matrix));
+    } else {
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv,
+                                  {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
+                                   {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
+                                   {n("self_attn.v_proj.weight"), {kv_dim, hidden}}},
+                                  matrix));
+    }
     if (c.options.qkv_bias)
       FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}},
                                                 {n("self_attn.k_proj.bias"), {kv_dim}},
                                                 {n("self_attn.v_proj.bias"), {kv_dim}}}));
     if (c.options.qk_norm) {
-      FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}));
-      FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}));
+      FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}, norm));
+      FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}, norm));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}, true));
+    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}, matrix));
     if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}));
-    FG_RETURN_IF_ERROR(plan.add(
-        &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}, true));
-    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, true));
+    if (c.options.sandwich_norms) {
+      FG_RETURN_IF_ERROR(plan.add(&L.attn_out_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
+      FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("pre_feedforward_layernorm.weight"), {hidden}}}, norm));
+      FG_RETURN_IF_ERROR(plan.add(&L.mlp_out_norm, {{n("post_feedforward_layernorm.weight"), {hidden}}}, norm));
+    } else {
+      FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
+    }
+    if (c.is_moe_layer(l)) {
+      // The router and the stacked experts stay in the activation dtype: the MoE ops read them so.
+      const int64_t E = c.moe.num_experts, mi = c.moe.intermediate_size;
+      FG_RETURN_IF_ERROR(plan.add(&L.router, {{router_name(c, l), {E, hidden}}}));
+      std::vector<std::pair<std::string, std::vector<int64_t>>> gate_up, down;
+      for (int e = 0; e < E; ++e) {
+        auto [gate_name, up_name, down_name] = expert_names(c, l, e);
+        gate_up.push_back({gate_name, {mi, hidden}});
+        gate_up.push_back({up_name, {mi, hidden}});
+        down.push_back({down_name, {hidden, mi}});
+      }
+      AddOptions stacked_gate_up, stacked_down;
+      stacked_gate_up.view_shape = {E, 2 * mi, hidden};
+      stacked_down.view_shape = {E, hidden, mi};
+      FG_RETURN_IF_ERROR(plan.add(&L.expert_gate_up, gate_up, stacked_gate_up));
+      FG_RETURN_IF_ERROR(plan.add(&L.expert_down, down, stacked_down));
+      continue;
+    }
+    if (c.options.fused_checkpoint) {
+      FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}}, matrix));
+    } else {
+      FG_RETURN_IF_ERROR(plan.add(
+          &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}},
+          matrix));
+    }
+    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, matrix));
     if (c.options.mlp_bias) {
       FG_RETURN_IF_ERROR(
           plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));
       FG_RETURN_IF_ERROR(plan.add(&L.down_bias, {{n("mlp.down_proj.bias"), {hidden}}}));
     }
   }
-  FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}));
+  FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}, norm));
   if (!c.tie_word_embeddings)
-    FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}, true));
+    FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}, matrix));
 
   FG_RETURN_IF_ERROR(plan.upload(backend, w.arena));
   if (c.tie_word_embeddings) w.lm_head = w.embed;

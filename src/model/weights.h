@@ -3,7 +3,14 @@
 //    their biases into one [q_dim + 2 * kv_dim] vector (Qwen2, attention_bias);
 //  - gate/up fused into one [2 * intermediate, hidden] matrix (rows: gate, then up), which is the
 //    [gate | up] layout silu_mul expects;
-//  - tied embeddings: lm_head is the embedding table itself.
+//  - tied embeddings: lm_head is the embedding table itself;
+//  - Phi-3 checkpoints store qkv_proj and gate_up_proj already fused in that layout;
+//  - Gemma's (1 + weight) RMSNorm weights are stored as 1 + weight (added in f32 at load);
+//  - a mixture-of-experts layer's experts are stacked into one [num_experts, 2 * moe_inter,
+//    hidden] gate/up tensor and one [num_experts, hidden, moe_inter] down tensor, assembled
+//    from the checkpoint's per-expert tensors (Mixtral's w1/w3/w2, Qwen3-MoE's
+//    gate_proj/up_proj/down_proj), so each projection is one grouped GEMM (in the activation
+//    dtype, as is the router).
 // Matrices (the embedding table and every GEMM weight) are kept in the dtype the backend asks for
 // (Backend::weight_dtype of the stored dtype): the CPU keeps f32, f16, bf16 and GGUF's quantized
 // blocks as stored, CUDA converts to its activation dtype. A fused matrix whose parts are stored in
@@ -33,18 +40,25 @@ namespace fg {
 // "weight" below = the matrix's weight dtype (Backend::weight_dtype, see above); "act" = the
 // backend's activation dtype. All contiguous, row-major.
 struct LayerWeights {
-  Tensor input_norm;    // [hidden] act
-  Tensor qkv;           // [q_dim + 2 * kv_dim, hidden] weight
-  Tensor qkv_bias;      // [q_dim + 2 * kv_dim] act, or undefined
-  Tensor q_norm;        // [head_dim] act, or undefined (Qwen3 only)
-  Tensor k_norm;        // [head_dim] act, or undefined
-  Tensor o;             // [hidden, q_dim] weight
-  Tensor o_bias;        // [hidden] act, or undefined
-  Tensor post_norm;     // [hidden] act
+  Tensor input_norm;     // [hidden] act
+  Tensor qkv;            // [q_dim + 2 * kv_dim, hidden] weight
+  Tensor qkv_bias;       // [q_dim + 2 * kv_dim] act, or undefined
+  Tensor q_norm;         // [head_dim] act, or undefined (Qwen3, Gemma 3)
+  Tensor k_norm;         // [head_dim] act, or undefined
+  Tensor o;              // [hidden, q_dim] weight
+  Tensor o_bias;         // [hidden] act, or undefined
+  Tensor attn_out_norm;  // [hidden] act: the attention output's norm (Gemma's post_attention_layernorm), or undefined
+  Tensor post_norm;  // [hidden] act: the MLP's input norm (post_attention_layernorm; Gemma's pre_feedforward_layernorm)
+  Tensor mlp_out_norm;  // [hidden] act: the MLP output's norm (Gemma's post_feedforward_layernorm), or undefined
+  // Dense MLP (undefined in a mixture-of-experts layer)
   Tensor gate_up;       // [2 * intermediate, hidden] weight
   Tensor gate_up_bias;  // [2 * intermediate] act, or undefined
   Tensor down;          // [hidden, intermediate] weight
   Tensor down_bias;     // [hidden] act, or undefined
+  // Mixture of experts (undefined in a dense layer)
+  Tensor router;          // [num_experts, hidden] act
+  Tensor expert_gate_up;  // [num_experts, 2 * moe_intermediate, hidden] act (per expert: gate rows, then up)
+  Tensor expert_down;     // [num_experts, hidden, moe_intermediate] act
 };
 
 struct ModelWeights {

@@ -54,6 +54,12 @@ class CpuBackend final : public Backend {
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
+  void scale(Tensor& x, float s) override;
+  void softcap(Tensor& x, float cap) override;
+  void moe_route(const Tensor& router_logits, bool renormalize, MoeRouting& routing) override;
+  void moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& routing, bool gather, Tensor& out) override;
+  void moe_combine(const Tensor& y, const MoeRouting& routing, Tensor& out) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
   size_t attention_workspace_bytes(const AttentionPlanShape& shape) const override;
   std::unique_ptr<AttentionPlan> make_attention_plan(const AttentionPlanShape& shape, Buffer workspace) override;

@@ -111,17 +111,32 @@ void CpuBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
            "rope: rotary_dim " + std::to_string(rot) + " must be even, positive and at most the head dim of q " +
                q.describe() + " and k " + k.describe());
   const bool per_token = args.per_token_base.data != nullptr;
+  const bool tables = args.per_token_table.data != nullptr;
+  int64_t num_tables = 1;
   if (per_token) {
     check_view("rope", "per_token_base", args.per_token_base, DType::kF32, 1);
     check_dim("rope", "per_token_base", args.per_token_base, 0, n);
+  } else if (tables) {
+    check_view("rope", "per_token_table", args.per_token_table, DType::kI32, 1);
+    check_dim("rope", "per_token_table", args.per_token_table, 0, n);
+    check_view("rope", "inv_freq", args.inv_freq, DType::kF32, 2);
+    check_dim("rope", "inv_freq", args.inv_freq, 1, half);
+    num_tables = args.inv_freq.shape[0];
+    FG_CHECK(args.inv_freq.stride[0] == half, cpu::arg_message("rope", "inv_freq", "contiguous", args.inv_freq));
   } else {
     check_view("rope", "inv_freq", args.inv_freq, DType::kF32, 1);
     check_dim("rope", "inv_freq", args.inv_freq, 0, half);
   }
   if (n == 0) return;
   const int32_t* pos = args.positions.ptr<int32_t>();
-  const float* inv_freq_table = per_token ? nullptr : args.inv_freq.ptr<float>();
+  const float* inv_freq_tables = per_token ? nullptr : args.inv_freq.ptr<float>();
   const float* bases = per_token ? args.per_token_base.ptr<float>() : nullptr;
+  const int32_t* table_of = tables && !per_token ? args.per_token_table.ptr<int32_t>() : nullptr;
+  if (table_of != nullptr)
+    for (int64_t t = 0; t < n; ++t)
+      FG_CHECK(table_of[t] >= 0 && table_of[t] < num_tables, "rope: per_token_table[" + std::to_string(t) +
+                                                                 "] = " + std::to_string(table_of[t]) +
+                                                                 " is outside inv_freq " + args.inv_freq.describe());
   const int64_t q_heads = q.shape[1], k_heads = k.shape[1];
   const float scaling = args.attention_scaling;
   const int64_t work = n * (q_heads + k_heads) * rot;
@@ -129,6 +144,7 @@ void CpuBackend::rope(Tensor& q, Tensor& k, const RopeArgs& args) {
     std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
     for (int64_t t = t0; t < t1; ++t) {
       const float position = float(pos[t]);
+      const float* inv_freq_table = per_token ? nullptr : inv_freq_tables + (table_of ? table_of[t] * half : 0);
       for (int64_t i = 0; i < half; ++i) {
         // Dynamic NTK: the same formula HF uses for its default inv_freq, with this token's base.
         const float inv_freq = per_token ? 1.0f / std::pow(bases[t], float(2 * i) / float(rot)) : inv_freq_table[i];

@@ -91,6 +91,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
   arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
   gemm_ = std::make_unique<GemmLt>();
+  init_moe_kernels();
   ensure_sample_capacity(256);
 }
 
@@ -156,6 +157,31 @@ void CudaBackend::fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) {
 }
 
 void CudaBackend::silu_mul(const Tensor& x, Tensor& out) {
+  gated_act(x, out, false);
+}
+
+void CudaBackend::gelu_tanh_mul(const Tensor& x, Tensor& out) {
+  gated_act(x, out, true);
+}
+
+void CudaBackend::scale(Tensor& x, float s) {
+  FG_CHECK(is_float_type(x.dtype), "scale: f32/f16/bf16 only: " + x.describe());
+  ScaleParams p;
+  p.x = row_view(x, "scale x");
+  p.scale = s;
+  launch_scale(p, x.dtype, stream_);
+}
+
+void CudaBackend::softcap(Tensor& x, float cap) {
+  FG_CHECK(is_float_type(x.dtype), "softcap: f32/f16/bf16 only: " + x.describe());
+  FG_CHECK(cap > 0.0f, "softcap: cap must be positive, got " + std::to_string(cap));
+  ScaleParams p;
+  p.x = row_view(x, "softcap x");
+  p.cap = cap;
+  launch_scale(p, x.dtype, stream_);
+}
+
+void CudaBackend::gated_act(const Tensor& x, Tensor& out, bool gelu_tanh) {
   check_on_device(x, "silu_mul x");
   check_on_device(out, "silu_mul out");
   FG_CHECK(x.ndim == 2 && out.ndim == 2 && x.shape[0] == out.shape[0] && x.shape[1] == 2 * out.shape[1],
@@ -163,8 +189,8 @@ void CudaBackend::silu_mul(const Tensor& x, Tensor& out) {
   FG_CHECK(x.dtype == out.dtype, "silu_mul: dtypes differ: " + pair_desc(x, out));
   FG_CHECK((x.shape[1] <= 1 || x.stride[1] == 1) && (out.shape[1] <= 1 || out.stride[1] == 1),
            "silu_mul: last dim must be contiguous: " + pair_desc(x, out));
-  launch_silu_mul(SiluMulParams{x.data, x.stride[0], out.data, out.stride[0], out.shape[0], out.shape[1]}, x.dtype,
-                  stream_);
+  launch_silu_mul(SiluMulParams{x.data, x.stride[0], out.data, out.stride[0], out.shape[0], out.shape[1], gelu_tanh},
+                  x.dtype, stream_);
 }
 
 // ---- row movement
@@ -305,10 +331,21 @@ RopeParams rope_params(Tensor& q, Tensor& k, const RopeArgs& args) {
   FG_CHECK(args.positions.dtype == DType::kI32 && args.positions.ndim == 1 && args.positions.shape[0] == q.shape[0],
            "rope: positions must be [n] i32: " + args.positions.describe());
   bool per_token = args.per_token_base.data != nullptr;
+  bool tables = !per_token && args.per_token_table.data != nullptr;
   if (per_token) {
     check_on_device(args.per_token_base, "rope per_token_base");
     FG_CHECK(args.per_token_base.dtype == DType::kF32 && args.per_token_base.shape[0] == q.shape[0],
              "rope: per_token_base must be [n] f32: " + args.per_token_base.describe());
+  } else if (tables) {
+    check_on_device(args.per_token_table, "rope per_token_table");
+    check_on_device(args.inv_freq, "rope inv_freq");
+    FG_CHECK(args.per_token_table.dtype == DType::kI32 && args.per_token_table.ndim == 1 &&
+                 args.per_token_table.shape[0] == q.shape[0] &&
+                 (args.per_token_table.shape[0] <= 1 || args.per_token_table.stride[0] == 1),
+             "rope: per_token_table must be [n] i32 contiguous: " + args.per_token_table.describe());
+    FG_CHECK(args.inv_freq.dtype == DType::kF32 && args.inv_freq.ndim == 2 &&
+                 args.inv_freq.shape[1] == args.rotary_dim / 2 && args.inv_freq.stride[0] == args.rotary_dim / 2,
+             "rope: inv_freq must be [num_tables, rotary_dim / 2] f32 contiguous: " + args.inv_freq.describe());
   } else {
     check_on_device(args.inv_freq, "rope inv_freq");
     FG_CHECK(args.inv_freq.dtype == DType::kF32 && args.inv_freq.numel() == args.rotary_dim / 2,
@@ -331,6 +368,7 @@ RopeParams rope_params(Tensor& q, Tensor& k, const RopeArgs& args) {
   p.positions = args.positions.ptr<const int32_t>();
   p.inv_freq = per_token ? nullptr : args.inv_freq.ptr<const float>();
   p.per_token_base = per_token ? args.per_token_base.ptr<const float>() : nullptr;
+  p.per_token_table = tables ? args.per_token_table.ptr<const int32_t>() : nullptr;
   p.neox = args.neox;
   p.attention_scaling = args.attention_scaling;
   return p;
@@ -393,6 +431,116 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   } else if (outcome == GemmOutcome::kDoneWithoutBias) {
     launch_add_bias(AddBiasParams{out.data, prob.ldo, bias_ptr, prob.m, prob.n}, out.dtype, x.dtype, stream_);
   }
+}
+
+// ---- mixture of experts
+
+namespace {
+
+// Device pointers of a routing whose tensors are contiguous and match its sizes.
+void check_routing(const MoeRouting& r, const char* op) {
+  const std::string o = op;
+  FG_CHECK(r.num_tokens >= 0 && r.num_experts > 0 && r.num_experts <= 512 && r.top_k > 0 && r.top_k <= 16 &&
+               r.top_k <= r.num_experts,
+           o + ": routing of " + std::to_string(r.num_experts) + " experts, top " + std::to_string(r.top_k) +
+               " is outside the kernels' limits (512 experts, top 16)");
+  const int64_t a = int64_t(r.num_tokens) * r.top_k;
+  auto check = [&](const Tensor& t, DType dt, int64_t numel, const char* name) {
+    check_on_device(t, (o + " " + name).c_str());
+    FG_CHECK(t.dtype == dt && t.numel() == numel && t.is_contiguous(),
+             o + ": " + name + " must be contiguous " + std::string(dtype_name(dt)) + " of " + std::to_string(numel) +
+                 " elements: " + t.describe());
+  };
+  check(r.topk_ids, DType::kI32, a, "topk_ids");
+  check(r.topk_weights, DType::kF32, a, "topk_weights");
+  check(r.expert_offsets, DType::kI32, r.num_experts + 1, "expert_offsets");
+  check(r.sorted_assign, DType::kI32, a, "sorted_assign");
+  check(r.assign_row, DType::kI32, a, "assign_row");
+}
+
+}  // namespace
+
+void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, MoeRouting& r) {
+  check_routing(r, "moe_route");
+  check_on_device(router_logits, "moe_route router_logits");
+  FG_CHECK(router_logits.dtype == DType::kF32 && router_logits.ndim == 2 && router_logits.shape[0] == r.num_tokens &&
+               router_logits.shape[1] == r.num_experts && (r.num_experts <= 1 || router_logits.stride[1] == 1),
+           "moe_route: router_logits must be [num_tokens, num_experts] f32: " + router_logits.describe());
+  MoeRouteParams p;
+  p.logits = router_logits.ptr<const float>();
+  p.logits_stride = r.num_tokens <= 1 ? r.num_experts : router_logits.stride[0];
+  p.num_tokens = r.num_tokens;
+  p.num_experts = r.num_experts;
+  p.top_k = r.top_k;
+  p.renormalize = renormalize;
+  p.topk_ids = r.topk_ids.ptr<int32_t>();
+  p.topk_weights = r.topk_weights.ptr<float>();
+  p.expert_offsets = r.expert_offsets.ptr<int32_t>();
+  p.sorted_assign = r.sorted_assign.ptr<int32_t>();
+  p.assign_row = r.assign_row.ptr<int32_t>();
+  launch_moe_route(p, stream_);
+}
+
+void CudaBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r, bool gather, Tensor& out) {
+  check_routing(r, "moe_gemm");
+  check_on_device(x, "moe_gemm x");
+  check_on_device(w, "moe_gemm w");
+  check_on_device(out, "moe_gemm out");
+  const int64_t a = int64_t(r.num_tokens) * r.top_k;
+  FG_CHECK(x.ndim == 2 && w.ndim == 3 && out.ndim == 2 && x.shape[0] == (gather ? r.num_tokens : a) &&
+               w.shape[0] == r.num_experts && w.shape[2] == x.shape[1] && out.shape[0] == a &&
+               out.shape[1] == w.shape[1],
+           "moe_gemm: expected x [" + std::string(gather ? "num_tokens" : "A") +
+               ", k], w [E, n, k], out [A, n]: " + x.describe() + ", " + w.describe() + ", " + out.describe());
+  FG_CHECK(x.dtype == DType::kBF16 && w.dtype == x.dtype && out.dtype == x.dtype,
+           "moe_gemm: x, w and out must be bf16: " + x.describe() + ", " + w.describe() + ", " + out.describe());
+  FG_CHECK(w.is_contiguous() && (x.shape[1] <= 1 || x.stride[1] == 1) && (out.shape[1] <= 1 || out.stride[1] == 1),
+           "moe_gemm: w must be contiguous and the rows of x and out too: " + w.describe());
+  const int64_t ldx = x.shape[0] <= 1 ? x.shape[1] : x.stride[0];
+  const int64_t ldo = out.shape[0] <= 1 ? out.shape[1] : out.stride[0];
+  FG_CHECK(x.shape[1] % 8 == 0 && ldx % 8 == 0 && w.shape[1] % 2 == 0 && ldo % 2 == 0,
+           "moe_gemm: k and x's row stride must be multiples of 8, n and out's row stride even: " + x.describe() +
+               ", " + out.describe());
+  FG_CHECK(reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
+               reinterpret_cast<uintptr_t>(out.data) % 4 == 0,
+           "moe_gemm: x and w must be 16-byte aligned, out 4-byte aligned");
+  MoeGemmParams p;
+  p.x = x.data;
+  p.ldx = ldx;
+  p.w = w.data;
+  p.out = out.data;
+  p.ldo = ldo;
+  p.expert_offsets = r.expert_offsets.ptr<const int32_t>();
+  p.sorted_assign = r.sorted_assign.ptr<const int32_t>();
+  p.num_assign = int(a);
+  p.num_experts = r.num_experts;
+  p.top_k = r.top_k;
+  p.n = int(w.shape[1]);
+  p.k = int(w.shape[2]);
+  p.gather = gather;
+  launch_moe_gemm(p, x.dtype, stream_);
+}
+
+void CudaBackend::moe_combine(const Tensor& y, const MoeRouting& r, Tensor& out) {
+  check_routing(r, "moe_combine");
+  check_on_device(y, "moe_combine y");
+  check_on_device(out, "moe_combine out");
+  FG_CHECK(y.ndim == 2 && out.ndim == 2 && y.shape[0] == int64_t(r.num_tokens) * r.top_k &&
+               out.shape[0] == r.num_tokens && out.shape[1] == y.shape[1] && y.dtype == out.dtype &&
+               (y.shape[1] <= 1 || (y.stride[1] == 1 && out.stride[1] == 1)),
+           "moe_combine: expected y [A, h], out [num_tokens, h] in one act dtype: " + pair_desc(y, out));
+  MoeCombineParams p;
+  p.y = y.data;
+  p.ldy = y.shape[0] <= 1 ? y.shape[1] : y.stride[0];
+  p.out = out.data;
+  p.ldo = out.shape[0] <= 1 ? out.shape[1] : out.stride[0];
+  p.topk_ids = r.topk_ids.ptr<const int32_t>();
+  p.topk_weights = r.topk_weights.ptr<const float>();
+  p.assign_row = r.assign_row.ptr<const int32_t>();
+  p.num_tokens = r.num_tokens;
+  p.top_k = r.top_k;
+  p.h = int(y.shape[1]);
+  launch_moe_combine(p, out.dtype, stream_);
 }
 
 // ---- attention

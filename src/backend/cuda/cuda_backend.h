@@ -45,6 +45,15 @@ class CudaBackend final : public Backend {
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
+  void scale(Tensor& x, float s) override;
+  void softcap(Tensor& x, float cap) override;
+  // Mixture of experts (moe.cu): routing in two launches (top-k per token, then one block sorts
+  // the assignments by expert), a tensor-core grouped GEMM whose tiles find their expert in the
+  // offsets on the device (no host round trip: graph-capturable), and the weighted combine.
+  void moe_route(const Tensor& router_logits, bool renormalize, MoeRouting& routing) override;
+  void moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& routing, bool gather, Tensor& out) override;
+  void moe_combine(const Tensor& y, const MoeRouting& routing, Tensor& out) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args, const Tensor& slot_mapping,
                      KvCacheLayer& cache) override;
@@ -69,6 +78,7 @@ class CudaBackend final : public Backend {
 
  private:
   void ensure_sample_capacity(int rows);
+  void gated_act(const Tensor& x, Tensor& out, bool gelu_tanh);
 
   int device_ = 0;
   std::string name_;

@@ -1,7 +1,8 @@
-// Elementwise kernels of the CUDA backend: dtype conversion, seeded uniform fill, SiLU-and-mul,
-// bias add. Memory-bound and simple: one thread per element with a grid-stride loop, except
-// SiLU-and-mul (every MLP of every step), which moves 16-byte vectors along 2D-indexed rows when
-// the row layout allows (no per-element index division).
+// Elementwise kernels of the CUDA backend: dtype conversion, seeded uniform fill, SiLU- and
+// GELU(tanh)-and-mul, scale and soft-cap in place, bias add. Memory-bound and simple: one thread
+// per element with a grid-stride loop, except the gated activation (every MLP of every step),
+// which moves 16-byte vectors along 2D-indexed rows when the row layout allows (no per-element
+// index division).
 #include <algorithm>
 
 #include "backend/cuda/kernel_util.cuh"
@@ -37,15 +38,23 @@ __global__ void fill_uniform_kernel(FillUniformParams p) {
   }
 }
 
-template <class T>
-__device__ __forceinline__ T silu_mul_one(T gate, T up) {
+template <class T, bool kGelu>
+__device__ __forceinline__ T act_mul_one(T gate, T up) {
   const float g = to_f32(gate);
-  return from_f32<T>(g / (1.0f + expf(-g)) * to_f32(up));
+  float a;
+  if constexpr (kGelu) {
+    constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+    constexpr float kKappa = 0.044715f;
+    a = 0.5f * g * (1.0f + tanhf(kBeta * (g + kKappa * g * g * g)));
+  } else {
+    a = g / (1.0f + expf(-g));
+  }
+  return from_f32<T>(a * to_f32(up));
 }
 
 // Rows along blockIdx.y (grid-stride), columns along x in vectors of kVec elements (kVec = 1: any
 // layout; kVec = 16 / sizeof(T): inter, both strides and both bases aligned to 16 bytes).
-template <class T, int kVec>
+template <class T, int kVec, bool kGelu>
 __global__ void silu_mul_kernel(SiluMulParams p) {
   for (int64_t r = blockIdx.y; r < p.n; r += gridDim.y) {
     const T* x = static_cast<const T*>(p.x) + r * p.x_stride;
@@ -53,7 +62,7 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
     for (int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec; c < p.inter;
          c += int64_t(gridDim.x) * blockDim.x * kVec) {
       if constexpr (kVec == 1) {
-        out[c] = silu_mul_one(x[c], x[p.inter + c]);
+        out[c] = act_mul_one<T, kGelu>(x[c], x[p.inter + c]);
       } else {
         const uint4 gv = *reinterpret_cast<const uint4*>(x + c);
         const uint4 uv = *reinterpret_cast<const uint4*>(x + p.inter + c);
@@ -62,10 +71,22 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
         const T* u = reinterpret_cast<const T*>(&uv);
         T* o = reinterpret_cast<T*>(&ov);
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) o[i] = silu_mul_one(g[i], u[i]);
+        for (int i = 0; i < kVec; ++i) o[i] = act_mul_one<T, kGelu>(g[i], u[i]);
         *reinterpret_cast<uint4*>(out + c) = ov;
       }
     }
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(ScaleParams p) {
+  int64_t total = p.x.rows * p.x.cols;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = e / p.x.cols;
+    int64_t c = e - r * p.x.cols;
+    T* x = row_ptr<T>(p.x, r) + c;
+    const float v = to_f32(*x);
+    *x = from_f32<T>(p.cap > 0.0f ? tanhf(v / p.cap) * p.cap : v * p.scale);
   }
 }
 
@@ -111,11 +132,24 @@ void launch_silu_mul(const SiluMulParams& p, DType act, cudaStream_t stream) {
     const int64_t per_block = int64_t(kThreads) * (vec ? kVec : 1);
     const dim3 grid(unsigned(std::min<int64_t>((p.inter + per_block - 1) / per_block, 1024)),
                     unsigned(std::min<int64_t>(p.n, 65535)));
-    if (vec) {
-      silu_mul_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(p);
+    if (vec && p.gelu_tanh) {
+      silu_mul_kernel<T, kVec, true><<<grid, kThreads, 0, stream>>>(p);
+    } else if (vec) {
+      silu_mul_kernel<T, kVec, false><<<grid, kThreads, 0, stream>>>(p);
+    } else if (p.gelu_tanh) {
+      silu_mul_kernel<T, 1, true><<<grid, kThreads, 0, stream>>>(p);
     } else {
-      silu_mul_kernel<T, 1><<<grid, kThreads, 0, stream>>>(p);
+      silu_mul_kernel<T, 1, false><<<grid, kThreads, 0, stream>>>(p);
     }
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_scale(const ScaleParams& p, DType dtype, cudaStream_t stream) {
+  int64_t total = p.x.rows * p.x.cols;
+  if (total == 0) return;
+  dispatch_float(dtype, [&]<class T>() {
+    scale_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -107,9 +107,10 @@ struct RopeParams {
   int n = 0;
   int head_dim = 0;
   int rotary_dim = 0;
-  const int32_t* positions = nullptr;     // [n] i32
-  const float* inv_freq = nullptr;        // [rotary_dim / 2] f32, or null with per_token_base
-  const float* per_token_base = nullptr;  // [n] f32 or null
+  const int32_t* positions = nullptr;        // [n] i32
+  const float* inv_freq = nullptr;           // [num_tables, rotary_dim / 2] f32, or null with per_token_base
+  const int32_t* per_token_table = nullptr;  // [n] i32: each token's row of inv_freq, or null (row 0)
+  const float* per_token_base = nullptr;     // [n] f32 or null
   bool neox = true;
   float attention_scaling = 1.0f;
   // With kv.slots set, the rotated k rows and the kv.v rows also go into the paged cache (kv.k is
@@ -118,7 +119,8 @@ struct RopeParams {
 };
 void launch_rope(const RopeParams& p, DType act, cudaStream_t stream);
 
-// out[i, j] = silu(x[i, j]) * x[i, inter + j]. x: [n, 2 * inter] (row stride x_stride).
+// out[i, j] = act(x[i, j]) * x[i, inter + j] with act = silu, or gelu with the tanh approximation
+// when gelu_tanh. x: [n, 2 * inter] (row stride x_stride).
 struct SiluMulParams {
   const void* x = nullptr;
   int64_t x_stride = 0;
@@ -126,8 +128,73 @@ struct SiluMulParams {
   int64_t out_stride = 0;
   int64_t n = 0;
   int64_t inter = 0;
+  bool gelu_tanh = false;
 };
 void launch_silu_mul(const SiluMulParams& p, DType act, cudaStream_t stream);
+
+// In place on x (f32 or act): x = x * scale, or with cap > 0, x = cap * tanh(x / cap) (scale unused).
+struct ScaleParams {
+  RowView x;
+  float scale = 1.0f;
+  float cap = 0.0f;
+};
+void launch_scale(const ScaleParams& p, DType dtype, cudaStream_t stream);
+
+// ---- mixture of experts (moe.cu); backend.h's MoeRouting describes the arrays.
+
+// Sets the grouped GEMM kernels' shared-memory limits on the current device (once per backend,
+// before any launch or graph capture).
+void init_moe_kernels();
+
+// Softmax and top-k per token, then the assignments sorted by expert.
+struct MoeRouteParams {
+  const float* logits = nullptr;  // [num_tokens, num_experts] f32, row stride logits_stride
+  int64_t logits_stride = 0;
+  int num_tokens = 0;
+  int num_experts = 0;  // <= 512
+  int top_k = 0;        // <= 16
+  bool renormalize = true;
+  int32_t* topk_ids = nullptr;        // [num_tokens, top_k] contiguous
+  float* topk_weights = nullptr;      // [num_tokens, top_k] contiguous
+  int32_t* expert_offsets = nullptr;  // [num_experts + 1]
+  int32_t* sorted_assign = nullptr;   // [num_tokens * top_k]
+  int32_t* assign_row = nullptr;      // [num_tokens * top_k]
+};
+void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
+
+// The grouped GEMM: sorted row r of expert e: out[r] = x_r @ w[e]^T (f32 accumulation), x_r = x[r]
+// or x[sorted_assign[r] / top_k] when gather.
+struct MoeGemmParams {
+  const void* x = nullptr;  // [rows of x, k] act, row stride ldx (elements, a multiple of 8)
+  int64_t ldx = 0;
+  const void* w = nullptr;  // [num_experts, n, k] act, contiguous
+  void* out = nullptr;      // [num_assign, n] act, row stride ldo (even)
+  int64_t ldo = 0;
+  const int32_t* expert_offsets = nullptr;  // [num_experts + 1]
+  const int32_t* sorted_assign = nullptr;   // [num_assign] (read when gather)
+  int num_assign = 0;
+  int num_experts = 0;
+  int top_k = 1;
+  int n = 0;  // even
+  int k = 0;  // a multiple of 8
+  bool gather = false;
+};
+void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream);
+
+// out[t] = sum over j (ascending expert id) of topk_weights[t, j] * y[assign_row[t * top_k + j]].
+struct MoeCombineParams {
+  const void* y = nullptr;  // [num_tokens * top_k, h] act, row stride ldy
+  int64_t ldy = 0;
+  void* out = nullptr;  // [num_tokens, h] act, row stride ldo
+  int64_t ldo = 0;
+  const int32_t* topk_ids = nullptr;
+  const float* topk_weights = nullptr;
+  const int32_t* assign_row = nullptr;
+  int num_tokens = 0;
+  int top_k = 0;
+  int h = 0;
+};
+void launch_moe_combine(const MoeCombineParams& p, DType act, cudaStream_t stream);
 
 // out[i, j] += bias[j]. out: [m, n] (row stride), dtype f32/f16/bf16; bias: [n] act.
 struct AddBiasParams {

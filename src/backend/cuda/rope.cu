@@ -32,7 +32,8 @@ __global__ void rope_kernel(RopeParams p) {
       if (p.per_token_base != nullptr) {
         inv_freq = 1.0f / powf(p.per_token_base[token], float(2 * i) / float(p.rotary_dim));
       } else {
-        inv_freq = p.inv_freq[i];
+        const int table = p.per_token_table != nullptr ? p.per_token_table[token] : 0;
+        inv_freq = p.inv_freq[table * half + i];
       }
       const float angle = float(p.positions[token]) * inv_freq;
       // cos/sin of the f32 angle rounded once to f32 (computed in double), as the CPU backend does.

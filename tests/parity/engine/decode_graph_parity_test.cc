@@ -288,6 +288,8 @@ TEST(DecodeGraphCpu, VerificationWidthStepsMatchEager) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   check_verify_steps(*cpu, "llama", 3, 5, false, kCpuTolerance);
   check_verify_steps(*cpu, "llama_dynamic", 8, 3, false, kCpuTolerance);
+  check_verify_steps(*cpu, "phi3", 8, 3, false, kCpuTolerance);
+  check_verify_steps(*cpu, "qwen3_moe", 3, 5, false, kCpuTolerance);
 }
 
 TEST(DecodeGraphCuda, VerificationWidthReplaysMatchEager) {
@@ -296,6 +298,9 @@ TEST(DecodeGraphCuda, VerificationWidthReplaysMatchEager) {
   check_verify_steps(*cuda, "llama", 3, 5, true, kCudaTolerance);
   check_verify_steps(*cuda, "qwen3", 8, 5, true, kCudaTolerance);
   check_verify_steps(*cuda, "llama_dynamic", 5, 3, true, kCudaTolerance);
+  check_verify_steps(*cuda, "phi3", 5, 3, true, kCudaTolerance);
+  check_verify_steps(*cuda, "mixtral", 3, 5, true, kCudaTolerance);
+  check_verify_steps(*cuda, "gemma2", 3, 5, true, kCudaTolerance);
 }
 
 TEST(DecodeGraphBucket, LadderAndCap) {
@@ -325,7 +330,8 @@ TEST(DecodeGraphCpu, PaddedStepsMatchEager) {
   DecodeGraphOptions o;
   o.capture = false;
   o.max_batch_size = 8;
-  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied"}) {
+  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied", "gemma2", "gemma3",
+                           "phi3", "mixtral", "qwen3_moe"}) {
     check_fixture(*cpu, name, 3, o, kCpuTolerance, true);  // bucket 4
   }
   check_fixture(*cpu, "llama", 1, o, kCpuTolerance, true);    // bucket 1
@@ -339,7 +345,8 @@ TEST(DecodeGraphCuda, ReplaysMatchEager) {
   DecodeGraphOptions o;
   o.capture = true;
   o.max_batch_size = 16;
-  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied", "chat_llama"}) {
+  for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied", "chat_llama", "gemma2",
+                           "gemma3", "gemma3_classic", "phi3", "mixtral", "qwen3_moe"}) {
     check_fixture(*cuda, name, 5, o, kCudaTolerance, true);  // bucket 8
   }
   check_fixture(*cuda, "llama", 1, o, kCudaTolerance, true);    // bucket 1
@@ -364,7 +371,8 @@ TEST(DecodeGraphCuda, GpuMemoryInfoIsReported) {
 // on and off. Where the outputs part, the eager model's logits on the common prefix must show a
 // tie (top-2 margin within the bf16 tolerance); anywhere else the tokens must be equal.
 // `spec`: the second run speculates (n-gram, k = 4) with verification graphs, the first does not.
-void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
+void check_engine_tokens(bool graphs_in_first, SpecMethod spec, const std::string& fixture = "llama") {
+  SCOPED_TRACE(fixture);
   if (!cuda_or_null()) GTEST_SKIP() << kNoGpu;
   std::mt19937 rng(11);
   std::vector<Request> requests;
@@ -379,7 +387,7 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
   }
   auto run = [&](bool graphs, SpecMethod method, DecodeGraphStats* stats, SpecStats* spec_stats) {
     ModelRunnerOptions o;
-    o.model_dir = model_fixture("llama");
+    o.model_dir = model_fixture(fixture);
     o.backend = "cuda";
     o.page_size = 8;
     o.kv_cache_bytes = int64_t(16) << 20;
@@ -429,7 +437,7 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
   }
 
   std::unique_ptr<Backend> cuda = cuda_or_null();
-  auto reference = Model::load(model_fixture("llama"), *cuda);
+  auto reference = Model::load(model_fixture(fixture), *cuda);
   ASSERT_TRUE(reference.is_ok());
   const int64_t vocab = (*reference)->config().vocab_size;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -454,6 +462,13 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec) {
 
 TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
   check_engine_tokens(false, SpecMethod::kOff);
+}
+
+// The newer families through the engine (prefix cache on, chunked prefill) with and without decode
+// graphs: MoE layers, soft-capping, local/global RoPE and LongRoPE recorded into graphs.
+TEST(DecodeGraphCuda, NewFamiliesEngineTokensMatchWithGraphsOnAndOff) {
+  for (const char* fixture : {"mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3"})
+    check_engine_tokens(false, SpecMethod::kOff, fixture);
 }
 
 // Speculative decoding on the GPU: verification steps (1 + k query tokens, graphs of that width)

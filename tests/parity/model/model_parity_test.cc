@@ -5,13 +5,15 @@
 //
 // FG_TEST_BACKEND=cuda runs the same fixtures on the CUDA backend (bf16 activations; skipped when
 // there is no GPU). bf16 cannot promise f32 agreement (transformers itself, run in bf16 on these
-// fixtures, is up to 3.3e-2 of max|logit| away from its f32 logits), so there the bounds are:
-// logits within 6e-2 of max|HF|, the same argmax wherever HF's top-2 margin exceeds twice that error, and every
-// greedy token within that error of the best logit of the exact (CPU, f32) model on the same
-// prefix.
+// fixtures, is up to 3.3e-2 of max|logit| away from its f32 logits on the Llama-family ones and up
+// to about 7e-2 on the Gemma, Phi-3 and MoE ones, recorded per prompt as hf_bf16_rel_err), so there
+// the bounds are: logits within max(6e-2, 2 x hf_bf16_rel_err) of max|HF|, the same argmax
+// wherever HF's top-2 margin exceeds twice that error, and every greedy token within that error of
+// the best logit of the exact (CPU, f32) model on the same prefix.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -34,6 +36,7 @@ struct Reference {
   std::vector<std::vector<int32_t>> greedy;
   std::vector<float> logits;  // [sum of prompt lengths, vocab]
   int max_new_tokens = 0;
+  std::vector<float> hf_bf16_rel_err;  // per prompt (fixtures made since it was recorded)
 };
 
 Reference load_reference(const std::string& dir) {
@@ -44,6 +47,7 @@ Reference load_reference(const std::string& dir) {
   r.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
   r.greedy = j["greedy"].get<std::vector<std::vector<int32_t>>>();
   r.max_new_tokens = j["max_new_tokens"].get<int>();
+  if (j.contains("hf_bf16_rel_err")) r.hf_bf16_rel_err = j["hf_bf16_rel_err"].get<std::vector<float>>();
   auto npy = read_npy(dir + "/logits.npy");
   EXPECT_TRUE(npy.is_ok()) << npy.status().message();
   r.logits = npy->f32;
@@ -89,6 +93,11 @@ class ModelParity : public ::testing::TestWithParam<std::string> {
     exact_ = backend_->act_dtype() == DType::kF32;
     tolerance_ = exact_ ? 1e-4f : 6e-2f;
   }
+  // The bound for prompt p: the fixed one, or on bf16 twice transformers' own bf16 error when larger.
+  float tolerance(const Reference& ref, size_t p) const {
+    if (exact_ || p >= ref.hf_bf16_rel_err.size()) return tolerance_;
+    return std::max(tolerance_, 2.0f * ref.hf_bf16_rel_err[p]);
+  }
   std::unique_ptr<Backend> backend_;
   bool exact_ = true;
   float tolerance_ = 1e-4f;
@@ -101,7 +110,9 @@ TEST_P(ModelParity, LogitsMatchTransformers) {
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   const int64_t vocab = (*model)->config().vocab_size;
   size_t row0 = 0;
-  for (const auto& prompt : ref.prompts) {
+  for (size_t p = 0; p < ref.prompts.size(); ++p) {
+    const auto& prompt = ref.prompts[p];
+    const float bound = tolerance(ref, p);
     auto logits = prompt_logits(**model, prompt, /*page_size=*/16);
     ASSERT_TRUE(logits.is_ok()) << logits.status().message();
     ASSERT_EQ(logits->size(), prompt.size() * size_t(vocab));
@@ -116,12 +127,14 @@ TEST_P(ModelParity, LogitsMatchTransformers) {
       max_ref = std::max(max_ref, std::fabs(r));
     }
     EXPECT_GT(max_ref, 0.0f);
-    EXPECT_LT(max_diff / max_ref, tolerance_) << "prompt of " << prompt.size() << " tokens on " << backend_->name()
-                                              << ", worst at position " << worst / size_t(vocab);
+    std::printf("[ parity   ] %-16s %3zu tokens  max rel err %.2e\n", GetParam().c_str(), prompt.size(),
+                double(max_diff / max_ref));
+    EXPECT_LT(max_diff / max_ref, bound) << "prompt of " << prompt.size() << " tokens on " << backend_->name()
+                                         << ", worst at position " << worst / size_t(vocab);
     if (!exact_) {
       for (size_t t = 0; t < prompt.size(); ++t) {
         const float* r = ref.logits.data() + (row0 + t) * size_t(vocab);
-        if (top2_margin(r, vocab) > 2 * tolerance_ * max_ref) {
+        if (top2_margin(r, vocab) > 2 * bound * max_ref) {
           EXPECT_EQ(argmax(logits->data() + t * size_t(vocab), vocab), argmax(r, vocab)) << "position " << t;
         }
       }
@@ -166,14 +179,15 @@ TEST_P(ModelParity, GreedyMatchesTransformersGenerate) {
     for (size_t i = 0; i < ids->size(); ++i) {
       const float* row = exact->data() + i * size_t(vocab);
       float best = row[argmax(row, vocab)];
-      EXPECT_GE(row[(*ids)[i]], best - 2 * tolerance_ * max_abs) << "prompt " << p << ", token " << i;
+      EXPECT_GE(row[(*ids)[i]], best - 2 * tolerance(ref, p) * max_abs) << "prompt " << p << ", token " << i;
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity,
                          ::testing::Values("llama", "llama3_tied", "llama_dynamic", "llama_bf16", "mistral", "qwen2",
-                                           "qwen3"));
+                                           "qwen3", "gemma2", "gemma3", "gemma3_classic", "phi3", "mixtral",
+                                           "qwen3_moe"));
 
 }  // namespace
 }  // namespace fg

@@ -6,6 +6,7 @@
 // crowd is the engine's fault.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +30,10 @@ struct FakeModelShape {
   // > 0: a row's logits depend on the last `context` tokens only (and their distance), so greedy
   // outputs fall into loops that n-gram lookup catches; 0: on every (position, token) so far.
   int32_t context = 0;
+  // > 0: every layer attends through this sliding window: a row's logits depend on the tokens of
+  // the last `window` positions only (and the runner reads nothing older, like a windowed model),
+  // and kv_window() reports it, so the engine releases the pages before it.
+  int32_t window = 0;
   uint64_t salt = 0x1234;  // another salt is another model (a draft that disagrees)
   float scale = 6.0f;      // logits are uniform in [0, scale): larger is peakier
 };
@@ -39,6 +44,7 @@ inline void fake_logits(const FakeModelShape& shape, std::span<const int32_t> to
   const int32_t pos = int32_t(tokens.size()) - 1;
   uint64_t h = shape.salt;
   for (int32_t p = 0; p <= pos; ++p) {
+    if (shape.window > 0 && p <= pos - shape.window) continue;
     if (shape.context == 0) {
       h = mix64(h ^ uint64_t((int64_t(p) << 32) | uint32_t(tokens[size_t(p)])));
     } else if (p > pos - shape.context) {
@@ -62,6 +68,7 @@ class FakeRunner : public StepRunner {
   std::vector<int32_t> eos_token_ids() const override { return shape_.eos; }
   int32_t kv_num_pages() const override { return shape_.num_pages; }
   int32_t kv_page_size() const override { return shape_.page_size; }
+  int32_t kv_window() const override { return shape_.window; }
   int64_t num_forwards() const { return num_forwards_; }
   int64_t max_step_tokens() const { return max_step_tokens_; }
   int64_t max_step_seqs() const { return max_step_seqs_; }
@@ -110,14 +117,14 @@ class FakeRunner : public StepRunner {
       const int32_t row = b.logits_indices[size_t(r)];
       while (b.cu_seqlens_q[size_t(s) + 1] <= row) ++s;
       const int32_t pos = b.positions[size_t(row)];
-      cached_.clear();
-      for (int32_t p = 0; p <= pos; ++p) {
+      cached_.assign(size_t(pos) + 1, 0);  // positions before a window are never read
+      for (int32_t p = shape_.window > 0 ? std::max(0, pos - shape_.window + 1) : 0; p <= pos; ++p) {
         const int32_t page = b.block_table[size_t(s) * size_t(b.max_pages_per_seq) + size_t(p / P)];
         const int64_t v = slots_[size_t(page * P + p % P)];
         if (v == kEmpty || int32_t(v >> 32) != p) {
           return internal_error("slot of position " + std::to_string(p) + " holds another position");
         }
-        cached_.push_back(int32_t(uint32_t(v)));
+        cached_[size_t(p)] = int32_t(uint32_t(v));
       }
       fake_logits(shape_, cached_, out + size_t(r) * size_t(shape_.vocab));
     }

@@ -1,0 +1,490 @@
+// Mixture-of-experts kernels of the CUDA backend (kernels.h; the contract is backend.h's
+// moe_route / moe_gemm / moe_combine). Every launch size depends only on the step's token count,
+// never on how the tokens were routed, and nothing is read back to the host: a layer records into
+// a CUDA graph and replays for any routing.
+//
+// Routing: one warp per token (softmax over the experts, top_k rounds of a warp argmax, ties to the
+// lower expert id); then ONE block counts the assignments per expert in shared memory, scans them
+// into expert_offsets and places every assignment with a shared-memory cursor per expert. Steps of
+// up to 128 tokens (decode) do both in one launch of one block; larger ones launch a top-k kernel
+// over all tokens, then the sort. The order within an expert depends on atomics; the GEMM computes
+// every row independently of its neighbours, so no result depends on it.
+//
+// Grouped GEMM (moe_gemm_kernel): out[r] = x_r @ w[e]^T for the rows r of each expert e, bf16
+// mma.sync m16n8k16 with f32 accumulation, a multi-stage cp.async pipeline over k (32 per stage)
+// and 128-byte-row XOR swizzled shared tiles. grid.x walks n in tiles of BN; grid.y enumerates
+// (expert, m-tile) pairs in expert order, sized for the worst case (ceil(A / BM) + min(E, A)
+// tiles); each block finds its pair by scanning expert_offsets in one warp and exits when past the
+// last tile. The tile height is picked on the host from the step's mean rows per expert: 16 rows
+// for decode (each active expert's weights are streamed once per n-tile: the memory-bound regime),
+// 64 for mid-size batches, 128 x 128 tiles for prefill (compute-bound). With `gather` the A tile's
+// rows are read through sorted_assign straight from the token rows, so no permuted copy of the
+// activations is ever made.
+//
+// Combine (moe_combine_kernel): one block per token, the chosen experts' rows summed in ascending
+// expert id with each product rounded (the CPU reference's order).
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/kernel_util.cuh"
+
+namespace fg::cuda {
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---------------------------------------------------------------------------------------------
+// Routing
+
+constexpr int kTopkWarps = 4;  // tokens per block of moe_topk_kernel
+constexpr int kMaxExperts = 512;
+constexpr int kSortThreads = 1024;
+constexpr int kSmallRouteTokens = 128;  // up to this many tokens, one block routes them all in one launch
+
+// Softmax and top-k of token t's router logits, by one full warp.
+__device__ __forceinline__ void route_token(const MoeRouteParams& p, int t, int lane) {
+  const float* x = p.logits + int64_t(t) * p.logits_stride;
+  float m = -INFINITY;
+  for (int e = lane; e < p.num_experts; e += 32) m = fmaxf(m, x[e]);
+  m = warp_max(m);
+  float sum = 0.0f;
+  for (int e = lane; e < p.num_experts; e += 32) sum += expf(x[e] - m);
+  sum = warp_sum(sum);
+  uint32_t taken = 0;  // bit i: expert lane + 32 * i is chosen (experts <= 512)
+  float chosen_sum = 0.0f;
+  float my_weight = 0.0f;
+  int my_expert = 0;
+  for (int round = 0; round < p.top_k; ++round) {
+    float best = -1.0f;
+    int best_e = INT_MAX;
+    for (int i = 0, e = lane; e < p.num_experts; ++i, e += 32) {
+      if ((taken >> i) & 1u) continue;
+      const float prob = expf(x[e] - m) / sum;
+      if (prob > best) {  // e grows: a tie keeps the lower id
+        best = prob;
+        best_e = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(kFullMask, best, o);
+      const int oe = __shfl_xor_sync(kFullMask, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    if (best_e >= p.num_experts) {  // only with non-finite logits: keep the indices in range
+      best_e = 0;
+      best = 0.0f;
+    }
+    if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
+    chosen_sum += best;
+    if (lane == round) {
+      my_weight = best;
+      my_expert = best_e;
+    }
+  }
+  if (lane < p.top_k) {
+    const int64_t a = int64_t(t) * p.top_k + lane;
+    p.topk_ids[a] = my_expert;
+    p.topk_weights[a] = p.renormalize && chosen_sum > 0.0f ? my_weight / chosen_sum : my_weight;
+  }
+}
+
+__global__ void __launch_bounds__(kTopkWarps * 32) moe_topk_kernel(MoeRouteParams p) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int t = int(blockIdx.x) * kTopkWarps + warp;
+  if (t < p.num_tokens) route_token(p, t, lane);
+}
+
+// Counts, scans and places every assignment, by one whole block (the caller's shared arrays).
+__device__ __forceinline__ void sort_assignments(const MoeRouteParams& p, int* counts, int* cursor) {
+  const int E = p.num_experts;
+  const int A = p.num_tokens * p.top_k;
+  const int tid = int(threadIdx.x), lane = tid % 32;
+  for (int e = tid; e < E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int a = tid; a < A; a += blockDim.x) atomicAdd(&counts[p.topk_ids[a]], 1);
+  __syncthreads();
+  if (tid < 32) {  // exclusive scan: each lane a contiguous run of experts, then a warp scan
+    const int per = (E + 31) / 32, lo = min(E, lane * per), hi = min(E, lo + per);
+    int local = 0;
+    for (int e = lo; e < hi; ++e) local += counts[e];
+    int incl = local;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(kFullMask, incl, o);
+      if (lane >= o) incl += v;
+    }
+    int run = incl - local;
+    for (int e = lo; e < hi; ++e) {
+      cursor[e] = run;
+      p.expert_offsets[e] = run;
+      run += counts[e];
+    }
+    if (lane == 31) p.expert_offsets[E] = incl;
+  }
+  __syncthreads();
+  for (int a = tid; a < A; a += blockDim.x) {
+    const int pos = atomicAdd(&cursor[p.topk_ids[a]], 1);
+    p.sorted_assign[pos] = a;
+    p.assign_row[a] = pos;
+  }
+}
+
+__global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeRouteParams p) {
+  __shared__ int counts[kMaxExperts];
+  __shared__ int cursor[kMaxExperts];
+  sort_assignments(p, counts, cursor);
+}
+
+// Small steps (decode): top-k by the block's warps, then the sort, in one launch.
+__global__ void __launch_bounds__(kSortThreads) moe_route_small_kernel(MoeRouteParams p) {
+  __shared__ int counts[kMaxExperts];
+  __shared__ int cursor[kMaxExperts];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  for (int t = warp; t < p.num_tokens; t += kSortThreads / 32) route_token(p, t, lane);
+  __syncthreads();  // the block's global writes of topk_ids are visible to the whole block after it
+  sort_assignments(p, counts, cursor);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grouped GEMM
+
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+// 16-byte async copy global -> shared; zero-fills the destination when !valid.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+// c += a * b, bf16 inputs, f32 accumulators (m16n8k16).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+constexpr int kBk = 32;  // k per pipeline stage: one 64-byte row of 4 chunks
+constexpr int kRowChunks = kBk / 8;
+
+// Element offset of chunk c (8 elements) of row r in a [rows, kBk] tile, XOR-swizzled so that the
+// 8 rows an ldmatrix phase reads sit in 8 distinct 16-byte bank groups.
+__device__ __forceinline__ int tile_offset(int r, int c) {
+  return r * kBk + ((c ^ ((r >> 1) & 3)) * 8);
+}
+
+// A tile shape: BM x BN per block, WM x WN warps, STAGES-deep pipeline.
+template <int BM, int BN, int WM, int WN, int STAGES>
+struct GemmCfg {
+  static constexpr int kBm = BM, kBn = BN, kStages = STAGES;
+  static constexpr int kWarpsN = WN;
+  static constexpr int kThreads = 32 * WM * WN;
+  static constexpr int kWarpM = BM / WM, kWarpN = BN / WN;   // warp tile
+  static constexpr int kMt = kWarpM / 16, kNt = kWarpN / 8;  // mma tiles per warp
+  static constexpr int kStageElems = (BM + BN) * kBk;
+  static constexpr int kSmemBytes = STAGES * kStageElems * 2;
+  static constexpr int kAChunks = (BM * kRowChunks + kThreads - 1) / kThreads;  // A chunks per thread
+  static constexpr int kBChunks = (BN * kRowChunks + kThreads - 1) / kThreads;
+  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are whole m16 x n16 blocks");
+};
+
+using CfgDecode = GemmCfg<16, 64, 1, 4, 8>;     // few rows per expert: stream weights, 7 tiles ahead
+using CfgMid = GemmCfg<64, 128, 2, 2, 4>;       // tens of rows per expert
+using CfgPrefill = GemmCfg<128, 128, 2, 4, 4>;  // compute-bound
+
+// The (expert, first row within the expert) of m-tile `tile` in expert order, or expert -1 past
+// the last tile. Run by one full warp; returns the same values in every lane.
+template <int BM>
+__device__ __forceinline__ void find_tile(const MoeGemmParams& p, int tile, int& expert, int& row0) {
+  const int lane = int(threadIdx.x) % 32;
+  const int E = p.num_experts;
+  const int per = (E + 31) / 32, lo = min(E, lane * per), hi = min(E, lo + per);
+  int local = 0;
+  for (int e = lo; e < hi; ++e) local += (p.expert_offsets[e + 1] - p.expert_offsets[e] + BM - 1) / BM;
+  int incl = local;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(kFullMask, incl, o);
+    if (lane >= o) incl += v;
+  }
+  int found_e = -1, found_row = 0;
+  if (tile >= incl - local && tile < incl) {
+    int first = incl - local;
+    for (int e = lo; e < hi; ++e) {
+      const int tiles = (p.expert_offsets[e + 1] - p.expert_offsets[e] + BM - 1) / BM;
+      if (tile < first + tiles) {
+        found_e = e;
+        found_row = (tile - first) * BM;
+        break;
+      }
+      first += tiles;
+    }
+  }
+  // At most one lane found it; everyone takes the max.
+  int e_all = found_e;
+  for (int o = 16; o > 0; o >>= 1) e_all = max(e_all, __shfl_xor_sync(kFullMask, e_all, o));
+  const unsigned owner = __ballot_sync(kFullMask, found_e >= 0);
+  expert = e_all;
+  row0 = owner ? __shfl_sync(kFullMask, found_row, __ffs(owner) - 1) : 0;
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ int s_expert, s_row0;
+  using T = __nv_bfloat16;
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+
+  if (warp == 0) {
+    int e, r0;
+    find_tile<Cfg::kBm>(p, int(blockIdx.y), e, r0);
+    if (lane == 0) {
+      s_expert = e;
+      s_row0 = r0;
+    }
+  }
+  __syncthreads();
+  const int expert = s_expert;
+  if (expert < 0) return;
+  const int first_row = p.expert_offsets[expert] + s_row0;  // sorted row of the tile's row 0
+  const int rows = min(Cfg::kBm, p.expert_offsets[expert + 1] - first_row);
+  const int n0 = int(blockIdx.x) * Cfg::kBn;
+  if (n0 >= p.n) return;
+
+  // This thread's copy sources: the rows are fixed for the whole k loop.
+  const T* x = static_cast<const T*>(p.x);
+  const T* w = static_cast<const T*>(p.w) + int64_t(expert) * p.n * p.k;
+  const T* a_src[Cfg::kAChunks];
+  bool a_valid[Cfg::kAChunks];
+#pragma unroll
+  for (int i = 0; i < Cfg::kAChunks; ++i) {
+    const int idx = tid + i * Cfg::kThreads;
+    const int r = idx / kRowChunks, c = idx % kRowChunks;
+    a_valid[i] = idx < Cfg::kBm * kRowChunks && r < rows;
+    int64_t src_row = 0;
+    if (a_valid[i]) {
+      const int sorted = first_row + r;
+      src_row = p.gather ? p.sorted_assign[sorted] / p.top_k : sorted;
+    }
+    a_src[i] = x + src_row * p.ldx + c * 8;
+  }
+  const T* b_src[Cfg::kBChunks];
+  bool b_valid[Cfg::kBChunks];
+#pragma unroll
+  for (int i = 0; i < Cfg::kBChunks; ++i) {
+    const int idx = tid + i * Cfg::kThreads;
+    const int r = idx / kRowChunks, c = idx % kRowChunks;
+    b_valid[i] = idx < Cfg::kBn * kRowChunks && n0 + r < p.n;
+    b_src[i] = w + int64_t(b_valid[i] ? n0 + r : 0) * p.k + c * 8;
+  }
+
+  auto load_stage = [&](int stage, int kt) {
+    T* as = smem + stage * Cfg::kStageElems;
+    T* bs = as + Cfg::kBm * kBk;
+    const int k0 = kt * kBk;
+#pragma unroll
+    for (int i = 0; i < Cfg::kAChunks; ++i) {
+      const int idx = tid + i * Cfg::kThreads;
+      if (idx >= Cfg::kBm * kRowChunks) break;
+      const int r = idx / kRowChunks, c = idx % kRowChunks;
+      const bool ok = a_valid[i] && k0 + c * 8 < p.k;
+      cp_async16(smem_u32(as + tile_offset(r, c)), ok ? a_src[i] + k0 : x, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < Cfg::kBChunks; ++i) {
+      const int idx = tid + i * Cfg::kThreads;
+      if (idx >= Cfg::kBn * kRowChunks) break;
+      const int r = idx / kRowChunks, c = idx % kRowChunks;
+      const bool ok = b_valid[i] && k0 + c * 8 < p.k;
+      cp_async16(smem_u32(bs + tile_offset(r, c)), ok ? b_src[i] + k0 : w, ok);
+    }
+  };
+
+  float acc[Cfg::kMt][Cfg::kNt][4];
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMt; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < Cfg::kNt; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+
+  const int k_tiles = (p.k + kBk - 1) / kBk;
+#pragma unroll
+  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+    if (s < k_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  const int wm = warp / Cfg::kWarpsN, wn = warp % Cfg::kWarpsN;
+  const int warp_row = wm * Cfg::kWarpM, warp_col = wn * Cfg::kWarpN;
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<Cfg::kStages - 2>();
+    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is no longer read
+    const int next = kt + Cfg::kStages - 1;
+    if (next < k_tiles) load_stage(next % Cfg::kStages, next);
+    cp_async_commit();
+
+    const T* as = smem + (kt % Cfg::kStages) * Cfg::kStageElems;
+    const T* bs = as + Cfg::kBm * kBk;
+#pragma unroll
+    for (int ks = 0; ks < kBk / 16; ++ks) {
+      uint32_t af[Cfg::kMt][4];
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kMt; ++mt) {
+        const int r = warp_row + mt * 16 + (lane % 16);
+        const int c = ks * 2 + lane / 16;
+        ldmatrix_x4(smem_u32(as + tile_offset(r, c)), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+      }
+      uint32_t bf[Cfg::kNt][2];
+#pragma unroll
+      for (int np = 0; np < Cfg::kNt / 2; ++np) {
+        const int r = warp_col + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+        const int c = ks * 2 + ((lane >> 3) & 1);
+        ldmatrix_x4(smem_u32(bs + tile_offset(r, c)), bf[2 * np][0], bf[2 * np][1], bf[2 * np + 1][0],
+                    bf[2 * np + 1][1]);
+      }
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kMt; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kNt; ++nt) mma_bf16(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: thread (g, t) of a warp holds rows g and g + 8, columns 2t and 2t + 1 of each tile.
+  T* out = static_cast<T*>(p.out);
+  const int g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMt; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp_row + mt * 16 + g + 8 * h;
+      if (r >= rows) continue;
+      T* orow = out + int64_t(first_row + r) * p.ldo;
+#pragma unroll
+      for (int nt = 0; nt < Cfg::kNt; ++nt) {
+        const int col = n0 + warp_col + nt * 8 + 2 * tq;
+        if (col >= p.n) continue;  // n is even: col + 1 < n too
+        *reinterpret_cast<__nv_bfloat162*>(orow + col) =
+            __floats2bfloat162_rn(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+      }
+    }
+  }
+}
+
+template <class Cfg>
+void set_gemm_smem_attr() {
+  CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+}
+
+template <class Cfg>
+void launch_gemm_cfg(const MoeGemmParams& p, cudaStream_t stream) {
+  const int64_t tiles = (int64_t(p.num_assign) + Cfg::kBm - 1) / Cfg::kBm + std::min(p.num_experts, p.num_assign);
+  FG_CHECK(tiles <= 65535,
+           "moe_gemm: " + std::to_string(p.num_assign) + " assignments need more tiles than a grid holds");
+  dim3 grid(unsigned((p.n + Cfg::kBn - 1) / Cfg::kBn), unsigned(tiles));
+  moe_gemm_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Combine
+
+constexpr int kCombineThreads = 128;
+constexpr int kMaxTopK = 16;
+
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineParams p) {
+  __shared__ int order[kMaxTopK];
+  const int t = int(blockIdx.x);
+  const int k = p.top_k;
+  const int32_t* ids = p.topk_ids + int64_t(t) * k;
+  if (threadIdx.x == 0) {  // the chosen experts in ascending id (insertion sort of <= 16)
+    for (int j = 0; j < k; ++j) {
+      int i = j;
+      while (i > 0 && ids[order[i - 1]] > ids[j]) {
+        order[i] = order[i - 1];
+        --i;
+      }
+      order[i] = j;
+    }
+  }
+  __syncthreads();
+  const __nv_bfloat16* y = static_cast<const __nv_bfloat16*>(p.y);
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + int64_t(t) * p.ldo;
+  for (int c = int(threadIdx.x) * 2; c < p.h; c += kCombineThreads * 2) {
+    float a0 = 0.0f, a1 = 0.0f;
+    for (int jj = 0; jj < k; ++jj) {
+      const int j = order[jj];
+      const int64_t a = int64_t(t) * k + j;
+      const float wgt = p.topk_weights[a];
+      const __nv_bfloat16* src = y + int64_t(p.assign_row[a]) * p.ldy + c;
+      a0 = __fadd_rn(a0, __fmul_rn(__bfloat162float(src[0]), wgt));
+      if (c + 1 < p.h) a1 = __fadd_rn(a1, __fmul_rn(__bfloat162float(src[1]), wgt));
+    }
+    out[c] = __float2bfloat16_rn(a0);
+    if (c + 1 < p.h) out[c + 1] = __float2bfloat16_rn(a1);
+  }
+}
+
+}  // namespace
+
+void init_moe_kernels() {
+  set_gemm_smem_attr<CfgDecode>();
+  set_gemm_smem_attr<CfgMid>();
+  set_gemm_smem_attr<CfgPrefill>();
+}
+
+void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
+  FG_CHECK(p.num_experts > 0 && p.num_experts <= kMaxExperts && p.top_k > 0 && p.top_k <= kMaxTopK &&
+               p.top_k <= p.num_experts,
+           "moe_route: " + std::to_string(p.num_experts) + " experts, top " + std::to_string(p.top_k) +
+               " is outside the kernels' limits");
+  if (p.num_tokens == 0) return;
+  if (p.num_tokens <= kSmallRouteTokens) {
+    moe_route_small_kernel<<<1, kSortThreads, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  moe_topk_kernel<<<unsigned((p.num_tokens + kTopkWarps - 1) / kTopkWarps), kTopkWarps * 32, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+  moe_sort_kernel<<<1, kSortThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
+  FG_CHECK(act == DType::kBF16, "moe_gemm: bf16 only");
+  if (p.num_assign == 0 || p.n == 0) return;
+  // Rows per expert that has any, on average, if the assignments spread over every expert.
+  const int64_t active = std::min(p.num_experts, p.num_assign);
+  const int64_t mean_rows = (int64_t(p.num_assign) + active - 1) / active;
+  if (mean_rows <= 16)
+    launch_gemm_cfg<CfgDecode>(p, stream);
+  else if (mean_rows <= 64)
+    launch_gemm_cfg<CfgMid>(p, stream);
+  else
+    launch_gemm_cfg<CfgPrefill>(p, stream);
+}
+
+void launch_moe_combine(const MoeCombineParams& p, DType act, cudaStream_t stream) {
+  FG_CHECK(act == DType::kBF16, "moe_combine: bf16 only");
+  FG_CHECK(p.top_k > 0 && p.top_k <= kMaxTopK, "moe_combine: top_k outside [1, 16]");
+  if (p.num_tokens == 0 || p.h == 0) return;
+  moe_combine_kernel<<<unsigned(p.num_tokens), kCombineThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fg::cuda
