@@ -139,9 +139,9 @@ int main(int argc, char** argv) {
   const fg::ModelConfig& cfg = runner->config();
   const int64_t weight_bytes = fg::weight_bytes(runner->model().weights());  // as kept (quantized on the cpu)
   // What one token reads: the top-k experts' share of the weights in a mixture-of-experts model.
-  const int64_t active_bytes = int64_t(double(weight_bytes) *
-                                       double(fg::model_active_weight_bytes(cfg, backend.act_dtype())) /
-                                       double(fg::model_weight_bytes(cfg, backend.act_dtype())));
+  const int64_t active_bytes =
+      int64_t(double(weight_bytes) * double(fg::model_active_weight_bytes(cfg, backend.act_dtype())) /
+              double(fg::model_weight_bytes(cfg, backend.act_dtype())));
   const int vocab = int(cfg.vocab_size);
   nlohmann::json out;
   out["model"] = o.model_dir;

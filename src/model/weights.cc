@@ -241,8 +241,8 @@ int64_t weight_bytes(const ModelWeights& w) {
   if (w.lm_head.data != w.embed.data) total += int64_t(w.lm_head.nbytes());
   for (const LayerWeights& L : w.layers)
     for (const Tensor* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.o, &L.o_bias, &L.post_norm,
-                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias, &L.attn_out_norm, &L.mlp_out_norm, &L.router,
-                            &L.expert_gate_up, &L.expert_down})
+                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias, &L.attn_out_norm, &L.mlp_out_norm,
+                            &L.router, &L.expert_gate_up, &L.expert_down})
       if (t->data != nullptr) total += int64_t(t->nbytes());
   return total;
 }
@@ -335,9 +335,9 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
     if (c.options.fused_checkpoint) {
       FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}}, matrix));
     } else {
-      FG_RETURN_IF_ERROR(plan.add(
-          &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}},
-          matrix));
+      FG_RETURN_IF_ERROR(
+          plan.add(&L.gate_up,
+                   {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}, matrix));
     }
     FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, matrix));
     if (c.options.mlp_bias) {
