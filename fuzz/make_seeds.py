@@ -579,6 +579,26 @@ def gguf_seeds():
     write("gguf", "bad-utf8-token", img[:at + 8] + b"\xffe" + img[at + 10:])
 
 
+def grammar_seeds():
+    """Grammar target: a kind byte (0 JSON Schema, 1 regex, 2 GBNF), a walk seed byte, the text."""
+    clear_seeds("grammar")
+    gdir = os.path.join(ROOT, "tests", "fixtures", "grammar")
+    for i, f in enumerate(sorted(glob.glob(os.path.join(gdir, "json_schema", "*.json")))):
+        with open(f, "rb") as fh:
+            write("grammar", "schema-" + os.path.basename(f), bytes([0, i & 255]) + fh.read())
+    with open(os.path.join(gdir, "regex.txt"), encoding="utf-8") as fh:
+        lines = [l.rstrip("\n") for l in fh if l.strip() and not l.startswith("#")]
+    for i, line in enumerate(lines):
+        write("grammar", f"regex-{i:02d}", bytes([1, i & 255]) + line.encode("utf-8"))
+    for f in sorted(glob.glob(os.path.join(gdir, "gbnf", "*.gbnf"))):
+        with open(f, "rb") as fh:
+            write("grammar", "gbnf-" + os.path.basename(f), bytes([2, 7]) + fh.read())
+    # Broken variants: error paths from the start.
+    write("grammar", "broken-schema", bytes([0, 1]) + b'{"type": "object", "properties": {"a": {"$ref": "#/nope"}}}')
+    write("grammar", "broken-regex", bytes([1, 1]) + b"(a|b")
+    write("grammar", "broken-gbnf", bytes([2, 1]) + b"root ::= item+\nitem ::= root")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixtures", default=os.path.join(ROOT, "build", "test_fixtures"),
@@ -593,6 +613,7 @@ def main():
     model_config_seeds()
     safetensors_seeds()
     gguf_seeds()
+    grammar_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)

@@ -20,7 +20,7 @@ ROOT=$(pwd)
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-30}
 JOBS=${FUZZ_JOBS:-$(nproc)}
-ALL_TARGETS="http_request api_request tokenizer tokenizer_json jinja chat_template model_config safetensors gguf"
+ALL_TARGETS="http_request api_request tokenizer tokenizer_json jinja chat_template model_config safetensors gguf grammar"
 TARGETS=${*:-$ALL_TARGETS}
 
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is not installed (scripts/install-deps.sh)" >&2; exit 1; }
@@ -38,7 +38,7 @@ dict_for() {
   case "$1" in
     http_request) echo "$ROOT/fuzz/dict/http.dict" ;;
     jinja) echo "$ROOT/fuzz/dict/jinja.dict" ;;
-    api_request | chat_template | model_config | tokenizer_json | safetensors) echo "$ROOT/fuzz/dict/json.dict" ;;
+    api_request | chat_template | model_config | tokenizer_json | safetensors | grammar) echo "$ROOT/fuzz/dict/json.dict" ;;
     *) echo "" ;;
   esac
 }

@@ -189,11 +189,13 @@ class Backend {
   // Ids outside [0, vocab) are a caller bug (checked by the engine before it gets here).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
 
-  // x, out: [..., hidden] act; weight: [hidden] act. out = x / rms(x) * weight (out may alias x).
+  // x, out: [..., hidden] act; weight: [hidden] act or f32. out = x / rms(x) * weight (out may
+  // alias x).
   // Works on 2D [n, hidden] and on 3D per-head views [n, heads, head_dim].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
 
-  // residual += delta; out = rms_norm(residual) * weight. residual, delta, out: [n, hidden] act.
+  // residual += delta; out = rms_norm(residual) * weight. residual, delta, out: [n, hidden] act;
+  // weight as for rms_norm.
   // out may alias delta (not residual).
   virtual void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) = 0;
 

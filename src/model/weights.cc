@@ -50,10 +50,12 @@ size_t stored_bytes(const WeightTensor& t) {
   return dtype_bytes(*t.dtype, t.numel());
 }
 
-// The dtype an assembly is kept in on `backend`: norms and biases in the activation dtype; a
+// The dtype an assembly is kept in on `backend`: Gemma's 1 + w norm weights in f32 (as
+// transformers computes them), other norms and biases in the activation dtype; a
 // matrix in the backend's weight dtype for its stored dtype, or for f32 (the parts' exact values)
 // when its parts are stored in different dtypes.
 DType target_dtype(const Assembly& a, const Backend& backend) {
+  if (a.plus_one) return DType::kF32;  // 1 + w would lose w's low bits in bf16
   if (!a.matrix) return backend.act_dtype();
   const DType first = *a.parts.front().dtype;
   for (const WeightTensor& p : a.parts)

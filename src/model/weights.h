@@ -5,7 +5,8 @@
 //    [gate | up] layout silu_mul expects;
 //  - tied embeddings: lm_head is the embedding table itself;
 //  - Phi-3 checkpoints store qkv_proj and gate_up_proj already fused in that layout;
-//  - Gemma's (1 + weight) RMSNorm weights are stored as 1 + weight (added in f32 at load);
+//  - Gemma's (1 + weight) RMSNorm weights are stored as 1 + weight in f32 (added in f32 at load,
+//    as transformers computes them; the act dtype would round away the low bits of weight);
 //  - a mixture-of-experts layer's experts are stacked into one [num_experts, 2 * moe_inter,
 //    hidden] gate/up tensor and one [num_experts, hidden, moe_inter] down tensor, assembled
 //    from the checkpoint's per-expert tensors (Mixtral's w1/w3/w2, Qwen3-MoE's
@@ -14,8 +15,8 @@
 // Matrices (the embedding table and every GEMM weight) are kept in the dtype the backend asks for
 // (Backend::weight_dtype of the stored dtype): the CPU keeps f32, f16, bf16 and GGUF's quantized
 // blocks as stored, CUDA converts to its activation dtype. A fused matrix whose parts are stored in
-// different dtypes is kept as weight_dtype(f32) of their exact f32 values. Norm weights and biases
-// are always in the activation dtype.
+// different dtypes is kept as weight_dtype(f32) of their exact f32 values. Norm weights (but
+// Gemma's, f32) and biases are in the activation dtype.
 // Hugging Face tensor names are resolved here (weight_name_*); the loader validates every dtype and
 // shape against the config before allocating anything, and every value while uploading (a NaN or
 // infinity refuses the file, naming the tensor), so a bad checkpoint fails with a one-line message

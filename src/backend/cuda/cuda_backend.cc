@@ -282,13 +282,15 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   FG_CHECK(same_shape(x, out) && x.dtype == out.dtype, "rms_norm: x and out differ: " + pair_desc(x, out));
   check_on_device(weight, "rms_norm weight");
-  FG_CHECK(weight.ndim == 1 && weight.shape[0] == x.shape[x.ndim - 1] && weight.dtype == x.dtype &&
+  FG_CHECK(weight.ndim == 1 && weight.shape[0] == x.shape[x.ndim - 1] &&
+               (weight.dtype == x.dtype || weight.dtype == DType::kF32) &&
                (weight.shape[0] <= 1 || weight.stride[0] == 1),
-           "rms_norm: weight must be [hidden] contiguous, act dtype: " + pair_desc(weight, x));
+           "rms_norm: weight must be [hidden] contiguous, act dtype or f32: " + pair_desc(weight, x));
   RmsNormParams p;
   p.x = row_view(x, "rms_norm x");
   p.out = row_view(out, "rms_norm out");
   p.weight = weight.data;
+  p.weight_f32 = weight.dtype == DType::kF32 && x.dtype != DType::kF32;
   p.eps = eps;
   launch_rms_norm(p, x.dtype, stream_);
 }
@@ -298,14 +300,16 @@ void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& delta, const Tens
                residual.dtype == out.dtype,
            "add_rms_norm: residual, delta and out must match: " + pair_desc(residual, out));
   check_on_device(weight, "add_rms_norm weight");
-  FG_CHECK(weight.ndim == 1 && weight.shape[0] == out.shape[out.ndim - 1] && weight.dtype == out.dtype &&
+  FG_CHECK(weight.ndim == 1 && weight.shape[0] == out.shape[out.ndim - 1] &&
+               (weight.dtype == out.dtype || weight.dtype == DType::kF32) &&
                (weight.shape[0] <= 1 || weight.stride[0] == 1),
-           "add_rms_norm: weight must be [hidden] contiguous, act dtype: " + pair_desc(weight, out));
+           "add_rms_norm: weight must be [hidden] contiguous, act dtype or f32: " + pair_desc(weight, out));
   RmsNormParams p;
   p.residual = row_view(residual, "add_rms_norm residual");
   p.delta = row_view(delta, "add_rms_norm delta");
   p.out = row_view(out, "add_rms_norm out");
   p.weight = weight.data;
+  p.weight_f32 = weight.dtype == DType::kF32 && out.dtype != DType::kF32;
   p.eps = eps;
   p.fused_add = true;
   launch_rms_norm(p, out.dtype, stream_);

@@ -66,6 +66,7 @@ struct RmsNormParams {
   RowView delta;
   RowView out;
   const void* weight = nullptr;
+  bool weight_f32 = false;  // weight is f32 (else the act dtype)
   float eps = 1e-6f;
   bool fused_add = false;
 };

@@ -6,6 +6,9 @@
 // the updated residual to the act dtype before normalizing it, as the model's residual stream is
 // stored in that dtype.
 //
+// The weight is in the act dtype, or in f32 (p.weight_f32: Gemma's 1 + w, which the act dtype
+// would round).
+//
 // In-place use (out aliasing x or delta) is safe: each thread reads and writes the same columns,
 // and every read of a column happens before that thread's write to it (a chunk's loads all come
 // before its stores).
@@ -25,6 +28,11 @@ constexpr int64_t kWarpRowMaxCols = 1024;
 // store of it, so the loads overlap instead of waiting on each other behind the residual's stores
 // (a row of 4096 at batch 1 is pure latency otherwise).
 constexpr int kUnroll = 8;
+
+template <class T>
+__device__ __forceinline__ float weight_at(const RmsNormParams& p, int64_t c) {
+  return p.weight_f32 ? static_cast<const float*>(p.weight)[c] : to_f32(static_cast<const T*>(p.weight)[c]);
+}
 
 // Pass 1 of one row: the sum of squares over the columns c = lane0, lane0 + step, ...
 template <class T, bool kFused>
@@ -69,7 +77,6 @@ __device__ __forceinline__ float row_sum_squares(const RmsNormParams& p, int64_t
 template <class T, bool kFused>
 __device__ __forceinline__ void row_scale(const RmsNormParams& p, int64_t r, float inv_rms, int lane0, int step) {
   const T* src = kFused ? row_ptr<const T>(p.residual, r) : row_ptr<const T>(p.x, r);
-  const T* w = static_cast<const T*>(p.weight);
   T* out = row_ptr<T>(p.out, r);
   const int64_t cols = p.out.cols;
   for (int64_t c0 = lane0; c0 < cols; c0 += int64_t(step) * kUnroll) {
@@ -77,7 +84,7 @@ __device__ __forceinline__ void row_scale(const RmsNormParams& p, int64_t r, flo
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + int64_t(u) * step;
-      v[u] = c < cols ? to_f32(src[c]) * inv_rms * to_f32(w[c]) : 0.0f;
+      v[u] = c < cols ? to_f32(src[c]) * inv_rms * weight_at<T>(p, c) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -151,12 +158,20 @@ __global__ void rms_norm_vec_kernel(RmsNormParams p) {
     for (int k = 0; k < kChunks; ++k) {
       const int64_t vi = threadIdx.x + int64_t(k) * blockDim.x;
       if (vi >= nvec) continue;
-      const uint4 wv = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.weight) + vi * kVec);
-      const T* ws = reinterpret_cast<const T*>(&wv);
+      float w[kVec];
+      if (p.weight_f32) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) w[e] = static_cast<const float*>(p.weight)[vi * kVec + e];
+      } else {
+        const uint4 wv = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.weight) + vi * kVec);
+        const T* ws = reinterpret_cast<const T*>(&wv);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) w[e] = to_f32(ws[e]);
+      }
       uint4 ov;
       T* os = reinterpret_cast<T*>(&ov);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) os[e] = from_f32<T>(v[k][e] * inv_rms * to_f32(ws[e]));
+      for (int e = 0; e < kVec; ++e) os[e] = from_f32<T>(v[k][e] * inv_rms * w[e]);
       *reinterpret_cast<uint4*>(row_ptr<T>(p.out, r) + vi * kVec) = ov;
     }
   }

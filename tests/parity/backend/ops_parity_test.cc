@@ -232,6 +232,39 @@ TEST(BackendParity, AddRmsNormUpdatesResidualAndNormalizes) {
   }
 }
 
+// Gemma's 1 + w norm weights are kept in f32: every path (warp rows, vector rows, general rows)
+// reads them as f32 next to bf16 activations.
+TEST(BackendParity, RmsNormTakesF32Weights) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(16);
+  for (auto [hidden, pad] : {std::pair<int64_t, int64_t>{256, 0}, {2051, 5}, {4096, 0}, {12288, 0}}) {
+    SCOPED_TRACE("hidden " + std::to_string(hidden) + " pad " + std::to_string(pad));
+    const int64_t n = 7;
+    Twin x({n, hidden}, DType::kBF16, DType::kF32, {hidden + pad, 1});
+    x.fill_random(rng, -3.0f, 3.0f);
+    Twin w({hidden}, DType::kF32);
+    w.fill_random(rng, 0.99f, 1.01f);  // 1 + small w: the low bits bf16 would lose
+    Twin out({n, hidden}, DType::kBF16);
+    out.poison();
+    cpu().rms_norm(x.cpu, w.cpu, 1e-6f, out.cpu);
+    gpu().rms_norm(x.gpu, w.gpu, 1e-6f, out.gpu);
+    gpu().synchronize();
+    EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), kBf16Tol);
+
+    Twin residual({n, hidden}, DType::kBF16);
+    residual.fill_random(rng, -2.0f, 2.0f);
+    Twin delta({n, hidden}, DType::kBF16);
+    delta.fill_random(rng, -2.0f, 2.0f);
+    Twin out2({n, hidden}, DType::kBF16);
+    out2.poison();
+    cpu().add_rms_norm(residual.cpu, delta.cpu, w.cpu, 1e-6f, out2.cpu);
+    gpu().add_rms_norm(residual.gpu, delta.gpu, w.gpu, 1e-6f, out2.gpu);
+    gpu().synchronize();
+    EXPECT_LT(rel_error(out2.gpu_values(), out2.cpu_values()), kBf16Tol);
+    out2.check_guards("add_rms_norm out", true);
+  }
+}
+
 // ---- rotary embedding
 
 struct RopeCase {
