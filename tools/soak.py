@@ -677,8 +677,10 @@ def main():
         m1, idle = wait_idle(srv.port, 60)
         if not idle:
             failures.append("not idle after the load: " + ", ".join(f"{g}={m1.get(g)}" for g in IDLE_GAUGES))
+        # Alone again after the load: with --allow-mismatch (GPU, random weights) a prompt may now
+        # reuse prefix-cache pages written inside other batches, whose rounding differs; reported.
         not_alone = asyncio.run(soak.verify_alone())
-        if not_alone:
+        if not_alone and not a.allow_mismatch:
             failures.append(f"{not_alone} prompts no longer give their reference text alone")
 
         st = soak.stats
@@ -715,6 +717,7 @@ def main():
             "rss_mib_max": round(max(v for _, v in rss), 1) if rss else None,
             "gpu_mib_before": gpu_before, "gpu_mib_after": gpu_after,
             "requests_per_s": round(total / load_s, 1) if load_s > 0 else None,
+            "prompts_differing_alone_after": not_alone,
             "server": " ".join(srv.cmd[1:]),
         }
         if unexpected:

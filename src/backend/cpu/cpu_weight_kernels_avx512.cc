@@ -14,8 +14,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#if defined(__clang__)  // clang has no GCC target pragma; the attribute reaches lambdas too
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma,f16c")
+#endif
 
 namespace fg::cpu {
 namespace {
@@ -327,7 +331,11 @@ const WeightKernels& avx512_weight_kernels() {
 
 }  // namespace fg::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace fg::cpu {
 
