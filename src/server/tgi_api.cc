@@ -299,6 +299,11 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
     JsonFields pf(*params);
     read_params(pf, limits, ctx.limits, info, p);
     if (!pf.ok()) return error_reply(*pf.error(), ApiDialect::kTgi);
+    // A schema given as an object keeps the client's property order (the order its JSON is
+    // generated in): read it again from the body in document order.
+    if (p.constraint && p.constraint->kind == ConstraintSpec::Kind::kJsonSchema &&
+        params->at("grammar").at("value").is_object())
+      p.constraint->text = nlohmann::ordered_json::parse(req.body).at("parameters").at("grammar").at("value").dump();
   } else {
     const json no_params = json::object();
     JsonFields pf(no_params);

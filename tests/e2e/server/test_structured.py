@@ -91,7 +91,9 @@ def test_tgi_grammar_json_and_regex(server):
     r = requests.post(server.url + "/generate", timeout=120, json={
         "inputs": "person:", "parameters": {"max_new_tokens": 120, "grammar": {"type": "json", "value": PERSON}}})
     assert r.status_code == 200, r.text
-    jsonschema.validate(json.loads(r.json()["generated_text"]), PERSON)
+    value = json.loads(r.json()["generated_text"])
+    jsonschema.validate(value, PERSON)
+    assert list(value) == ["name", "age", "pet"], "properties come in the schema's order"
     pattern = r"(yes|no), [0-9]{2}\."
     r = requests.post(server.url + "/generate", timeout=120, json={
         "inputs": "answer:", "parameters": {"max_new_tokens": 40, "grammar": {"type": "regex", "value": pattern}}})
