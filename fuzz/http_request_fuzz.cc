@@ -56,7 +56,9 @@ bool serve_one(Target& t, std::string_view& bytes) {
   fg::server::configure_request_parser(parser, t.cfg);
   boost::system::error_code ec;
   size_t used = put_all(parser, bytes, ec);  // stops after the header (the parser is not eager)
-  if (!ec && !parser.is_header_done()) ec = used == bytes.size() ? http::error::end_of_stream : ec;
+  // A header the bytes never complete (all used, or the parser took none of the rest): the
+  // server would wait for more, then time out; here the connection ends.
+  if (!ec && !parser.is_header_done()) ec = http::error::end_of_stream;
   if (!ec && fg::server::content_length_too_large(parser, t.cfg)) ec = http::error::body_limit;
   if (!ec && !parser.is_done()) {
     fg::server::limit_request_body(parser, t.cfg);

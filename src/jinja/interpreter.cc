@@ -629,6 +629,8 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
     }
     if (!seq) return unsupported();
     int64_t times = std::max<int64_t>(count->as_int(), 0);
+    // An empty sequence repeated is empty however many times (and must not loop that often).
+    if (seq->is_string() ? seq->as_string().empty() : seq->items().empty()) times = 0;
     if (seq->is_string()) {
       size_t unit = seq->as_string().size();
       if (unit && static_cast<uint64_t>(times) > limits_.max_output_bytes / unit + 1) check_string(SIZE_MAX);

@@ -19,7 +19,8 @@ void configure_request_parser(RequestParser& parser, const HttpServerConfig& cfg
 }
 
 bool content_length_too_large(const RequestParser& parser, const HttpServerConfig& cfg) {
-  return parser.content_length() && *parser.content_length() > cfg.max_body_bytes;
+  // Before the header is complete there is no Content-Length to judge (Beast asserts on asking).
+  return parser.is_header_done() && parser.content_length() && *parser.content_length() > cfg.max_body_bytes;
 }
 
 void limit_request_body(RequestParser& parser, const HttpServerConfig& cfg) {
