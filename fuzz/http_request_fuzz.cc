@@ -34,10 +34,13 @@ struct Target {
   }
 };
 
-// Feeds `bytes` to the parser; returns how many were consumed.
+// Feeds `bytes` to the parser; returns how many were consumed. Stops once the header is done
+// unless the parser is eager, as http::async_read_header does: the server judges Content-Length
+// before the body's reader is made (which reserves that many bytes).
 size_t put_all(RequestParser& parser, std::string_view bytes, boost::system::error_code& ec) {
   size_t used = 0;
-  while (!parser.is_done() && used < bytes.size()) {
+  const bool header_only = !parser.is_header_done() && !parser.eager();
+  while (!parser.is_done() && used < bytes.size() && !(header_only && parser.is_header_done())) {
     const size_t n = parser.put(boost::asio::buffer(bytes.data() + used, bytes.size() - used), ec);
     used += n;
     if (ec == http::error::need_more) {

@@ -115,6 +115,7 @@ Interpreter::~Interpreter() {
   // Values in these frames may hold macros of other kept frames; clearing every frame's variables
   // first releases them all whatever their order.
   for (const FramePtr& f : closure_frames_) f->vars.clear();
+  for (const std::shared_ptr<Dict>& ns : namespaces_) ns->entries().clear();
 }
 
 void Interpreter::step(uint64_t n) {

@@ -64,6 +64,11 @@ class Interpreter {
   const std::optional<std::tm>& fixed_now() const { return fixed_now_; }
   // Renders a macro body for a call (used by the macro callable).
   Value call_macro(const Stmt& macro, const FramePtr& closure, const std::string& name, CallArgs& args);
+  // Records a namespace() made by this render. Namespaces are the only values a template can
+  // change after making them (`set ns.x = ...`), so the only ones that can come to hold
+  // themselves (`set ns.x = ns`); the Interpreter empties them when the render ends, which breaks
+  // any such cycle.
+  void keep_namespace(const std::shared_ptr<Dict>& ns) { namespaces_.push_back(ns); }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -92,6 +97,7 @@ class Interpreter {
   uint64_t work_bytes_ = 0;
   int call_depth_ = 0;
   std::vector<FramePtr> closure_frames_;
+  std::vector<std::shared_ptr<Dict>> namespaces_;
 };
 
 // ---- builtins (builtins.cc) -------------------------------------------------------------------

@@ -631,6 +631,7 @@ Value g_namespace(Interpreter& in, CallArgs& a) {
       throw JinjaError(
           ErrorKind::kSecurity,
           "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" + k.as_string() + "'");
+  in.keep_namespace(d);
   return Value::ns(std::move(d));
 }
 

@@ -65,6 +65,14 @@ TEST(JinjaResources, RenderingTwiceGivesTheSameAndHoldsNothing) {
   EXPECT_EQ(probe.use_count(), before);
 }
 
+// A namespace that holds itself (`set ns.x = ns`, a reference cycle that leaked the namespace and
+// everything in it; found by the jinja fuzz target under LeakSanitizer) is released too.
+TEST(JinjaResources, NamespaceHoldingItselfIsReleased) {
+  EXPECT_EQ(holders_after_render("{% set ns = namespace(p=probe, me=none) %}{% set ns.me = ns %}"
+                                 "{{ ns.me.me.p() }}"),
+            1);
+}
+
 // An empty string or list repeated any number of times is empty at once: '' * 10^10 once spun
 // ten billion empty appends under every limit (found by the jinja fuzz target as a timeout;
 // input in fuzz/regressions/jinja/).
