@@ -11,6 +11,8 @@
 #   FUZZ_SECONDS=900 scripts/fuzz.sh     a longer run
 #   scripts/fuzz.sh jinja gguf           only these targets
 #   FUZZ_MERGE=1 scripts/fuzz.sh         also merge what the run found (minimized) into fuzz/corpus/<t>
+#   FUZZ_SEED=1 scripts/fuzz.sh          libFuzzer's seed (default 0: a new one each run); CI fixes it so
+#                                        a submission's fuzzing explores the same inputs each time
 # FUZZ_JOBS targets run side by side (default: the number of cores); each fuzzer uses one core.
 # A crash leaves its input in build-fuzz/crashes/<t>/: add it to fuzz/regressions/<t>/ and a unit
 # test, then fix the bug.
@@ -54,7 +56,7 @@ run_target() {
   [ -d "$regress" ] && inputs+=("$regress")
   local n_corpus
   n_corpus=$(find "${inputs[@]}" -type f | wc -l)
-  local opts=(-timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 -print_final_stats=1
+  local opts=(-timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 -print_final_stats=1 "-seed=${FUZZ_SEED:-0}"
               "-artifact_prefix=$crashes")
   [ -n "$dict" ] && opts+=("-dict=$dict")
   local status=ok execs=0 new=0 t1=$SECONDS

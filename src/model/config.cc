@@ -92,7 +92,8 @@ class Fields {
     return invalid_argument(path_ + ": missing required field '" + prefix_ + key + "'");
   }
   Status bad(const char* key, const char* what) const {
-    return invalid_argument(path_ + ": field '" + prefix_ + key + "' must be " + what + ", got " + obj_.at(key).dump());
+    return invalid_argument(path_ + ": field '" + prefix_ + key + "' must be " + what + ", got " +
+                            obj_.at(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
 
  private:
@@ -257,7 +258,8 @@ Status parse_layer_types(const Json& root, const std::string& path, int num_laye
     if (t == "sliding_attention")
       sliding[size_t(i)] = true;
     else if (t != "full_attention")
-      return unsupported(path + ": layer type " + t.dump() + " is not supported");
+      return unsupported(path + ": layer type " + t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                         " is not supported");
   }
   return Status::ok();
 }

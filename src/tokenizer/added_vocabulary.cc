@@ -67,13 +67,17 @@ Status AddedVocabulary::load(const nlohmann::json& list, const std::string& wher
     AddedToken t;
     const std::string ctx = where + ": added token";
     FG_RETURN_IF_ERROR(json_get(j, "content", t.content, ctx));
-    if (t.content.empty()) return invalid_argument(ctx + " " + j.dump() + " needs a non-empty 'content'");
+    if (t.content.empty())
+      return invalid_argument(ctx + " " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                              " needs a non-empty 'content'");
     FG_RETURN_IF_ERROR(json_get(j, "special", t.special, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "single_word", t.single_word, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "lstrip", t.lstrip, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "rstrip", t.rstrip, ctx));
     FG_RETURN_IF_ERROR(json_get(j, "normalized", t.normalized, ctx));
-    if (!utf8_is_valid(t.content)) return invalid_argument(ctx + " " + j.dump() + " is not valid UTF-8");
+    if (!utf8_is_valid(t.content))
+      return invalid_argument(ctx + " " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                              " is not valid UTF-8");
     if (by_content_.count(t.content)) continue;  // the first definition wins
     t.id = model_token_to_id(t.content);
     if (t.id < 0) t.id = max_added >= model_vocab_len ? max_added + 1 : model_vocab_len;

@@ -50,6 +50,11 @@ Result<std::unique_ptr<BpeModel>> BpeModel::load(const nlohmann::json& m, const 
     bpe->vocab_[it.key()] = static_cast<int32_t>(id);
     max_id = std::max(max_id, id);
   }
+  // The id table is sized by the largest id: a file whose ids are far sparser than its entries
+  // (one id of 10^9) would have it allocate gigabytes.
+  if (max_id >= 2 * static_cast<int64_t>(vocab.size()) + 1024)
+    return invalid_argument(ctx + ": vocab ids are implausibly sparse (largest id " + std::to_string(max_id) + " for " +
+                            std::to_string(vocab.size()) + " entries)");
   bpe->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   bpe->has_id_.assign(static_cast<size_t>(max_id + 1), 0);
   for (const auto& [tok, id] : bpe->vocab_) {

@@ -67,7 +67,8 @@ Result<jinja::Value> normalize_messages(const ojson& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const ojson& m = messages[i];
     if (!m.is_object())
-      return invalid_argument("chat message " + std::to_string(i) + " must be a JSON object, got " + m.dump());
+      return invalid_argument("chat message " + std::to_string(i) + " must be a JSON object, got " +
+                              m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     auto d = std::make_shared<jinja::Dict>();
     for (auto it = m.begin(); it != m.end(); ++it)
       if (!it.value().is_null()) d->set(it.key(), jinja::Value::from_json(it.value()));

@@ -52,7 +52,8 @@ inline Result<std::unique_ptr<Regex>> compile_pattern(const nlohmann::json& j, c
       return re;
     }
   }
-  return invalid_argument(where + ": pattern must be {\"String\": ...} or {\"Regex\": ...}, got " + j.dump());
+  return invalid_argument(where + ": pattern must be {\"String\": ...} or {\"Regex\": ...}, got " +
+                          j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 // The literal of a `{"String": s}` pattern, or nullptr-like empty optional for regexes.

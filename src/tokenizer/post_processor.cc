@@ -31,7 +31,8 @@ Result<SpecialTokenWrap> template_processing(const nlohmann::json& j, const std:
         dst.push_back(id.get<int32_t>());
       }
     } else {
-      return invalid_argument(ctx + ": unknown template piece " + part.dump());
+      return invalid_argument(ctx + ": unknown template piece " +
+                              part.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
   }
   if (sequences != 1) return unsupported(ctx + ": the single template has no $A");

@@ -119,6 +119,20 @@ TEST(TokenizerErrors, InconsistentContents) {
   EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
 }
 
+// A vocabulary whose ids are far sparser than its entries is refused before its id table is
+// sized (one id of 10^9 once asked for gigabytes; found by the tokenizer_json fuzz target, input in
+// fuzz/regressions/tokenizer_json/). Dense ids with a few holes still load.
+TEST(TokenizerErrors, SparseVocabularyIdsAreRefused) {
+  auto r = Tokenizer::from_json(tiny_tokenizer({{"model", {{"vocab", {{"a", 0}, {"b", 1}, {"ab", 1000000000}}}}}}), "",
+                                "", "t.json");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("1000000000"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(
+      Tokenizer::from_json(tiny_tokenizer({{"model", {{"vocab", {{"a", 0}, {"b", 1}, {"ab", 7}}}}}}), "", "", "t.json")
+          .is_ok());
+}
+
 // A post-processor that adds a token id the vocabulary does not have is refused at load, naming
 // the id (it once loaded, and encode() then returned ids past vocab_size(); found by the
 // tokenizer_json fuzz target, input in fuzz/regressions/tokenizer_json/).
