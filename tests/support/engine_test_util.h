@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "model/generate.h"
@@ -45,6 +46,34 @@ inline std::vector<std::vector<int32_t>> reference_tokens(Model& model, const st
     out.push_back(ids.is_ok() ? *ids : std::vector<int32_t>{});
   }
   return out;
+}
+
+// The outputs and final stats of one EngineCore run over `requests` (stepped to completion),
+// checking that every KV page came back (pages the prefix cache keeps count as returned).
+struct EngineRun {
+  std::vector<RequestOutput> outputs;
+  EngineStats stats;
+};
+
+inline EngineRun run_engine(ModelRunner& runner, const EngineConfig& config, const std::vector<Request>& requests) {
+  EngineCore core(config, runner);
+  std::vector<RequestHandle> handles;
+  for (const Request& r : requests) {
+    auto h = core.submit(r);
+    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
+    if (h.is_ok()) handles.push_back(*h);
+  }
+  while (core.has_work()) {
+    Status st = core.step();
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    if (!st.is_ok()) break;
+  }
+  EngineRun run;
+  for (const auto& h : handles) run.outputs.push_back(h.wait());
+  run.stats = core.stats();
+  EXPECT_EQ(run.stats.pages.free + run.stats.pages.cached, run.stats.pages.num_pages) << "pages leaked";
+  EXPECT_EQ(run.stats.pages.held, 0) << "pages leaked";
+  return run;
 }
 
 }  // namespace fg::test

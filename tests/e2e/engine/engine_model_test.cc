@@ -15,6 +15,9 @@
 namespace fg {
 namespace {
 
+using test::EngineRun;
+using test::run_engine;
+
 // The llama fixture on the CPU, pages of page_size tokens.
 std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes, int page_size = 4) {
   return test::make_cpu_runner("llama", kv_bytes, page_size);
@@ -42,34 +45,6 @@ std::vector<Request> mixed(int n, uint32_t seed, int vocab) {
     out.push_back(r);
   }
   return out;
-}
-
-// What the model layer alone produces for each request.
-struct EngineRun {
-  std::vector<RequestOutput> outputs;
-  EngineStats stats;
-};
-
-EngineRun run_engine(ModelRunner& runner, const EngineConfig& config, const std::vector<Request>& requests) {
-  EngineCore core(config, runner);
-  std::vector<RequestHandle> handles;
-  for (const Request& r : requests) {
-    auto h = core.submit(r);
-    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-    if (h.is_ok()) handles.push_back(*h);
-  }
-  while (core.has_work()) {
-    Status st = core.step();
-    EXPECT_TRUE(st.is_ok()) << st.to_string();
-    if (!st.is_ok()) break;
-  }
-  EngineRun run;
-  for (const auto& h : handles) run.outputs.push_back(h.wait());
-  run.stats = core.stats();
-  // Pages the prefix cache keeps (refcount 0, evictable) count as returned.
-  EXPECT_EQ(run.stats.pages.free + run.stats.pages.cached, run.stats.pages.num_pages) << "pages leaked";
-  EXPECT_EQ(run.stats.pages.held, 0) << "pages leaked";
-  return run;
 }
 
 void expect_matches(const EngineRun& run, const std::vector<std::vector<int32_t>>& want) {

@@ -16,6 +16,9 @@
 namespace fg {
 namespace {
 
+using test::EngineRun;
+using test::run_engine;
+
 // Prompts of 1..48 tokens (past Phi-3's LongRoPE switch at 32), every other one after a shared
 // 20-token head, greedy, 1..20 new tokens.
 std::vector<Request> crowd(int n, int vocab, uint32_t seed) {
@@ -34,32 +37,6 @@ std::vector<Request> crowd(int n, int vocab, uint32_t seed) {
     out.push_back(r);
   }
   return out;
-}
-
-struct EngineRun {
-  std::vector<RequestOutput> outputs;
-  EngineStats stats;
-};
-
-EngineRun run_engine(ModelRunner& runner, const EngineConfig& config, const std::vector<Request>& requests) {
-  EngineCore core(config, runner);
-  std::vector<RequestHandle> handles;
-  for (const Request& r : requests) {
-    auto h = core.submit(r);
-    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-    if (h.is_ok()) handles.push_back(*h);
-  }
-  while (core.has_work()) {
-    Status st = core.step();
-    EXPECT_TRUE(st.is_ok()) << st.to_string();
-    if (!st.is_ok()) break;
-  }
-  EngineRun run;
-  for (const auto& h : handles) run.outputs.push_back(h.wait());
-  run.stats = core.stats();
-  EXPECT_EQ(run.stats.pages.free + run.stats.pages.cached, run.stats.pages.num_pages) << "pages leaked";
-  EXPECT_EQ(run.stats.pages.held, 0) << "pages leaked";
-  return run;
 }
 
 class FamilyEngine : public ::testing::TestWithParam<std::string> {};

@@ -40,6 +40,20 @@ TEST(FamilyParity, GeluTanhMulOddSizesStrided) {
     EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), kBf16Tol);
     out.check_guards("gelu_tanh_mul out", true);
   }
+  // Rows whose layout allows 16-byte vectors (the MLP's own case): the kernel's vectorized path.
+  for (int64_t inter : {1536, 2048}) {
+    SCOPED_TRACE("contiguous inter " + std::to_string(inter));
+    const int64_t n = 7;
+    Twin x({n, 2 * inter}, DType::kBF16);
+    x.fill_random(rng, -5.0f, 5.0f);
+    Twin out({n, inter}, DType::kBF16);
+    out.poison();
+    cpu().gelu_tanh_mul(x.cpu, out.cpu);
+    gpu().gelu_tanh_mul(x.gpu, out.gpu);
+    gpu().synchronize();
+    EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), kBf16Tol);
+    out.check_guards("gelu_tanh_mul out", true);
+  }
 }
 
 TEST(FamilyParity, ScaleAndSoftcap) {

@@ -17,6 +17,7 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeBackend;
+using testing::run_reply_source;
 
 HttpRequest post(const std::string& path, const std::string& body) {
   HttpRequest r;
@@ -33,29 +34,6 @@ HttpRequest get(const std::string& path) {
   return r;
 }
 
-// Runs a reply source to completion the way the transport does; returns the body.
-std::string run_source(Reply& r, HttpResponse* head = nullptr) {
-  struct Signal {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool woke = false;
-  };
-  auto sig = std::make_shared<Signal>();
-  r.source->start([sig] {
-    std::lock_guard<std::mutex> lock(sig->mu);
-    sig->woke = true;
-    sig->cv.notify_all();
-  });
-  std::string out;
-  while (!r.source->poll(out)) {
-    std::unique_lock<std::mutex> lock(sig->mu);
-    sig->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return sig->woke; });
-    sig->woke = false;
-  }
-  if (head) *head = r.streamed ? r.head : r.source->final_head();
-  return out;
-}
-
 class ApiTest : public ::testing::Test {
  protected:
   ApiTest() : backend_(FakeBackend::Options{}), api_(backend_, config()) {}
@@ -69,7 +47,7 @@ class ApiTest : public ::testing::Test {
     Reply r = api_.handle(std::move(req));
     if (!r.source) return {r.head.status, json::parse(r.head.body)};
     HttpResponse head;
-    std::string body = run_source(r, &head);
+    std::string body = run_reply_source(r, &head);
     return {head.status, json::parse(body)};
   }
   FakeBackend backend_;
@@ -175,7 +153,7 @@ TEST(ApiModelNames, StrictModelNameRefusesOthersAndAliasesAnswer) {
     Reply r = api.handle(std::move(req));
     if (!r.source) return {r.head.status, json::parse(r.head.body)};
     HttpResponse head;
-    std::string body = run_source(r, &head);
+    std::string body = run_reply_source(r, &head);
     return {head.status, json::parse(body)};
   };
   auto unknown = call(post("/v1/completions", R"({"model":"gpt-9","prompt":"hi"})"));
@@ -263,7 +241,7 @@ TEST_F(ApiTest, ChatStreamHasRoleContentFinishUsageAndDone) {
   ASSERT_TRUE(r.source);
   ASSERT_TRUE(r.streamed);
   EXPECT_EQ(r.head.content_type, "text/event-stream");
-  std::string body = run_source(r);
+  std::string body = run_reply_source(r);
   ASSERT_GE(body.size(), 14u);
   EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
   std::vector<json> chunks;
@@ -348,7 +326,7 @@ TEST_F(ApiTest, TgiStreamOneEventPerTokenWithFinalText) {
   Reply r =
       api_.handle(post("/generate_stream", R"({"inputs":"hello","parameters":{"max_new_tokens":4,"details":true}})"));
   ASSERT_TRUE(r.streamed);
-  std::string body = run_source(r);
+  std::string body = run_reply_source(r);
   std::vector<json> events;
   size_t pos = 0;
   while ((pos = body.find("data:", pos)) != std::string::npos) {
@@ -385,7 +363,7 @@ TEST_F(ApiTest, QueueFullIs429AndCancelFreesPages) {
 
   EXPECT_GT(backend_.stats().kv_pages_used, 0);
   first.source->cancel();
-  std::string body = run_source(first);
+  std::string body = run_reply_source(first);
   EXPECT_NE(body.find("\"abort\""), std::string::npos);
   EXPECT_EQ(backend_.stats().kv_pages_used, 0);
   EXPECT_EQ(backend_.active(), 0);
@@ -404,7 +382,7 @@ TEST_F(ApiTest, BackendQueueFullMapsTo429) {
   Reply b = api.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":100})"));
   EXPECT_EQ(b.head.status, 429);
   a.source->cancel();
-  run_source(a);
+  run_reply_source(a);
 }
 
 TEST_F(ApiTest, ModelsInfoHealthTokenizeDetokenizeMetrics) {

@@ -2,6 +2,7 @@
 #include "unit/server/fake_backend.h"
 
 #include <chrono>
+#include <memory>
 
 namespace fg::server::testing {
 
@@ -225,6 +226,28 @@ void FakeBackend::loop() {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(tick_us_.load()));
   }
+}
+
+std::string run_reply_source(Reply& r, HttpResponse* head) {
+  struct Signal {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool woke = false;
+  };
+  auto sig = std::make_shared<Signal>();
+  r.source->start([sig] {
+    std::lock_guard<std::mutex> lock(sig->mu);
+    sig->woke = true;
+    sig->cv.notify_all();
+  });
+  std::string out;
+  while (!r.source->poll(out)) {
+    std::unique_lock<std::mutex> lock(sig->mu);
+    sig->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return sig->woke; });
+    sig->woke = false;
+  }
+  if (head) *head = r.streamed ? r.head : r.source->final_head();
+  return out;
 }
 
 }  // namespace fg::server::testing

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "server/generation_backend.h"
+#include "server/http_types.h"
 
 namespace fg::server::testing {
 
@@ -77,5 +78,9 @@ class FakeBackend final : public GenerationBackend {
   int64_t steps_ = 0;
   std::thread thread_;
 };
+
+// Runs a reply's source to completion the way the transport does (polling after each wake-up);
+// returns the body, and the final head in *head when given.
+std::string run_reply_source(Reply& r, HttpResponse* head = nullptr);
 
 }  // namespace fg::server::testing

@@ -17,6 +17,7 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeBackend;
+using testing::run_reply_source;
 
 HttpRequest request(const std::string& method, const std::string& path, const std::string& body = "",
                     const std::string& authorization = "") {
@@ -31,24 +32,9 @@ HttpRequest request(const std::string& method, const std::string& path, const st
 // Drives a reply to completion (the transport's loop, with a condition variable as the waker).
 std::pair<int, std::string> finish(Reply& r) {
   if (!r.source) return {r.head.status, r.head.body};
-  struct Signal {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool woke = false;
-  };
-  auto sig = std::make_shared<Signal>();
-  r.source->start([sig] {
-    std::lock_guard<std::mutex> lock(sig->mu);
-    sig->woke = true;
-    sig->cv.notify_all();
-  });
-  std::string out;
-  while (!r.source->poll(out)) {
-    std::unique_lock<std::mutex> lock(sig->mu);
-    sig->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return sig->woke; });
-    sig->woke = false;
-  }
-  return {r.streamed ? r.head.status : r.source->final_head().status, out};
+  HttpResponse head;
+  std::string body = run_reply_source(r, &head);
+  return {head.status, body};
 }
 
 std::string header(const Reply& r, const std::string& name) {
