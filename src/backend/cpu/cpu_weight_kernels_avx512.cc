@@ -8,6 +8,7 @@
 // each 16 bytes then widen to one vector of 16 f32.
 #include <cstring>
 
+#include "backend/cpu/cpu_weight_dispatch.h"
 #include "backend/cpu/cpu_weight_kernels.h"
 #include "core/dequant.h"
 
@@ -291,34 +292,27 @@ void gemv_rows(const WeightRows& w, int64_t j0, int64_t j1, const GemvArgs& a) {
   }
 }
 
+// This set's decoders, by dtype (cpu_weight_dispatch.h).
+struct Decoders {
+  using F32 = DecF32;
+  using F16 = DecF16;
+  using BF16 = DecBF16;
+  using Q8_0 = DecQ8_0;
+  using Q4_0 = DecQ4_0;
+  using Q4_1 = DecQ4_1;
+  using Q4_K = DecQ4_K;
+  using Q5_K = DecQ5_K;
+  using Q6_K = DecQ6_K;
+};
+
 void avx512_decode_row(const WeightRows& w, int64_t j, float* dst) {
-  switch (w.dtype) {
-    case DType::kF32: return decode_row_t<DecF32>(w, j, dst);
-    case DType::kF16: return decode_row_t<DecF16>(w, j, dst);
-    case DType::kBF16: return decode_row_t<DecBF16>(w, j, dst);
-    case DType::kQ8_0: return decode_row_t<DecQ8_0>(w, j, dst);
-    case DType::kQ4_0: return decode_row_t<DecQ4_0>(w, j, dst);
-    case DType::kQ4_1: return decode_row_t<DecQ4_1>(w, j, dst);
-    case DType::kQ4_K: return decode_row_t<DecQ4_K>(w, j, dst);
-    case DType::kQ5_K: return decode_row_t<DecQ5_K>(w, j, dst);
-    case DType::kQ6_K: return decode_row_t<DecQ6_K>(w, j, dst);
-    default: return generic_weight_kernels().decode_row(w, j, dst);
-  }
+  if (!with_decoder<Decoders>(w.dtype, [&]<class D>() { decode_row_t<D>(w, j, dst); }))
+    generic_weight_kernels().decode_row(w, j, dst);
 }
 
 void avx512_gemv(const WeightRows& w, int64_t j0, int64_t j1, const GemvArgs& a) {
-  switch (w.dtype) {
-    case DType::kF32: return gemv_rows<DecF32>(w, j0, j1, a);
-    case DType::kF16: return gemv_rows<DecF16>(w, j0, j1, a);
-    case DType::kBF16: return gemv_rows<DecBF16>(w, j0, j1, a);
-    case DType::kQ8_0: return gemv_rows<DecQ8_0>(w, j0, j1, a);
-    case DType::kQ4_0: return gemv_rows<DecQ4_0>(w, j0, j1, a);
-    case DType::kQ4_1: return gemv_rows<DecQ4_1>(w, j0, j1, a);
-    case DType::kQ4_K: return gemv_rows<DecQ4_K>(w, j0, j1, a);
-    case DType::kQ5_K: return gemv_rows<DecQ5_K>(w, j0, j1, a);
-    case DType::kQ6_K: return gemv_rows<DecQ6_K>(w, j0, j1, a);
-    default: return generic_weight_kernels().gemv(w, j0, j1, a);
-  }
+  if (!with_decoder<Decoders>(w.dtype, [&]<class D>() { gemv_rows<D>(w, j0, j1, a); }))
+    generic_weight_kernels().gemv(w, j0, j1, a);
 }
 
 const WeightKernels kAvx512 = {"avx512", avx512_decode_row, avx512_gemv, 24};
