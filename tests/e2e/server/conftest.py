@@ -50,8 +50,16 @@ class Server:
                 self._port_seen.set()
         self._port_seen.set()
 
-    def metrics(self):
-        text = requests.get(self.url + "/metrics", timeout=10).text
+    def metrics(self, timeout=10):
+        """The /metrics gauges and counters. A server at its connection cap answers 429 until the
+        connections a test just closed are gone; that is retried for up to `timeout` seconds."""
+        deadline = time.time() + timeout
+        r = requests.get(self.url + "/metrics", timeout=10)
+        while r.status_code == 429 and time.time() < deadline:
+            time.sleep(0.05)
+            r = requests.get(self.url + "/metrics", timeout=10)
+        assert r.status_code == 200, r.text
+        text = r.text
         out = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
