@@ -22,6 +22,8 @@ enum class DType : uint8_t {
   kI32,
   kI64,
   kU8,
+  kF8E4M3,  // OCP float8 e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no inf, max 448,
+            // NaN = S.1111.111 (what FP8 checkpoints and Hopper's FP8 tensor cores use)
   // Block-quantized (weights only; the names and layouts are ggml's).
   kQ8_0,  // 32 values in 34 bytes
   kQ4_0,  // 32 values in 18 bytes
@@ -67,6 +69,7 @@ constexpr size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kF8E4M3: return 1;
     default: return 0;
   }
 }
@@ -98,6 +101,7 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kF8E4M3: return "f8_e4m3";
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_0: return "q4_0";
     case DType::kQ4_1: return "q4_1";
@@ -172,6 +176,51 @@ inline uint16_t f32_to_f16(float f) {
   }
   uint32_t r = abs + 0xfffu + ((abs >> 13) & 1u);  // round mantissa to 10 bits, nearest even
   return uint16_t(sign | ((r - 0x38000000u) >> 13));
+}
+
+// float8 e4m3fn (OCP): exponent bias 7, subnormals below 2^-6, largest finite 448, no infinity;
+// 0x7f / 0xff are NaN. Decoding is exact (every e4m3 value is an f32).
+inline float f8e4m3_to_f32(uint8_t v) {
+  const uint32_t sign = uint32_t(v & 0x80u) << 24;
+  const uint32_t exp = (v >> 3) & 0xfu;
+  const uint32_t mant = v & 0x7u;
+  uint32_t bits;
+  if (exp == 0xf && mant == 0x7) {
+    bits = sign | 0x7fc00000u;  // NaN
+  } else if (exp == 0) {
+    float f = float(mant) * 0.001953125f;  // mant * 2^-9
+    std::memcpy(&bits, &f, 4);
+    bits |= sign;
+  } else {
+    bits = sign | ((exp + 127 - 7) << 23) | (mant << 20);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// f32 -> e4m3fn, round to nearest even, saturating: finite values beyond 448 (and +-inf) become
+// +-448 (the convention of FP8 quantizers, which scale into range first); NaN stays NaN.
+inline uint8_t f32_to_f8e4m3(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint8_t sign = uint8_t((bits >> 24) & 0x80u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return uint8_t(sign | 0x7f);  // NaN
+  if (abs >= 0x43e00000u) return uint8_t(sign | 0x7e);  // >= 448 (incl. inf): saturate
+  if (abs < 0x3c800000u) {                             // below 2^-6: subnormal in e4m3 (step 2^-9)
+    float a;
+    std::memcpy(&a, &abs, 4);
+    const float q = a * 512.0f;  // exact: a power-of-two scale
+    uint32_t n = uint32_t(q);
+    const float rem = q - float(n);
+    if (rem > 0.5f || (rem == 0.5f && (n & 1u))) ++n;  // n <= 8: 8 is the smallest normal, 0x08
+    return uint8_t(sign | n);
+  }
+  // Normal: keep 3 mantissa bits, round to nearest even on the 20 dropped bits.
+  const uint32_t r = abs + 0x7ffffu + ((abs >> 20) & 1u);
+  const uint32_t e = (r >> 23) - 127 + 7;  // 1..15 (448 rounds no higher: checked above)
+  return uint8_t(sign | (e << 3) | ((r >> 20) & 0x7u));
 }
 
 }  // namespace fg

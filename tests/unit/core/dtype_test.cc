@@ -63,5 +63,40 @@ TEST(DType, BlockGeometryOfTheQuantizedTypes) {
   }
 }
 
+// Every e4m3fn code decodes to the value its bit fields name, and encoding that value gives the
+// code back (both zeros and NaN aside).
+TEST(DType, F8E4M3DecodesEveryCodeAndRoundTrips) {
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = uint8_t(c);
+    const int e = (c >> 3) & 15, m = c & 7;
+    const float sign = (c & 0x80) ? -1.0f : 1.0f;
+    const float f = f8e4m3_to_f32(code);
+    if (e == 15 && m == 7) {
+      EXPECT_TRUE(std::isnan(f)) << c;
+      EXPECT_EQ(f32_to_f8e4m3(f) & 0x7f, 0x7f);
+      continue;
+    }
+    const float want = e == 0 ? sign * std::ldexp(float(m), -9) : sign * std::ldexp(1.0f + float(m) / 8, e - 7);
+    EXPECT_EQ(f, want) << c;
+    EXPECT_EQ(f32_to_f8e4m3(f), code) << c;
+  }
+  EXPECT_EQ(f8e4m3_to_f32(0x7e), 448.0f);
+}
+
+// Encoding rounds to nearest even, in the subnormal range too, and saturates at 448.
+TEST(DType, F8E4M3RoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.0625f)), 1.0f);     // halfway 1 .. 1.125: even (1)
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.1875f)), 1.25f);    // halfway 1.125 .. 1.25: even (1.25)
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.07f)), 1.125f);     // above halfway
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(1.5f, -9))), std::ldexp(2.0f, -9));  // 1.5 ulp -> 2
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(2.5f, -9))), std::ldexp(2.0f, -9));  // 2.5 ulp -> 2
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(0.4f, -9))), 0.0f);
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(7.5f, -9))), std::ldexp(1.0f, -6));  // into the normals
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(460.0f)), 448.0f);
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(-1e9f)), -448.0f);
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::numeric_limits<float>::infinity())), 448.0f);
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1e-30f)), 0.0f);
+}
+
 }  // namespace
 }  // namespace fg
