@@ -206,9 +206,9 @@ inline uint8_t f32_to_f8e4m3(float f) {
   std::memcpy(&bits, &f, 4);
   const uint8_t sign = uint8_t((bits >> 24) & 0x80u);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return uint8_t(sign | 0x7f);  // NaN
+  if (abs > 0x7f800000u) return uint8_t(sign | 0x7f);   // NaN
   if (abs >= 0x43e00000u) return uint8_t(sign | 0x7e);  // >= 448 (incl. inf): saturate
-  if (abs < 0x3c800000u) {                             // below 2^-6: subnormal in e4m3 (step 2^-9)
+  if (abs < 0x3c800000u) {                              // below 2^-6: subnormal in e4m3 (step 2^-9)
     float a;
     std::memcpy(&a, &abs, 4);
     const float q = a * 512.0f;  // exact: a power-of-two scale

@@ -85,9 +85,9 @@ TEST(DType, F8E4M3DecodesEveryCodeAndRoundTrips) {
 
 // Encoding rounds to nearest even, in the subnormal range too, and saturates at 448.
 TEST(DType, F8E4M3RoundsToNearestEvenAndSaturates) {
-  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.0625f)), 1.0f);     // halfway 1 .. 1.125: even (1)
-  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.1875f)), 1.25f);    // halfway 1.125 .. 1.25: even (1.25)
-  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.07f)), 1.125f);     // above halfway
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.0625f)), 1.0f);   // halfway 1 .. 1.125: even (1)
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.1875f)), 1.25f);  // halfway 1.125 .. 1.25: even (1.25)
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.07f)), 1.125f);   // above halfway
   EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(1.5f, -9))), std::ldexp(2.0f, -9));  // 1.5 ulp -> 2
   EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(2.5f, -9))), std::ldexp(2.0f, -9));  // 2.5 ulp -> 2
   EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(0.4f, -9))), 0.0f);
