@@ -35,6 +35,9 @@ def main():
     ap.add_argument("--tol", type=float, default=3e-2)
     ap.add_argument("--json")
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--diagnose", action="append", default=[], metavar="FIXTURE",
+                    help="for this fixture also record per-position errors (ours, transformers bf16 on the "
+                         "GPU and on the CPU) in the JSON rows: where along the prompt the bf16 error grows")
     args = ap.parse_args()
 
     fixtures = sorted(p for p in (ROOT / "tests" / "fixtures" / "models").iterdir() if (p / "reference.json").exists())
@@ -69,8 +72,24 @@ def main():
             tie = margin < 2 * err * float(np.abs(hf).max())
             ok = err < bound and (same_argmax or tie)
             failed += not ok
-            rows.append(dict(fixture=fx.name, prompt=i, tokens=len(prompt), rel_err=err, hf_bf16_err=hf_bf16_err,
-                             bound=bound, same_argmax=same_argmax, margin=margin, ok=ok))
+            row = dict(fixture=fx.name, prompt=i, tokens=len(prompt), rel_err=err, hf_bf16_err=hf_bf16_err,
+                       bound=bound, same_argmax=same_argmax, margin=margin, ok=ok)
+            if fx.name in args.diagnose:
+                # A second bf16 sample of the reference (transformers' CPU kernels round and accumulate
+                # differently) says how wide bf16 noise is on this prompt.
+                with torch.no_grad():
+                    cpu_bf16 = model_bf16.cpu()(torch.tensor([prompt])).logits[0].float().numpy()
+                    model_bf16.cuda()
+                scale = float(np.abs(hf).max())
+                row["per_position"] = dict(
+                    ours=(np.abs(ours - hf).max(axis=1) / scale).tolist(),
+                    hf_bf16_gpu=(np.abs(hf_bf16 - hf).max(axis=1) / scale).tolist(),
+                    hf_bf16_cpu=(np.abs(cpu_bf16 - hf).max(axis=1) / scale).tolist())
+                row["hf_bf16_cpu_err"] = float(np.abs(cpu_bf16 - hf).max() / scale)
+                print(f"{fx.name} prompt {i}: per-position max rel err (ours / hf bf16 gpu / hf bf16 cpu):")
+                for pos, (a, b, c) in enumerate(zip(*row["per_position"].values())):
+                    print(f"  {pos:>4} {a:10.3e} {b:10.3e} {c:10.3e}")
+            rows.append(row)
     print(f"{'fixture':<16} {'prompt':>6} {'tokens':>6} {'max rel err':>12} {'hf bf16 err':>12} {'argmax':>7}  result")
     for r in rows:
         if "error" in r:
