@@ -23,6 +23,10 @@ class AttentionKernel {
   // Device bytes of the workspace for batches of up to max_total_q tokens and max_num_seqs
   // sequences on the current device (plan items, merge list, split-KV partial outputs).
   static size_t workspace_bytes(int max_total_q, int max_num_seqs);
+  // Whether the kernels run heads of head_dim on the current device: they are built for 64, 128
+  // and 256; 256 needs 136 KB of shared memory per block (sm_80 and sm_90 have it, sm_86/89 do
+  // not). Unsupported with a message naming the limit otherwise; plan() aborts with it.
+  static Status supports(int head_dim);
   // Plans into `workspace` (device memory of at least workspace_bytes(), 256-byte aligned, owned
   // by the caller and outliving this object); allocates its pinned staging once, never on the
   // step path. max_total_q / max_num_seqs bound the batches that plan() accepts.
