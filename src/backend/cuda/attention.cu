@@ -31,18 +31,22 @@ int ceil_div(int64_t a, int64_t b) {
   return int((a + b - 1) / b);
 }
 
+// wgmma: the device runs the wgmma kernel (other devices may not offer its shared memory).
 template <typename T, int D>
-void set_smem_attr() {
+void set_smem_attr(bool wgmma) {
   FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     attn::SmemLayout<D>::kBytes));
   if constexpr (attn::has_wide_tiles(D)) {
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       attn::PrefillSmem<D>::kBytes));
+  }
 #if defined(FG_ATTN_WGMMA)
+  if (wgmma)
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       attn::WgmmaSmem<D>::kBytes));
+#else
+  (void)wgmma;
 #endif
-  }
 }
 
 // CTAs of the main kernel resident per SM: its launch bounds ask for two, which its shared memory
@@ -173,13 +177,13 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
 #endif
   s.wgmma = s.wgmma_available;
   s.smem_optin = current_device_smem_optin();
-  set_smem_attr<__nv_bfloat16, 64>();
-  set_smem_attr<__nv_bfloat16, 128>();
-  set_smem_attr<__half, 64>();
-  set_smem_attr<__half, 128>();
+  set_smem_attr<__nv_bfloat16, 64>(s.wgmma_available);
+  set_smem_attr<__nv_bfloat16, 128>(s.wgmma_available);
+  set_smem_attr<__half, 64>(s.wgmma_available);
+  set_smem_attr<__half, 128>(s.wgmma_available);
   if (head_dim_status(256, s.smem_optin).ok()) {  // else plan() refuses head_dim 256
-    set_smem_attr<__nv_bfloat16, 256>();
-    set_smem_attr<__half, 256>();
+    set_smem_attr<__nv_bfloat16, 256>(s.wgmma_available);
+    set_smem_attr<__half, 256>(s.wgmma_available);
   }
 }
 
@@ -287,8 +291,11 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       wide_keys += int64_t(n) * (batch.host_seqlens_kv[q] - q_len / 2);  // mean causal extent
     }
   }
-  const bool use_wide = attn::has_wide_tiles(head_dim) && 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
   const bool wgmma = s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
+  // At head_dim 256 only the wgmma kernel has 128-row tiles (attn::has_wide_tiles). Wide tiles
+  // make at least 1.5 waves of CTAs, so the split below never cuts them (it needs less than one).
+  const bool use_wide =
+      (attn::has_wide_tiles(head_dim) || wgmma) && 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
   std::vector<Tile> tiles;
   int64_t total_work = 0;
   int max_q_len = 0, max_kv_len = 0;
@@ -367,6 +374,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   for (const Tile& t : tiles) {
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
+    FG_CHECK(attn::has_wide_tiles(head_dim) || t.kind != attn::kRows128 || (n == 1 && wgmma),
+             "attention plan: a 128-row tile at head_dim 256 that the wgmma kernel does not take");
     if (n == 1 && prefill_pages && t.kind == attn::kRows128) {
       keyed_prefill.push_back(
           {t.extent, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
@@ -440,18 +449,19 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
 
 namespace {
 
-// Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest.
-// Head sizes without 128-row tiles have no prefill kernel (run() passes prefill_grid 0).
+// Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest. Head sizes
+// without the general kernel's 128-row tiles have no mma.sync prefill kernel (run() passes
+// prefill_grid 0 unless the prefill kernel is the wgmma one).
 template <typename T, int D>
 void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
             cudaStream_t stream) {
-  if constexpr (attn::has_wide_tiles(D)) {
-    if (prefill_grid > 0 && wgmma) {
+  if (prefill_grid > 0 && wgmma) {
 #if defined(FG_ATTN_WGMMA)
-      attn::attention_wgmma_kernel<T, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
-      FG_ATTN_CUDA(cudaGetLastError());
+    attn::attention_wgmma_kernel<T, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
+    FG_ATTN_CUDA(cudaGetLastError());
 #endif
-    } else if (prefill_grid > 0) {
+  } else if (prefill_grid > 0) {
+    if constexpr (attn::has_wide_tiles(D)) {
       attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
       FG_ATTN_CUDA(cudaGetLastError());
     }
@@ -595,7 +605,7 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
     if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= kMinSplitKeys) merge_grid = 0;
   }
-  if (!attn::has_wide_tiles(d)) prefill_grid = 0;  // no 128-row tiles at this head size
+  if (!attn::has_wide_tiles(d) && !wgmma) prefill_grid = 0;  // no mma.sync prefill kernel at this head size
 
   if (q.dtype == DType::kBF16)
     launch_head_dim<__nv_bfloat16>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);

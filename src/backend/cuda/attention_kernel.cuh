@@ -21,7 +21,7 @@
 //    (prefill).
 // K/V rows are gathered through the block table per key position (any page size >= 1) with
 // 16-byte cp.async copies, 2 or 3 stages deep. Head sizes 64, 128 and 256; at 256 the kinds stop
-// at 64 rows and the prefill kernels are not built (has_wide_tiles, TileShapes<256>).
+// at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>).
 // This file must never allocate or synchronize the host.
 #pragma once
 
@@ -348,9 +348,10 @@ using Shape32 = TileShape<2, 2, 1, true, 3, 64>;    // speculative windows of 5.
 using Shape64 = TileShape<4, 1, 1, true, 3, 64>;    // short prefill chunks
 using Shape128 = TileShape<4, 1, 2, false, 3, 32>;  // prefill
 
-// Whether head size D has 128-row tiles (and with them the prefill kernels). At head_dim 256 one
-// 16-row m-tile's O accumulators alone take 128 registers per thread, so two m-tiles per warp
-// cannot fit; plan() cuts every tile at 64 rows there.
+// Whether the general kernel and the mma.sync prefill kernel have 128-row tiles at head size D.
+// At head_dim 256 one 16-row m-tile's O accumulators alone take 128 registers per thread, so two
+// m-tiles per warp cannot fit: there only the wgmma prefill kernel (a 64-row half per consumer
+// warpgroup) takes 128-row tiles, and without it plan() cuts every tile at 64 rows.
 constexpr bool has_wide_tiles(int head_dim) {
   return head_dim <= 128;
 }

@@ -482,6 +482,42 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.kv_lens_capture = {100, 90, 80, 64};
     add(c);  // graph captured without splits, replayed with splits
   }
+  // head_dim 256 prefills long enough for 128-row tiles: the wgmma kernel where the device has
+  // it, else (and in the mma.sync variant of add_both) the general kernel's 64-row tiles.
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 16;
+    c.hkv = 8;
+    c.q_lens = {2000};
+    c.kv_lens = {2600};
+    c.params.sliding_window = 1024;
+    c.params.softcap = 50.f;
+    c.strided_q = true;
+    add_both(c);  // Gemma-2-9B's heads: a chunk after cached keys, window, softcap, strided q
+  }
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 8;
+    c.hkv = 8;
+    c.dtype = DType::kF16;
+    c.q_lens = {3200, 1};
+    c.kv_lens = {3300, 5000};
+    c.page_size = 3;
+    add_both(c);  // MHA, f16, odd page size, with a decode
+  }
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 16;
+    c.hkv = 8;
+    c.q_lens = {2000, 1, 1};
+    c.kv_lens = {2600, 20000, 9000};
+    c.kv_lens_capture = {2100, 100, 90};
+    c.page_size = 64;
+    add_both(c);  // graph captured and replayed with prefill tiles and decodes in one call
+  }
   std::mt19937_64 rng(seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
   for (int i = 0; i < num_random; ++i) {
