@@ -40,8 +40,9 @@ class AttentionKernel {
   void plan(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim, cudaStream_t stream);
 
   // Whether plan() gives unsplit 128-row prefill tiles to a specialised prefill kernel (below;
-  // the mma.sync one needs a page size that is a power of two >= 8); on by default. Off sends every
-  // tile to the general kernel (benches compare the two). Takes effect at the next plan().
+  // the mma.sync one needs a page size that is a power of two >= 8; at head_dim 256 only the wgmma
+  // one exists); on by default. Off sends every tile to the general kernel (benches compare the
+  // two). Takes effect at the next plan().
   void use_prefill_kernel(bool on);
 
   // Whether the prefill kernel is the Hopper one (attention_wgmma_kernel.cuh: wgmma, any page
