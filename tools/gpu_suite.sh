@@ -92,6 +92,12 @@ run_all() {
     --num-requests 256 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/mixtral.json"
   step qwen3_moe 240 $T/engine_bench --config bench/configs/qwen3-30b-a3b --backend cuda --kv-cache-memory 60GiB \
     --num-requests 512 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/qwen3_moe.json"
+  # The attention kernels alone at Gemma-2-9B's heads (16 / 8 of 256, soft-capped) and at the
+  # -hd128 stand-in's (32 / 16 of 128: the same KV bytes and FLOPs), so the head sizes compare.
+  step attention_hd256 120 $T/attention_bench --heads 16,8,256 --softcap 50 --quick \
+    --json "$OUT/raw/attention_hd256.json"
+  step attention_hd128_peer 120 $T/attention_bench --heads 32,16,128 --softcap 50 --quick \
+    --json "$OUT/raw/attention_hd128_peer.json"
   for cfg in gemma-2-9b gemma-2-9b-nocap gemma-2-9b-hd128 gemma-2-9b-hd128-nocap; do
     step "$cfg" 90 $T/engine_bench --config bench/configs/$cfg --backend cuda --kv-cache-memory 40GiB \
       --decode-prompt-len 6000 --decode-tokens 256 --skip-throughput --json "$OUT/raw/$cfg.json"
