@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes src/backend/cuda/wgmma_ops.cuh: inline-PTX wrappers of the sm_90a warpgroup MMA
-(wgmma.mma_async) shapes the Hopper prefill kernel uses. The operand lists (32 or 64 f32
+(wgmma.mma_async) shapes the Hopper prefill kernel uses. The operand lists (32 to 128 f32
 accumulators per thread) are long and regular, so they are generated rather than typed.
 Run from the repository root: python3 tools/gen_wgmma_ops.py
 """
@@ -81,6 +81,8 @@ def main():
                     "D (64 x 64) += A (64 x 16, registers) * B (16 x 64, MN-major descriptor)."))
     body.append(gen("wgmma_rs_n128", 128, True, 1,
                     "D (64 x 128) += A (64 x 16, registers) * B (16 x 128, MN-major descriptor)."))
+    body.append(gen("wgmma_rs_n256", 256, True, 1,
+                    "D (64 x 256) += A (64 x 16, registers) * B (16 x 256, MN-major descriptor)."))
     body.append(FOOTER)
     path = pathlib.Path(__file__).resolve().parent.parent / "src/backend/cuda/wgmma_ops.cuh"
     path.write_text("\n".join(body))

@@ -84,14 +84,21 @@ run_all() {
   step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
   step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
   # Model families (docs/perf.md, "Model families"): the grouped expert GEMM against the dense
-  # ceiling, MoE decode against the floor of the bytes read and 1k/1k throughput, and Gemma-2-9B's
-  # shape with and without soft-capping.
+  # ceiling, MoE decode against the floor of the bytes read and 1k/1k throughput, and Gemma-2-9B
+  # with and without soft-capping: at its real head_dim 256 and at the -hd128 shape (the same
+  # widths and KV bytes in 128-wide heads), so the two head sizes compare on one model.
   step moe_gemm 120 $T/moe_gemm_bench --backend cuda --json "$OUT/raw/moe_gemm.json"
   step mixtral 300 $T/engine_bench --config bench/configs/mixtral-8x7b --backend cuda --kv-cache-memory 30GiB \
     --num-requests 256 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/mixtral.json"
   step qwen3_moe 240 $T/engine_bench --config bench/configs/qwen3-30b-a3b --backend cuda --kv-cache-memory 60GiB \
     --num-requests 512 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/qwen3_moe.json"
-  for cfg in gemma-2-9b-hd128 gemma-2-9b-hd128-nocap; do
+  # The attention kernels alone at Gemma-2-9B's heads (16 / 8 of 256, soft-capped) and at the
+  # -hd128 stand-in's (32 / 16 of 128: the same KV bytes and FLOPs), so the head sizes compare.
+  step attention_hd256 120 $T/attention_bench --heads 16,8,256 --softcap 50 --quick \
+    --json "$OUT/raw/attention_hd256.json"
+  step attention_hd128_peer 120 $T/attention_bench --heads 32,16,128 --softcap 50 --quick \
+    --json "$OUT/raw/attention_hd128_peer.json"
+  for cfg in gemma-2-9b gemma-2-9b-nocap gemma-2-9b-hd128 gemma-2-9b-hd128-nocap; do
     step "$cfg" 90 $T/engine_bench --config bench/configs/$cfg --backend cuda --kv-cache-memory 40GiB \
       --decode-prompt-len 6000 --decode-tokens 256 --skip-throughput --json "$OUT/raw/$cfg.json"
   done

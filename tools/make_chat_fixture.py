@@ -92,7 +92,7 @@ def main():
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=64,  # a head size the CUDA attention kernel has (64 or 128)
+        head_dim=64,  # a head size the CUDA attention kernels have (64, 128 or 256)
         max_position_embeddings=512,
         rms_norm_eps=1e-6,
         initializer_range=0.15,

@@ -163,6 +163,16 @@ VARIANTS = {
              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         {"classic": "rope_type"},
     ),
+    # Gemma 2 at its published head size (256, which takes the CUDA attention kernels' head_dim-256
+    # instances), GQA 2, query_pre_attn_scalar = hidden / heads as Gemma-2-27B, soft-capping and
+    # alternating sliding-window layers as "gemma2".
+    "gemma2_hd256": (
+        "Gemma2Config",
+        dict(num_hidden_layers=3, head_dim=256, sliding_window=8, query_pre_attn_scalar=144,
+             attn_logit_softcapping=4.0, final_logit_softcapping=6.0, hidden_activation="gelu_pytorch_tanh",
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        {},
+    ),
 }
 
 

@@ -2,7 +2,9 @@
 // head_dim 128, bf16) over a fragmented paged KV pool, next to two ceilings measured in the same
 // run: device-to-device copy bandwidth and a cuBLASLt bf16 GEMM. Prints a table, optionally JSON.
 //   attention_bench [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] [--no-wgmma] [--only
-//   SUBSTR]
+//   SUBSTR] [--heads Q,KV,D] [--softcap CAP]
+//   --heads Q,KV,D: other heads, e.g. 16,8,256 (Gemma-2-9B); --softcap CAP: attention soft-capping
+//   (Gemma 2: 50) on every row.
 //   --general-only: plan every tile for the general kernel (no prefill specialisation), to
 //   compare the two builds of the same binary in one device call.
 //   --only SUBSTR[,SUBSTR...]: only the rows whose "group name" contains one of them (e.g. "1x16384").
@@ -41,7 +43,8 @@ bool want(const std::string& group, const std::string& name) {
   }
 }
 
-constexpr int kHq = 32, kHkv = 8, kD = 128;
+int g_hq = 32, g_hkv = 8, g_d = 128;  // --heads
+float g_softcap = 0.f;                // --softcap
 constexpr DType kDt = DType::kBF16;
 constexpr double kRotateBytes = 240e6;
 
@@ -201,7 +204,7 @@ struct Workload {
 
   Workload(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens, int page_size, uint64_t seed, int copies)
       : layout(std::move(q_lens), std::move(kv_lens), page_size, seed), dev(layout) {
-    pool_bytes = size_t(layout.num_pages) * page_size * kHkv * kD * 2;
+    pool_bytes = size_t(layout.num_pages) * page_size * g_hkv * g_d * 2;
     for (int c = 0; c < copies; ++c) {
       void *k, *v;
       BENCH_CUDA(cudaMalloc(&k, pool_bytes));
@@ -211,7 +214,7 @@ struct Workload {
       k_pools.push_back(k);
       v_pools.push_back(v);
     }
-    const size_t qb = size_t(layout.total_q) * kHq * kD * 2;
+    const size_t qb = size_t(layout.total_q) * g_hq * g_d * 2;
     BENCH_CUDA(cudaMalloc(&q, qb));
     BENCH_CUDA(cudaMalloc(&out, qb));
     fill_act(q, kDt, int64_t(qb / 2), seed + 99);
@@ -225,17 +228,17 @@ struct Workload {
   }
   KvCacheLayer cache(int i) const {
     const int c = i % int(k_pools.size());
-    return {Tensor::contiguous(k_pools[c], kDt, Device::kCuda, {layout.num_pages, layout.page_size, kHkv, kD}),
-            Tensor::contiguous(v_pools[c], kDt, Device::kCuda, {layout.num_pages, layout.page_size, kHkv, kD})};
+    return {Tensor::contiguous(k_pools[c], kDt, Device::kCuda, {layout.num_pages, layout.page_size, g_hkv, g_d}),
+            Tensor::contiguous(v_pools[c], kDt, Device::kCuda, {layout.num_pages, layout.page_size, g_hkv, g_d})};
   }
-  Tensor q_t() const { return Tensor::contiguous(q, kDt, Device::kCuda, {layout.total_q, kHq, kD}); }
-  Tensor out_t() const { return Tensor::contiguous(out, kDt, Device::kCuda, {layout.total_q, kHq, kD}); }
+  Tensor q_t() const { return Tensor::contiguous(q, kDt, Device::kCuda, {layout.total_q, g_hq, g_d}); }
+  Tensor out_t() const { return Tensor::contiguous(out, kDt, Device::kCuda, {layout.total_q, g_hq, g_d}); }
 };
 
 size_t kv_set_bytes(const std::vector<int32_t>& kv, int page_size) {
   size_t pages = 0;
   for (int x : kv) pages += (x + page_size - 1) / page_size;
-  return 2 * pages * page_size * kHkv * kD * 2;
+  return 2 * pages * page_size * g_hkv * g_d * 2;
 }
 
 int copies_for(size_t set_bytes) {
@@ -253,10 +256,11 @@ bool fits(size_t bytes) {
   return bytes + (size_t(2) << 30) < free_b;
 }
 
-AttentionParams llama_params() {
+AttentionParams bench_params() {
   AttentionParams p;
-  p.scale = 1.0f / std::sqrt(float(kD));
+  p.scale = 1.0f / std::sqrt(float(g_d));
   p.causal = true;
+  p.softcap = g_softcap;
   return p;
 }
 
@@ -266,10 +270,10 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
   Row row{group, name};
   double pairs = 0;
   for (size_t i = 0; i < q_lens.size(); ++i) pairs += causal_pairs(q_lens[i], kv_lens[i]);
-  row.flops = 4.0 * kHq * kD * pairs;
+  row.flops = 4.0 * g_hq * g_d * pairs;
   const size_t set = kv_set_bytes(kv_lens, page_size);
   row.kv_bytes = 0;
-  for (int kv : kv_lens) row.kv_bytes += 2.0 * kv * kHkv * kD * 2;
+  for (int kv : kv_lens) row.kv_bytes += 2.0 * kv * g_hkv * g_d * 2;
   const int copies = copies_for(set);
   if (!fits(set * copies)) {
     row.skipped = true;
@@ -280,8 +284,8 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
   cuda::AttentionKernel& kernel = owned.kernel;
   kernel.use_prefill_kernel(g_prefill_kernel);
   kernel.use_wgmma(g_wgmma);
-  kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
-  const AttentionParams params = llama_params();
+  kernel.plan(w.dev.batch, g_hq, g_hkv, g_d, stream);
+  const AttentionParams params = bench_params();
   Tensor q = w.q_t(), out = w.out_t();
   auto call = [&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); };
   const double est = std::max(row.kv_bytes / 4e12, row.flops / 3e14);
@@ -296,18 +300,18 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   Row row{"mixed", one_call ? "2048-chunk + 63 decodes kv4096, one call" : "same, two calls"};
   double pairs = 0;
   for (int i = 0; i < 64; ++i) pairs += causal_pairs(q_lens[i], kv_lens[i]);
-  row.flops = 4.0 * kHq * kD * pairs;
-  row.kv_bytes = 64 * 2.0 * 4096 * kHkv * kD * 2;
+  row.flops = 4.0 * g_hq * g_d * pairs;
+  row.kv_bytes = 64 * 2.0 * 4096 * g_hkv * g_d * 2;
   const int page = 16;
   const int copies = copies_for(kv_set_bytes(kv_lens, page));
   Workload w(q_lens, kv_lens, page, seed, copies);
-  const AttentionParams params = llama_params();
+  const AttentionParams params = bench_params();
   if (one_call) {
     BenchKernel owned(w.layout.total_q, 64);
     cuda::AttentionKernel& kernel = owned.kernel;
     kernel.use_prefill_kernel(g_prefill_kernel);
     kernel.use_wgmma(g_wgmma);
-    kernel.plan(w.dev.batch, kHq, kHkv, kD, stream);
+    kernel.plan(w.dev.batch, g_hq, g_hkv, g_d, stream);
     Tensor q = w.q_t(), out = w.out_t();
     row.seconds =
         time_graph([&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); },
@@ -329,8 +333,8 @@ Row bench_mixed(bool one_call, cudaStream_t stream, uint64_t seed) {
   k_dec.use_prefill_kernel(g_prefill_kernel);
   k_pre.use_wgmma(g_wgmma);
   k_dec.use_wgmma(g_wgmma);
-  k_pre.plan(pre.batch, kHq, kHkv, kD, stream);
-  k_dec.plan(dec.batch, kHq, kHkv, kD, stream);
+  k_pre.plan(pre.batch, g_hq, g_hkv, g_d, stream);
+  k_dec.plan(dec.batch, g_hq, g_hkv, g_d, stream);
   Tensor q = w.q_t(), out = w.out_t();
   Tensor q_pre = q.slice(0, 2048), q_dec = q.slice(2048, 2048 + 63);
   Tensor o_pre = out.slice(0, 2048), o_dec = out.slice(2048, 2048 + 63);
@@ -369,10 +373,16 @@ int main(int argc, char** argv) {
       random_cases = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc)
       json_path = argv[++i];
+    else if (a == "--heads" && i + 1 < argc && std::sscanf(argv[i + 1], "%d,%d,%d", &g_hq, &g_hkv, &g_d) == 3 &&
+             g_hkv > 0 && g_hq % g_hkv == 0 && (g_d == 64 || g_d == 128 || g_d == 256))
+      ++i;
+    else if (a == "--softcap" && i + 1 < argc && (g_softcap = float(std::atof(argv[i + 1]))) >= 0.f)
+      ++i;
     else {
       std::fprintf(stderr,
                    "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] "
-                   "[--no-wgmma] [--only SUBSTR]\n",
+                   "[--no-wgmma] [--only SUBSTR] [--heads Q,KV,D (Q a multiple of KV, D 64/128/256)] "
+                   "[--softcap CAP]\n",
                    argv[0]);
       return 2;
     }
@@ -394,6 +404,7 @@ int main(int argc, char** argv) {
                                                               : "mma.sync prefill kernel");
   }
   std::printf("device: %s, %d SMs, L2 %.1f MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
+  std::printf("heads: %d q / %d kv of %d, softcap %g\n", g_hq, g_hkv, g_d, double(g_softcap));
   int failed = 0;
   if (check) {
     failed = run_attention_checks(random_cases, 20261130, false);
@@ -452,7 +463,8 @@ int main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);
-    f << "{\"device\": \"" << prop.name << "\", \"copy_bytes_per_s\": " << copy_bw
+    f << "{\"device\": \"" << prop.name << "\", \"heads\": [" << g_hq << ", " << g_hkv << ", " << g_d
+      << "], \"softcap\": " << g_softcap << ", \"copy_bytes_per_s\": " << copy_bw
       << ", \"read_bytes_per_s\": " << read_bw << ", \"gemm_flops_per_s\": " << gemm << ", \"check_failed\": " << failed
       << ", \"rows\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {

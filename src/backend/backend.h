@@ -247,6 +247,12 @@ class Backend {
   }
 
   // ---- attention: plan once per step, then one call per layer
+  // Whether attention() runs heads of head_dim here; Unsupported naming the limit when not (a
+  // model loader asks before it uploads weights). The CPU reference takes any size.
+  virtual Status attention_supports(int head_dim) const {
+    (void)head_dim;
+    return Status::ok();
+  }
   // Device bytes the workspace of a plan of `shape` needs (0: none).
   virtual size_t attention_workspace_bytes(const AttentionPlanShape& shape) const = 0;
   // A plan for batches within `shape`, planning into `workspace` (at least

@@ -32,12 +32,11 @@ Tensor view_at(const Buffer& b, size_t byte_offset, DType dtype, std::initialize
 }  // namespace
 
 Status check_backend_supports(const ModelConfig& c, const Backend& backend) {
-  // The CUDA attention kernels are instantiated for these head sizes only (Gemma 2/3 checkpoints
-  // use 256): refuse at load rather than abort at the first step.
-  if (backend.device() == Device::kCuda && c.head_dim != 64 && c.head_dim != 128)
-    return unsupported(c.dir + ": head_dim " + std::to_string(c.head_dim) + " (" + c.architecture +
-                       ") is not supported on the CUDA backend (its attention kernels are built for head_dim 64 "
-                       "and 128); use --backend cpu");
+  // The CUDA attention kernels are instantiated for a few head sizes only: refuse at load rather
+  // than abort at the first step.
+  if (Status st = backend.attention_supports(int(c.head_dim)); !st.ok())
+    return unsupported(c.dir + " (" + c.architecture + "): " + st.message() + " on the " + backend.name() +
+                       " backend; use --backend cpu");
   // The grouped expert GEMM moves rows in 16-byte chunks.
   if (backend.device() == Device::kCuda && c.moe.num_experts > 0 &&
       (c.hidden_size % 8 != 0 || c.moe.intermediate_size % 8 != 0))

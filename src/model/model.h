@@ -73,8 +73,9 @@ int decode_graph_bucket(int num_seqs, int max_batch_size);
 // max_pages_per_seq.
 int decode_graph_pages(int pages_needed, int max_pages_per_seq);
 
-// Unsupported when `backend` cannot run this config (on CUDA: head_dim other than 64 and 128, or
-// expert widths that are not multiples of 8), with a message naming the model and the limit.
+// Unsupported when `backend` cannot run this config (Backend::attention_supports refuses its
+// head_dim: on CUDA other than 64, 128 and 256; or expert widths that are not multiples of 8),
+// with a message naming the model and the limit.
 // Model::load and load_dummy call it.
 Status check_backend_supports(const ModelConfig& config, const Backend& backend);
 

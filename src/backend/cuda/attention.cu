@@ -31,16 +31,48 @@ int ceil_div(int64_t a, int64_t b) {
   return int((a + b - 1) / b);
 }
 
+// wgmma: the device runs the wgmma kernel (other devices may not offer its shared memory).
 template <typename T, int D>
-void set_smem_attr() {
+void set_smem_attr(bool wgmma) {
   FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     attn::SmemLayout<D>::kBytes));
-  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    attn::PrefillSmem<D>::kBytes));
+  if constexpr (attn::has_wide_tiles(D)) {
+    FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      attn::PrefillSmem<D>::kBytes));
+  }
 #if defined(FG_ATTN_WGMMA)
-  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    attn::WgmmaSmem<D>::kBytes));
+  if (wgmma)
+    FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      attn::WgmmaSmem<D>::kBytes));
+#else
+  (void)wgmma;
 #endif
+}
+
+// CTAs of the main kernel resident per SM: its launch bounds ask for two, which its shared memory
+// allows up to head_dim 128 (112 KB each); at 256 (136 KB) one fits.
+int main_ctas_per_sm(int head_dim) {
+  return attn::has_wide_tiles(head_dim) ? 2 : 1;
+}
+
+// Whether the kernels are built for head_dim and fit a GPU whose blocks may opt into smem_optin
+// bytes of shared memory.
+Status head_dim_status(int head_dim, int smem_optin) {
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+    return unsupported("head_dim " + std::to_string(head_dim) +
+                       " is not supported by the CUDA attention kernels (they are built for head_dim 64, 128 and 256)");
+  if (head_dim == 256 && attn::SmemLayout<256>::kBytes > smem_optin)
+    return unsupported("the CUDA attention kernels need " + std::to_string(attn::SmemLayout<256>::kBytes / 1024) +
+                       " KB of shared memory per block at head_dim 256 and this GPU offers " +
+                       std::to_string(smem_optin / 1024) + " KB");
+  return Status::ok();
+}
+
+int current_device_smem_optin() {
+  int dev = 0, bytes = 0;
+  FG_ATTN_CUDA(cudaGetDevice(&dev));
+  FG_ATTN_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return bytes;
 }
 
 // Capacities of the plan buffers for batches of up to max_total_q tokens and max_num_seqs
@@ -77,7 +109,7 @@ int current_device_sms() {
 
 struct AttentionPlanState {
   int num_sms = 0;
-  int ctas_per_sm = 2;
+  int smem_optin = 0;  // shared memory bytes a block may opt into on this device
   int item_capacity = 0;
   int merge_capacity = 0;
   // Device, inside the owner's workspace: [kHeaderInts] i32 counts, then [item_capacity]
@@ -144,10 +176,19 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
   s.wgmma_available = major == 9 && minor == 0;
 #endif
   s.wgmma = s.wgmma_available;
-  set_smem_attr<__nv_bfloat16, 64>();
-  set_smem_attr<__nv_bfloat16, 128>();
-  set_smem_attr<__half, 64>();
-  set_smem_attr<__half, 128>();
+  s.smem_optin = current_device_smem_optin();
+  set_smem_attr<__nv_bfloat16, 64>(s.wgmma_available);
+  set_smem_attr<__nv_bfloat16, 128>(s.wgmma_available);
+  set_smem_attr<__half, 64>(s.wgmma_available);
+  set_smem_attr<__half, 128>(s.wgmma_available);
+  if (head_dim_status(256, s.smem_optin).ok()) {  // else plan() refuses head_dim 256
+    set_smem_attr<__nv_bfloat16, 256>(s.wgmma_available);
+    set_smem_attr<__half, 256>(s.wgmma_available);
+  }
+}
+
+Status AttentionKernel::supports(int head_dim) {
+  return head_dim_status(head_dim, current_device_smem_optin());
 }
 
 void AttentionKernel::use_prefill_kernel(bool on) {
@@ -163,7 +204,7 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
   // CTA slots), so the main grid covers about one wave of CTAs and the merge grid one CTA per
   // split tile.
   const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
-  const int64_t resident = int64_t(s.num_sms) * s.ctas_per_sm;
+  const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(head_dim);
   const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
   const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(bounds.num_seqs, split_limit)));
   std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), max_kv);
@@ -217,8 +258,10 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   FG_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0,
            "attention plan: num_q_heads " + std::to_string(num_q_heads) + " is not a multiple of num_kv_heads " +
                std::to_string(num_kv_heads));
-  FG_CHECK(head_dim == 64 || head_dim == 128,
-           "attention plan: head_dim " + std::to_string(head_dim) + " is not built (64 and 128 are)");
+  {
+    const Status st = head_dim_status(head_dim, s.smem_optin);
+    FG_CHECK(st.ok(), "attention plan: " + st.message());
+  }
   FG_CHECK(
       int(batch.host_cu_seqlens_q.size()) >= batch.num_seqs + 1 && int(batch.host_seqlens_kv.size()) >= batch.num_seqs,
       "attention plan: host metadata shorter than num_seqs");
@@ -237,7 +280,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   // it takes the wide tiles only when they see at least kWgmmaMinExtent keys on average (1 x 1k:
   // ~500, where it lost; 8 x 2k: ~1000, where it won 1.13x); shorter ones keep the mma.sync kernels.
   constexpr int64_t kWgmmaMinExtent = 1024;
-  const int resident = s.num_sms * s.ctas_per_sm;
+  const int resident = s.num_sms * main_ctas_per_sm(head_dim);
   int64_t wide_tiles = 0, wide_keys = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
     const int q_len = batch.host_cu_seqlens_q[q + 1] - batch.host_cu_seqlens_q[q];
@@ -248,8 +291,11 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       wide_keys += int64_t(n) * (batch.host_seqlens_kv[q] - q_len / 2);  // mean causal extent
     }
   }
-  const bool use_wide = 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
   const bool wgmma = s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
+  // At head_dim 256 only the wgmma kernel has 128-row tiles (attn::has_wide_tiles). Wide tiles
+  // make at least 1.5 waves of CTAs, so the split below never cuts them (it needs less than one).
+  const bool use_wide =
+      (attn::has_wide_tiles(head_dim) || wgmma) && 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
   std::vector<Tile> tiles;
   int64_t total_work = 0;
   int max_q_len = 0, max_kv_len = 0;
@@ -328,6 +374,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   for (const Tile& t : tiles) {
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
+    FG_CHECK(attn::has_wide_tiles(head_dim) || t.kind != attn::kRows128 || (n == 1 && wgmma),
+             "attention plan: a 128-row tile at head_dim 256 that the wgmma kernel does not take");
     if (n == 1 && prefill_pages && t.kind == attn::kRows128) {
       keyed_prefill.push_back(
           {t.extent, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
@@ -401,7 +449,9 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
 
 namespace {
 
-// Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest.
+// Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest. Head sizes
+// without the general kernel's 128-row tiles have no mma.sync prefill kernel (run() passes
+// prefill_grid 0 unless the prefill kernel is the wgmma one).
 template <typename T, int D>
 void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
             cudaStream_t stream) {
@@ -411,8 +461,10 @@ void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main
     FG_ATTN_CUDA(cudaGetLastError());
 #endif
   } else if (prefill_grid > 0) {
-    attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
-    FG_ATTN_CUDA(cudaGetLastError());
+    if constexpr (attn::has_wide_tiles(D)) {
+      attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
+      FG_ATTN_CUDA(cudaGetLastError());
+    }
   }
   if (main_grid > 0) {
     attn::attention_kernel<T, D><<<main_grid, attn::kThreads, attn::SmemLayout<D>::kBytes, stream>>>(kp);
@@ -422,6 +474,18 @@ void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main
     attn::attention_merge_kernel<T, D><<<merge_grid, attn::kThreads, 0, stream>>>(kp);
     FG_ATTN_CUDA(cudaGetLastError());
   }
+}
+
+// d: a head size plan() accepted (64, 128 or 256).
+template <typename T>
+void launch_head_dim(int d, const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
+                     cudaStream_t stream) {
+  if (d == 64)
+    launch<T, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+  else if (d == 128)
+    launch<T, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+  else
+    launch<T, 256>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 bool aligned16(const void* p) {
@@ -541,18 +605,12 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
     if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= kMinSplitKeys) merge_grid = 0;
   }
+  if (!attn::has_wide_tiles(d) && !wgmma) prefill_grid = 0;  // no mma.sync prefill kernel at this head size
 
-  if (q.dtype == DType::kBF16) {
-    if (d == 64)
-      launch<__nv_bfloat16, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
-    else
-      launch<__nv_bfloat16, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
-  } else {
-    if (d == 64)
-      launch<__half, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
-    else
-      launch<__half, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
-  }
+  if (q.dtype == DType::kBF16)
+    launch_head_dim<__nv_bfloat16>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+  else
+    launch_head_dim<__half>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 }  // namespace fg::cuda

@@ -23,6 +23,10 @@ class AttentionKernel {
   // Device bytes of the workspace for batches of up to max_total_q tokens and max_num_seqs
   // sequences on the current device (plan items, merge list, split-KV partial outputs).
   static size_t workspace_bytes(int max_total_q, int max_num_seqs);
+  // Whether the kernels run heads of head_dim on the current device: they are built for 64, 128
+  // and 256; 256 needs 136 KB of shared memory per block (sm_80 and sm_90 have it, sm_86/89 do
+  // not). Unsupported with a message naming the limit otherwise; plan() aborts with it.
+  static Status supports(int head_dim);
   // Plans into `workspace` (device memory of at least workspace_bytes(), 256-byte aligned, owned
   // by the caller and outliving this object); allocates its pinned staging once, never on the
   // step path. max_total_q / max_num_seqs bound the batches that plan() accepts.
@@ -36,8 +40,9 @@ class AttentionKernel {
   void plan(const AttentionBatch& batch, int num_q_heads, int num_kv_heads, int head_dim, cudaStream_t stream);
 
   // Whether plan() gives unsplit 128-row prefill tiles to a specialised prefill kernel (below;
-  // the mma.sync one needs a page size that is a power of two >= 8); on by default. Off sends every
-  // tile to the general kernel (benches compare the two). Takes effect at the next plan().
+  // the mma.sync one needs a page size that is a power of two >= 8; at head_dim 256 only the wgmma
+  // one exists); on by default. Off sends every tile to the general kernel (benches compare the
+  // two). Takes effect at the next plan().
   void use_prefill_kernel(bool on);
 
   // Whether the prefill kernel is the Hopper one (attention_wgmma_kernel.cuh: wgmma, any page

@@ -20,7 +20,9 @@
 //    shared memory feeds two mma), 32 keys per iteration, Q fragments re-read from shared memory
 //    (prefill).
 // K/V rows are gathered through the block table per key position (any page size >= 1) with
-// 16-byte cp.async copies, 2 or 3 stages deep. This file must never allocate or synchronize the host.
+// 16-byte cp.async copies, 2 or 3 stages deep. Head sizes 64, 128 and 256; at 256 the kinds stop
+// at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>).
+// This file must never allocate or synchronize the host.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -346,6 +348,34 @@ using Shape32 = TileShape<2, 2, 1, true, 3, 64>;    // speculative windows of 5.
 using Shape64 = TileShape<4, 1, 1, true, 3, 64>;    // short prefill chunks
 using Shape128 = TileShape<4, 1, 2, false, 3, 32>;  // prefill
 
+// Whether the general kernel and the mma.sync prefill kernel have 128-row tiles at head size D.
+// At head_dim 256 one 16-row m-tile's O accumulators alone take 128 registers per thread, so two
+// m-tiles per warp cannot fit: there only the wgmma prefill kernel (a 64-row half per consumer
+// warpgroup) takes 128-row tiles, and without it plan() cuts every tile at 64 rows.
+constexpr bool has_wide_tiles(int head_dim) {
+  return head_dim <= 128;
+}
+
+// The tile shapes of head size D (S128 only where has_wide_tiles(D)).
+template <int D>
+struct TileShapes {
+  using S16 = Shape16;
+  using S32 = Shape32;
+  using S64 = Shape64;
+  using S128 = Shape128;
+};
+// head_dim 256: O takes 128 registers per thread, so Q fragments are re-read from shared memory
+// (in registers they would add 64), the 32- and 64-row kinds step 32 keys (with 64 the loader's
+// 16 page ids per thread and 32 more S registers spilled ~1 KB), and two K/V stages: a 64-key
+// block of K and V is 64 KB, so the 16-row kind takes 8 + 2 x 64 = 136 KB (one CTA per SM; within
+// the 163 KB an sm_80 block may opt into).
+template <>
+struct TileShapes<256> {
+  using S16 = TileShape<1, 4, 1, false, 2, 64>;
+  using S32 = TileShape<2, 2, 1, false, 2, 32>;
+  using S64 = TileShape<4, 1, 1, false, 2, 32>;
+};
+
 constexpr int const_max(int a, int b) {
   return a > b ? a : b;
 }
@@ -363,11 +393,18 @@ struct TileSmem {
 };
 
 // Dynamic shared memory of the main kernel: the largest tile shape (Shape64 at 112 KB for
-// head_dim 128, which still lets two CTAs share an SM).
+// head_dim 128, which still lets two CTAs share an SM; Shape16's 136 KB at 256, one CTA per SM).
+template <int D>
+constexpr int main_kernel_smem_bytes() {
+  using Sh = TileShapes<D>;
+  int bytes = const_max(const_max(TileSmem<D, typename Sh::S16>::kBytes, TileSmem<D, typename Sh::S32>::kBytes),
+                        TileSmem<D, typename Sh::S64>::kBytes);
+  if constexpr (has_wide_tiles(D)) bytes = const_max(bytes, TileSmem<D, typename Sh::S128>::kBytes);
+  return bytes;
+}
 template <int D>
 struct SmemLayout {
-  static constexpr int kBytes = const_max(const_max(TileSmem<D, Shape16>::kBytes, TileSmem<D, Shape32>::kBytes),
-                                          const_max(TileSmem<D, Shape64>::kBytes, TileSmem<D, Shape128>::kBytes));
+  static constexpr int kBytes = main_kernel_smem_bytes<D>();
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -706,14 +743,19 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
     const WorkItem it = p.items[u / p.num_kv_heads];
     const int kvh = u % p.num_kv_heads;
+    using Sh = TileShapes<D>;
     if (it.kind == kRows16) {
-      attend_tile<T, D, Shape16>(p, it, kvh, smem);
+      attend_tile<T, D, typename Sh::S16>(p, it, kvh, smem);
     } else if (it.kind == kRows32) {
-      attend_tile<T, D, Shape32>(p, it, kvh, smem);
-    } else if (it.kind == kRows64) {
-      attend_tile<T, D, Shape64>(p, it, kvh, smem);
+      attend_tile<T, D, typename Sh::S32>(p, it, kvh, smem);
+    } else if constexpr (has_wide_tiles(D)) {
+      if (it.kind == kRows64) {
+        attend_tile<T, D, typename Sh::S64>(p, it, kvh, smem);
+      } else {
+        attend_tile<T, D, typename Sh::S128>(p, it, kvh, smem);
+      }
     } else {
-      attend_tile<T, D, Shape128>(p, it, kvh, smem);
+      attend_tile<T, D, typename Sh::S64>(p, it, kvh, smem);  // plan() makes no 128-row tiles here
     }
     __syncthreads();
   }
@@ -746,12 +788,15 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
           const float w = __expf(p.partial_lse[row] - mmax);
           lsum += w;
           const float* src = p.partial_o + row * D + lane * kPerLane;
-          if constexpr (kPerLane == 4) {
-            const float4 x = *reinterpret_cast<const float4*>(src);
-            acc[0] += w * x.x;
-            acc[1] += w * x.y;
-            acc[2] += w * x.z;
-            acc[3] += w * x.w;
+          if constexpr (kPerLane % 4 == 0) {  // head_dim 128 and 256
+#pragma unroll
+            for (int e = 0; e < kPerLane; e += 4) {
+              const float4 x = *reinterpret_cast<const float4*>(src + e);
+              acc[e] += w * x.x;
+              acc[e + 1] += w * x.y;
+              acc[e + 2] += w * x.z;
+              acc[e + 3] += w * x.w;
+            }
           } else {
 #pragma unroll
             for (int e = 0; e < kPerLane; ++e) acc[e] += w * src[e];

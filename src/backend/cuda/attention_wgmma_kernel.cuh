@@ -6,8 +6,8 @@
 //  - warpgroup 0, the producer: gathers each tile's Q (128 packed rows, as attention_kernel.cuh
 //    packs them) and its K/V blocks of 64 keys through the block table (any page size) with
 //    16-byte cp.async into 128-byte-swizzled shared memory; each copy batch signals an mbarrier
-//    when it lands (cp.async.mbarrier.arrive.noinc). Q is double-buffered and a tile's first K/V
-//    block is fetched before its Q, so the ring (kWgStages stages) keeps filling across tiles;
+//    when it lands (cp.async.mbarrier.arrive.noinc). Q is double-buffered (to head_dim 128), a tile's first K/V
+//    block is fetched before its Q, so the ring (WgmmaSmem::kStages) keeps filling across tiles;
 //  - warpgroups 1 and 2, the consumers: 64 rows each. Per key block: S = Q K^T as a chain of
 //    m64n64k16 wgmma with both operands in shared memory, the online softmax on the S
 //    accumulators in registers (scale folded into the exponent, FlashAttention-2 rescaling), then
@@ -16,7 +16,10 @@
 //    block b so the softmax of b + 1 runs while P V of b is on the tensor cores; between the two
 //    warpgroups, named barriers make them take turns issuing (ping-pong), so one's softmax
 //    runs under the other's MMAs. A consumer releases a stage (mbarrier arrive) once its P V is done.
-// Shared memory (head_dim 128): 2 x 32 KB Q + 4 x 32 KB K/V stages + barriers = 192 KB.
+// Shared memory (head_dim 128): 2 x 32 KB Q + 4 x 32 KB K/V stages + barriers = 192 KB. At
+// head_dim 256 (the only prefill kernel of that size: has_wide_tiles) one 64 KB Q buffer and two
+// 64 KB stages (192 KB), O as m64n256 (128 registers per consumer thread), and the producer gives
+// registers to the consumers (setmaxnreg 40 / 232).
 // Layout of every operand tile: 64-column panels (D / 64 of them); in a panel, row r at r * 128
 // bytes, 16-byte chunk c of the row at ((c ^ (r & 7)) * 16): the hardware's 128-byte swizzle, so
 // descriptors use swizzle mode 1 with 1024-byte 8-row groups (SBO) and panels 1024-aligned.
@@ -33,21 +36,21 @@ constexpr int kWgRows = 128;  // packed rows per tile (tile kind kRows128)
 // 64-key blocks: 128-key blocks (S as m64n128k16, 3 stages, one Q buffer, setmaxnreg 40/232)
 // measured 329 against 361 TFLOP/s at 1 x 16k on the H200.
 constexpr int kWgBn = 64;        // keys per block
-constexpr int kWgStages = 4;     // K/V ring depth
-constexpr int kWgQBufs = 2;      // Q buffers
 constexpr int kWgThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kWgConsumers = 256;
 
 template <int D>
 struct WgmmaSmem {
-  static constexpr int kQBytes = kWgRows * D * 2;  // one Q buffer
-  static constexpr int kQPanel = kWgRows * 128;    // bytes per 64-column panel of Q
-  static constexpr int kKvBytes = kWgBn * D * 2;   // one K (or V) block
+  static constexpr int kStages = D <= 128 ? 4 : 2;  // K/V ring depth
+  static constexpr int kQBufs = D <= 128 ? 2 : 1;   // Q buffers
+  static constexpr int kQBytes = kWgRows * D * 2;   // one Q buffer
+  static constexpr int kQPanel = kWgRows * 128;     // bytes per 64-column panel of Q
+  static constexpr int kKvBytes = kWgBn * D * 2;    // one K (or V) block
   static constexpr int kKvPanel = kWgBn * 128;
   static constexpr int kStageBytes = 2 * kKvBytes;  // K then V
-  static constexpr int kKvOffset = kWgQBufs * kQBytes;
-  static constexpr int kBarOffset = kKvOffset + kWgStages * kStageBytes;
-  static constexpr int kNumBars = 2 * kWgStages + 2 * kWgQBufs;  // full[S], empty[S], q_full[Q], q_empty[Q]
+  static constexpr int kKvOffset = kQBufs * kQBytes;
+  static constexpr int kBarOffset = kKvOffset + kStages * kStageBytes;
+  static constexpr int kNumBars = 2 * kStages + 2 * kQBufs;  // full[S], empty[S], q_full[Q], q_empty[Q]
   // + 1 KB so the kernel can align the base to the 1024 bytes the swizzle atoms need.
   static constexpr int kBytes = kBarOffset + kNumBars * 8 + 1024;
 };
@@ -102,13 +105,22 @@ __device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
 template <typename T, int D>
 __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base, int first, int num_units) {
   using L = WgmmaSmem<D>;
+  constexpr int kStages = L::kStages;
   constexpr int kChunks = D / 8;               // 16-byte chunks per row
-  constexpr int kRowsPerPass = 128 / kChunks;  // 8 (head_dim 128) or 16 (64): multiples of 8
+  constexpr int kRowsPerPass = 128 / kChunks;  // 16 (head_dim 64), 8 (128) or 4 (256)
   const int tid = threadIdx.x;                 // 0..127
   const int c = tid % kChunks;
   const int r0 = tid / kChunks;
-  // Every row this thread copies is r0 + a multiple of 8, so its swizzled chunk offset is fixed.
+  // The swizzled chunk offset of this thread's row r0 + pass * kRowsPerPass: fixed when rows
+  // step by a multiple of 8 (head_dim <= 128), else it alternates between two values.
   const uint32_t chunk_off = ((c & 7) ^ (r0 & 7)) << 4;
+  auto row_off = [&](int pass) -> uint32_t {
+    if constexpr (kRowsPerPass % 8 == 0) {
+      return chunk_off;
+    } else {
+      return ((c & 7) ^ ((r0 + pass * kRowsPerPass) & 7)) << 4;
+    }
+  };
   const int panel = c >> 3;
 
   int stage = 0;
@@ -122,9 +134,9 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + c;
     const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + c;
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
-    auto load_block = [&](int b) {                                           // K/V block b -> the next ring stage
-      mbar_wait(base + L::kBarOffset + 8 * (kWgStages + stage), phase ^ 1);  // empty[stage]
-      const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel + chunk_off;
+    auto load_block = [&](int b) {                                         // K/V block b -> the next ring stage
+      mbar_wait(base + L::kBarOffset + 8 * (kStages + stage), phase ^ 1);  // empty[stage]
+      const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel;
       const uint32_t v_dst = k_dst + L::kKvBytes;
       const int j0 = g.block_begin + b * kWgBn;
 #pragma unroll
@@ -133,11 +145,11 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
         const int j = j0 + r;
         const bool valid = j < g.tile_hi;
         const uint32_t off = valid ? kv_row_chunk(p, __ldg(bt + page_index(p, j)), j) : 0;
-        cp_async16(k_dst + r * 128, kbase + off, valid);
-        cp_async16(v_dst + r * 128, vbase + off, valid);
+        cp_async16(k_dst + r * 128 + row_off(pass), kbase + off, valid);
+        cp_async16(v_dst + r * 128 + row_off(pass), vbase + off, valid);
       }
       mbar_arrive_cp_async(base + L::kBarOffset + 8 * stage);  // full[stage]
-      if (++stage == kWgStages) {
+      if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
       }
@@ -146,16 +158,16 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     // The tile's first K/V block goes out before its Q, which waits for the previous tile's
     // last Q K^T: the ring keeps filling across the tile boundary.
     if (g.n_blocks > 0) load_block(0);
-    const int qb = local % kWgQBufs;
-    mbar_wait(base + L::kBarOffset + 8 * (2 * kWgStages + kWgQBufs + qb), ((local / kWgQBufs) & 1) ^ 1);  // q_empty
-    const uint32_t q_dst = base + qb * L::kQBytes + panel * L::kQPanel + chunk_off;
+    const int qb = local % L::kQBufs;
+    mbar_wait(base + L::kBarOffset + 8 * (2 * kStages + L::kQBufs + qb), ((local / L::kQBufs) & 1) ^ 1);  // q_empty
+    const uint32_t q_dst = base + qb * L::kQBytes + panel * L::kQPanel;
 #pragma unroll 4
     for (int pass = 0; pass < kWgRows / kRowsPerPass; ++pass) {
       const int r = r0 + pass * kRowsPerPass;
       const bool valid = r < g.rows_valid;
-      cp_async16(q_dst + r * 128, valid ? q_chunk<T>(p, it, kvh, r, c) : p.q, valid);
+      cp_async16(q_dst + r * 128 + row_off(pass), valid ? q_chunk<T>(p, it, kvh, r, c) : p.q, valid);
     }
-    mbar_arrive_cp_async(base + L::kBarOffset + 8 * (2 * kWgStages + qb));  // q_full
+    mbar_arrive_cp_async(base + L::kBarOffset + 8 * (2 * kStages + qb));  // q_full
     for (int b = 1; b < g.n_blocks; ++b) load_block(b);
   }
 }
@@ -163,6 +175,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
 template <typename T, int D>
 __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base, int first, int num_units) {
   using L = WgmmaSmem<D>;
+  constexpr int kStages = L::kStages;
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   constexpr int kDi = D / 8;       // O n-tiles
   constexpr int kNi = kWgBn / 8;   // S n-tiles
@@ -177,7 +190,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   const float sc = p.softcap_log2 != 0.f ? 1.f : p.scale_log2;  // see softmax_step
   const uint32_t bars = base + L::kBarOffset;
   auto full_bar = [&](int st) { return bars + 8 * st; };
-  auto empty_bar = [&](int st) { return bars + 8 * (kWgStages + st); };
+  auto empty_bar = [&](int st) { return bars + 8 * (kStages + st); };
 
   int stage = 0;
   uint32_t phase = 0;
@@ -192,9 +205,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     const WorkItem it = p.items[first + u / p.num_kv_heads];
     const int kvh = u % p.num_kv_heads;
     const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
-    const int qb = local % kWgQBufs;
-    const uint32_t q_empty = bars + 8 * (2 * kWgStages + kWgQBufs + qb);
-    mbar_wait(bars + 8 * (2 * kWgStages + qb), (local / kWgQBufs) & 1);  // q_full
+    const int qb = local % L::kQBufs;
+    const uint32_t q_empty = bars + 8 * (2 * kStages + L::kQBufs + qb);
+    mbar_wait(bars + 8 * (2 * kStages + qb), (local / L::kQBufs) & 1);  // q_full
     if (g.n_blocks == 0) mbar_arrive(q_empty);
     const uint32_t q_addr = base + qb * L::kQBytes + 64 * wg * 128;
     const int ta = min((it.m0 + row_a) / G, it.q_len - 1);
@@ -230,7 +243,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 #pragma unroll
       for (int kk = 0; kk < kPk; ++kk) {
         const uint64_t dv = wg_desc(v_addr + kk * 16 * 128, L::kKvPanel);
-        if constexpr (D == 128) {
+        if constexpr (D == 256) {
+          wgmma_rs_n256<kBf16>(o, pa[kk], dv);
+        } else if constexpr (D == 128) {
           wgmma_rs_n128<kBf16>(o, pa[kk], dv);
         } else {
           wgmma_rs_n64<kBf16>(o, pa[kk], dv);
@@ -279,7 +294,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
       softmax(0, pa, a0, a1);  // O is zero: nothing to rescale
       for (int b = 0; b + 1 < g.n_blocks; ++b) {
         const int cur = stage;
-        if (++stage == kWgStages) {
+        if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
         }
@@ -316,7 +331,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
           for (int e = 0; e < 4; ++e) pa[kk][e] = pn[kk][e];
       }
       const int cur = stage;
-      if (++stage == kWgStages) {
+      if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
       }
@@ -374,22 +389,26 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __
   const uint32_t base = (raw + 1023) & ~1023u;
   if (threadIdx.x == 0) {
     const uint32_t bars = base + L::kBarOffset;
-    for (int s = 0; s < kWgStages; ++s) {
-      mbar_init(bars + 8 * s, 128);                         // full: the producer's 128 threads
-      mbar_init(bars + 8 * (kWgStages + s), kWgConsumers);  // empty: every consumer thread
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(bars + 8 * s, 128);                          // full: the producer's 128 threads
+      mbar_init(bars + 8 * (L::kStages + s), kWgConsumers);  // empty: every consumer thread
     }
-    for (int i = 0; i < kWgQBufs; ++i) {
-      mbar_init(bars + 8 * (2 * kWgStages + i), 128);
-      mbar_init(bars + 8 * (2 * kWgStages + kWgQBufs + i), kWgConsumers);
+    for (int i = 0; i < L::kQBufs; ++i) {
+      mbar_init(bars + 8 * (2 * L::kStages + i), 128);
+      mbar_init(bars + 8 * (2 * L::kStages + L::kQBufs + i), kWgConsumers);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   const int first = p.counts[3];
   const int num_units = p.counts[2] * p.num_kv_heads;
+  // At head_dim 256 a consumer thread holds 128 f32 of O: the producer's warpgroup gives up
+  // registers (128 x 40 + 256 x 232 = 64,512 of the 65,536 the launch bounds leave 384 threads).
   if (threadIdx.x < 128) {
+    if constexpr (D == 256) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     wg_producer<T, D>(p, base, first, num_units);
   } else {
+    if constexpr (D == 256) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     wg_consumer<T, D>(p, base, first, num_units);
   }
 #endif

@@ -575,6 +575,11 @@ auto& cuda_plan(Plan& plan) {
 
 }  // namespace
 
+Status CudaBackend::attention_supports(int head_dim) const {
+  CUDA_CHECK(cudaSetDevice(device_));
+  return AttentionKernel::supports(head_dim);
+}
+
 size_t CudaBackend::attention_workspace_bytes(const AttentionPlanShape& shape) const {
   FG_CHECK(shape.max_total_q > 0 && shape.max_num_seqs > 0, "attention plan: limits must be positive");
   CUDA_CHECK(cudaSetDevice(device_));

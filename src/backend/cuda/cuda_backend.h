@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args, const Tensor& slot_mapping,
                      KvCacheLayer& cache) override;
   // Plans are AttentionKernels (attention.h) over the caller's workspace.
+  Status attention_supports(int head_dim) const override;
   size_t attention_workspace_bytes(const AttentionPlanShape& shape) const override;
   std::unique_ptr<AttentionPlan> make_attention_plan(const AttentionPlanShape& shape, Buffer workspace) override;
   void plan_attention(AttentionPlan& plan, const AttentionBatch& batch) override;

@@ -1,7 +1,7 @@
 // Parity sweep of the CUDA attention op (through fg::Backend, so it checks whatever kernel the
 // CUDA backend forwards to) against the CPU reference: varlen queries over a paged KV cache.
 // Fixed edge cases plus a seeded random sweep over num_seqs 1..256, q_len 1..512, kv_len 1..32k,
-// page sizes 1/3/16/48/64/256, GQA 1/4/8, head_dim 64/128, sliding window and softcap on/off,
+// page sizes 1/3/16/48/64/256, GQA 1/4/8, head_dim 64/128/256, sliding window and softcap on/off,
 // strided q, LSE output. The CPU reference's work per case is bounded (kMaxCaseMacs) so the whole
 // sweep runs in about a minute on the GPU machine.
 //
@@ -259,7 +259,8 @@ AttnCase random_case(uint64_t seed) {
   c.page_size = page_sizes[rng() % 6];
   c.group = groups[rng() % 3];
   c.num_kv_heads = 1 + int(rng() % 2);
-  c.head_dim = rng() % 2 ? 128 : 64;
+  const int head_dims[] = {64, 128, 256};
+  c.head_dim = head_dims[rng() % 3];
   c.lse = rng() % 2;
   c.strided_q = rng() % 2;
   c.causal = rng() % 8 != 0;
@@ -336,6 +337,22 @@ std::vector<AttnCase> fixed_cases() {
   AttnCase tiny_window = make({33}, {1000}, 64, 1, 8, 64);
   tiny_window.window = 1;
   cases.push_back(tiny_window);  // each query sees itself only
+  // head_dim 256 (Gemma 2 / 3 as published: 16 / 8 heads at 9B, window 4096, softcap 50).
+  cases.push_back(make({1}, {32768}, 16, 1, 2, 256));      // long decode: split-KV and merge
+  cases.push_back(make({1, 1}, {9000, 5}, 1, 2, 2, 256));  // page size 1, split and unsplit
+  AttnCase g2 = make({512}, {512}, 16, 2, 2, 256);
+  g2.softcap = 50.0f;
+  g2.lse = true;
+  cases.push_back(g2);  // causal prefill, softcap
+  AttnCase g2w = make({300, 1, 8}, {4000, 6000, 700}, 16, 1, 8, 256);
+  g2w.window = 1024;
+  g2w.softcap = 50.0f;
+  g2w.strided_q = true;
+  cases.push_back(g2w);  // chunked prefill + decode + spec window, sliding window, GQA 8
+  AttnCase g2nc = make({5, 1}, {5, 70}, 1, 1, 1, 256);
+  g2nc.causal = false;
+  g2nc.lse = true;
+  cases.push_back(g2nc);  // non-causal, page size 1
   for (size_t i = 0; i < cases.size(); ++i) cases[i].seed = 1000 + i;
   return cases;
 }
@@ -351,6 +368,21 @@ TEST_P(AttentionFixed, MatchesCpu) {
 TEST_P(AttentionSweep, MatchesCpu) {
   FG_REQUIRE_GPU();
   run_case(random_case(sweep_seed() * 1000003ull + uint64_t(GetParam())));
+}
+
+// The head sizes the CUDA kernels are built for run; others are refused by name (a model loader
+// asks before uploading weights); the CPU reference takes any size.
+TEST(AttentionSupports, HeadDimsOfTheKernels) {
+  EXPECT_TRUE(backends().cpu->attention_supports(96).ok());
+  FG_REQUIRE_GPU();
+  Backend& gpu = *backends().gpu;
+  for (int d : {64, 128, 256}) EXPECT_TRUE(gpu.attention_supports(d).ok()) << "head_dim " << d;
+  for (int d : {32, 96, 192, 512}) {
+    const Status st = gpu.attention_supports(d);
+    EXPECT_FALSE(st.ok()) << "head_dim " << d;
+    EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.message();
+    EXPECT_NE(st.message().find("head_dim " + std::to_string(d)), std::string::npos) << st.message();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Edge, AttentionFixed, ::testing::Range(0, int(fixed_cases().size())));

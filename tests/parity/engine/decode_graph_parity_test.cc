@@ -301,6 +301,7 @@ TEST(DecodeGraphCuda, VerificationWidthReplaysMatchEager) {
   check_verify_steps(*cuda, "phi3", 5, 3, true, kCudaTolerance);
   check_verify_steps(*cuda, "mixtral", 3, 5, true, kCudaTolerance);
   check_verify_steps(*cuda, "gemma2", 3, 5, true, kCudaTolerance);
+  check_verify_steps(*cuda, "gemma2_hd256", 3, 5, true, kCudaTolerance);
 }
 
 TEST(DecodeGraphBucket, LadderAndCap) {
@@ -346,7 +347,7 @@ TEST(DecodeGraphCuda, ReplaysMatchEager) {
   o.capture = true;
   o.max_batch_size = 16;
   for (const char* name : {"llama", "llama_dynamic", "mistral", "qwen2", "qwen3", "llama3_tied", "chat_llama", "gemma2",
-                           "gemma3", "gemma3_classic", "phi3", "mixtral", "qwen3_moe"}) {
+                           "gemma3", "gemma3_classic", "phi3", "mixtral", "qwen3_moe", "gemma2_hd256"}) {
     check_fixture(*cuda, name, 5, o, kCudaTolerance, true);  // bucket 8
   }
   check_fixture(*cuda, "llama", 1, o, kCudaTolerance, true);    // bucket 1
@@ -356,6 +357,7 @@ TEST(DecodeGraphCuda, ReplaysMatchEager) {
   // must record it.
   check_fixture(*cuda, "llama", 1, o, kCudaTolerance, true, 300);
   check_fixture(*cuda, "chat_llama", 3, o, kCudaTolerance, true, 400);
+  check_fixture(*cuda, "gemma2_hd256", 1, o, kCudaTolerance, true, 300);  // head_dim 256's merge in a graph
 }
 
 TEST(DecodeGraphCuda, GpuMemoryInfoIsReported) {
@@ -467,7 +469,7 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
 // The newer families through the engine (prefix cache on, chunked prefill) with and without decode
 // graphs: MoE layers, soft-capping, local/global RoPE and LongRoPE recorded into graphs.
 TEST(DecodeGraphCuda, NewFamiliesEngineTokensMatchWithGraphsOnAndOff) {
-  for (const char* fixture : {"mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3"})
+  for (const char* fixture : {"mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3", "gemma2_hd256"})
     check_engine_tokens(false, SpecMethod::kOff, fixture);
 }
 

@@ -187,7 +187,7 @@ TEST_P(ModelParity, GreedyMatchesTransformersGenerate) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity,
                          ::testing::Values("llama", "llama3_tied", "llama_dynamic", "llama_bf16", "mistral", "qwen2",
                                            "qwen3", "gemma2", "gemma3", "gemma3_classic", "phi3", "mixtral",
-                                           "qwen3_moe"));
+                                           "qwen3_moe", "gemma2_hd256"));
 
 }  // namespace
 }  // namespace fg

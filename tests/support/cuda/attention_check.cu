@@ -2,7 +2,7 @@
 // attention_check.h): the CUDA attention kernel against a plain f32 reference kernel (one
 // block per query row and head, exact expf/tanhf) on fresh random inputs: page sizes 1..256 and
 // odd ones, GQA 1/4/8, q_len 1..hundreds, kv_len up to 40k (split-KV), window, softcap, lse,
-// strided q, bf16 and f16, head_dim 64 and 128. Outputs are poisoned with NaN and guarded by
+// strided q, bf16 and f16, head_dim 64, 128 and 256. Outputs are poisoned with NaN and guarded by
 // sentinel rows; unused KV slots hold NaN so reads past a sequence's keys show up. One case also
 // captures a CUDA graph under one plan and replays it after a plan that splits.
 #include <cmath>
@@ -37,7 +37,8 @@ __global__ void fill_kv_rows_kernel(T* k, T* v, const int32_t* bt, int max_pages
   }
 }
 
-// f32 reference: grid (total_q, hq), 128 threads. out: [total_q, hq, d] f32; lse: [total_q, hq] f32.
+// f32 reference: grid (total_q, hq), 128 threads, each owning channels tid and tid + 128 (d <= 256).
+// out: [total_q, hq, d] f32; lse: [total_q, hq] f32.
 template <typename T>
 __global__ void reference_kernel(const T* q, int64_t q_stride_tok, const T* k, const T* v, const int32_t* bt,
                                  int max_pages, const int32_t* cu, const int32_t* kv_lens, const int32_t* seq_of,
@@ -76,18 +77,22 @@ __global__ void reference_kernel(const T* q, int64_t q_stride_tok, const T* k, c
   }
   mx = red[0];
   __syncthreads();
-  float acc = 0.f, sum = 0.f;
+  float acc[2] = {0.f, 0.f}, sum = 0.f;
   for (int c = 0; c < kv; c += 128) {
     const int j = c + tid;
     w[tid] = (j < kv && visible(j)) ? expf(score(j) - mx) : 0.f;
     __syncthreads();
     for (int jj = 0; jj < 128 && c + jj < kv; ++jj) {
       sum += w[jj];
-      if (tid < d && w[jj] != 0.f) acc += w[jj] * float(row_ptr(v, c + jj)[tid]);
+      if (w[jj] == 0.f) continue;
+      const T* vr = row_ptr(v, c + jj);
+      for (int i = 0; i < 2; ++i)
+        if (tid + 128 * i < d) acc[i] += w[jj] * float(vr[tid + 128 * i]);
     }
     __syncthreads();
   }
-  if (tid < d) out[(int64_t(tok) * hq + h) * d + tid] = acc / sum;
+  for (int i = 0; i < 2; ++i)
+    if (tid + 128 * i < d) out[(int64_t(tok) * hq + h) * d + tid + 128 * i] = acc[i] / sum;
   if (tid == 0) lse[int64_t(tok) * hq + h] = mx + logf(sum);
 }
 
@@ -429,12 +434,96 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.params.softcap = 25.f;
     add(c);  // page 3, head_dim 64, window + softcap, with a decode
   }
+  // head_dim 256 (Gemma 2 / 3): 64-row tiles at most, no prefill kernel; every path of the
+  // general kernel and the merge.
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 16;
+    c.hkv = 8;
+    c.q_lens = {1, 1, 1};
+    c.kv_lens = {30000, 17, 3000};
+    c.page_size = 1;
+    c.params.softcap = 50.f;
+    add(c);  // decode, page 1, split, softcap (Gemma-2-9B's heads)
+  }
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 8;
+    c.hkv = 1;
+    c.q_lens = {1500, 7, 1};
+    c.kv_lens = {2000, 300, 9000};
+    c.page_size = 16;
+    c.params.sliding_window = 700;
+    c.params.softcap = 30.f;
+    c.strided_q = true;
+    add(c);  // prefill chunk after cached keys + spec window + decode, window, GQA 8, strided q
+  }
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 4;
+    c.hkv = 4;
+    c.dtype = DType::kF16;
+    c.q_lens = {600, 5};
+    c.kv_lens = {600, 4000};
+    c.page_size = 3;
+    c.params.causal = false;
+    add(c);  // f16, MHA, non-causal, odd page size
+  }
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 16;
+    c.hkv = 8;
+    c.q_lens = {1, 1, 1, 1};
+    c.kv_lens = {20000, 9000, 129, 64};
+    c.kv_lens_capture = {100, 90, 80, 64};
+    add(c);  // graph captured without splits, replayed with splits
+  }
+  // head_dim 256 prefills long enough for 128-row tiles: the wgmma kernel where the device has
+  // it, else (and in the mma.sync variant of add_both) the general kernel's 64-row tiles.
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 16;
+    c.hkv = 8;
+    c.q_lens = {2000};
+    c.kv_lens = {2600};
+    c.params.sliding_window = 1024;
+    c.params.softcap = 50.f;
+    c.strided_q = true;
+    add_both(c);  // Gemma-2-9B's heads: a chunk after cached keys, window, softcap, strided q
+  }
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 8;
+    c.hkv = 8;
+    c.dtype = DType::kF16;
+    c.q_lens = {3200, 1};
+    c.kv_lens = {3300, 5000};
+    c.page_size = 3;
+    add_both(c);  // MHA, f16, odd page size, with a decode
+  }
+  {
+    CheckCase c;
+    c.d = 256;
+    c.hq = 16;
+    c.hkv = 8;
+    c.q_lens = {2000, 1, 1};
+    c.kv_lens = {2600, 20000, 9000};
+    c.kv_lens_capture = {2100, 100, 90};
+    c.page_size = 64;
+    add_both(c);  // graph captured and replayed with prefill tiles and decodes in one call
+  }
   std::mt19937_64 rng(seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
   for (int i = 0; i < num_random; ++i) {
     CheckCase c;
     c.dtype = rng() % 2 ? DType::kBF16 : DType::kF16;
-    c.d = pick({64, 128});
+    c.d = pick({64, 128, 256});
     c.hkv = pick({1, 2, 4});
     c.hq = c.hkv * pick({1, 4, 8});
     c.page_size = pick({1, 3, 16, 48, 64, 256});
