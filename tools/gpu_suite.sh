@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
 BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench"
-TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
+TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests"
 
 pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
@@ -72,6 +72,10 @@ run_all() {
 
   OUT=$OUT/raw step parity 300 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
+  # Batch-invariant mode's cost (docs/perf.md): the same throughput run with and without
+  # --batch-invariant, back to back in one step.
+  step batch_invariant 420 tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" --config $CFG --backend cuda \
+    --kv-cache-memory 80GiB --skip-decode --num-requests 512 --prompt-len 512 --output-len 256
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
   step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \

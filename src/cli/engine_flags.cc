@@ -25,6 +25,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                 "computed)");
   cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs,
                 "run decode steps eagerly (by default CUDA decode steps replay graphs recorded per batch size)");
+  cmd->add_flag("--batch-invariant", f.batch_invariant,
+                "a request's tokens and logprobs are bitwise the same whatever else is in the batch (one GEMM "
+                "algorithm per weight shape, attention without KV splits; costs some throughput)");
   cmd->add_option("--speculative", f.speculative,
                   "speculative decoding: off (default), ngram (prompt lookup) or draft (--draft-model)")
       ->check(CLI::IsMember({"off", "ngram", "draft"}));
@@ -54,6 +57,7 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   runner.gpu_memory_fraction = f.gpu_memory_fraction;
   runner.max_model_len = f.max_model_len;
   runner.cuda_graphs = !f.no_cuda_graphs;
+  runner.batch_invariant = f.batch_invariant;
   runner.max_graph_batch = std::min(f.max_running, 256);
   engine.scheduler.max_batch_tokens = f.max_batch_tokens;
   runner.max_step_tokens = f.max_batch_tokens;

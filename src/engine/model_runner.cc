@@ -56,7 +56,9 @@ KvCacheShape kv_shape(const ModelConfig& c, const Backend& backend, int32_t page
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOptions& o) {
   std::unique_ptr<ModelRunner> r(new ModelRunner());
-  FG_ASSIGN_OR_RETURN(r->backend_, make_backend(o.backend));
+  BackendOptions backend_options;
+  backend_options.batch_invariant = o.batch_invariant;
+  FG_ASSIGN_OR_RETURN(r->backend_, make_backend(o.backend, backend_options));
   FG_ASSIGN_OR_RETURN(r->model_, load_model(o.model_dir, o, *r->backend_));
   if (!o.draft_model_dir.empty()) {
     auto draft = load_model(o.draft_model_dir, o, *r->backend_);

@@ -82,7 +82,7 @@ std::string pair_desc(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device_index) : device_(device_index) {
+CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : device_(device_index), options_(options) {
   CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -90,7 +90,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
   arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
-  gemm_ = std::make_unique<GemmLt>();
+  gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant : GemmLt::Mode::kHeuristic);
   init_moe_kernels();
   ensure_sample_capacity(256);
 }
@@ -522,6 +522,7 @@ void CudaBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r
   p.n = int(w.shape[1]);
   p.k = int(w.shape[2]);
   p.gather = gather;
+  p.batch_invariant = options_.batch_invariant;
   launch_moe_gemm(p, x.dtype, stream_);
 }
 
@@ -554,10 +555,12 @@ namespace {
 // The CUDA plan: one AttentionKernel (its plan buffers) over the caller's workspace.
 class CudaAttentionPlan final : public AttentionPlan {
  public:
-  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace)
+  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace, bool batch_invariant)
       : AttentionPlan(shape),
         workspace_(std::move(workspace)),
-        kernel_(shape.max_total_q, shape.max_num_seqs, workspace_.data()) {}
+        kernel_(shape.max_total_q, shape.max_num_seqs, workspace_.data()) {
+    kernel_.use_batch_invariant(batch_invariant);
+  }
   AttentionKernel& kernel() { return kernel_; }
   const AttentionKernel& kernel() const { return kernel_; }
 
@@ -588,7 +591,7 @@ std::unique_ptr<AttentionPlan> CudaBackend::make_attention_plan(const AttentionP
   FG_CHECK(workspace.device() == Device::kCuda && workspace.bytes() >= attention_workspace_bytes(shape),
            "attention plan: the workspace is smaller than attention_workspace_bytes()");
   CUDA_CHECK(cudaSetDevice(device_));
-  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace));
+  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace), options_.batch_invariant);
 }
 
 void CudaBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch) {
@@ -734,7 +737,7 @@ void CudaBackend::replay_graph(Graph& graph) {
 
 namespace fg {
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index, const BackendOptions& options) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -759,7 +762,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
                        std::to_string(prop.major) + std::to_string(prop.minor) +
                        ") is too old: flashgen needs sm_80 or newer");
   }
-  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(device_index));
+  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(device_index, options));
 }
 
 }  // namespace fg

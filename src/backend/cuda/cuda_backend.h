@@ -21,11 +21,12 @@ class CudaBackend final : public Backend {
   static constexpr size_t kArenaSlabBytes = size_t(1) << 30;
 
   // The device must exist and be usable (make_cuda_backend checks that first).
-  explicit CudaBackend(int device_index);
+  CudaBackend(int device_index, const BackendOptions& options);
   ~CudaBackend() override;
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
+  const BackendOptions& options() const override { return options_; }
   DType act_dtype() const override { return DType::kBF16; }
 
   Buffer alloc(size_t bytes) override;
@@ -81,6 +82,7 @@ class CudaBackend final : public Backend {
   void gated_act(const Tensor& x, Tensor& out, bool gelu_tanh);
 
   int device_ = 0;
+  BackendOptions options_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceArena> arena_;

@@ -30,7 +30,7 @@ int alignment_of(const void* p) {
 
 }  // namespace
 
-GemmLt::GemmLt(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+GemmLt::GemmLt(Mode mode, size_t workspace_bytes) : mode_(mode), workspace_bytes_(workspace_bytes) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   if (workspace_bytes_ > 0) CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
@@ -49,9 +49,7 @@ void GemmLt::destroy(Plan& plan) {
   plan = Plan{};
 }
 
-GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias,
-                               bool try_epilogue) {
-  Plan plan;
+bool GemmLt::make_descriptors(const GemmProblem& prob, bool epilogue, Plan& plan) {
   cudaDataType_t in = cuda_type(prob.in);
   cudaDataType_t out = cuda_type(prob.out);
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -59,41 +57,135 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
   cublasOperation_t trans_b = CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  if (try_epilogue) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epilogue) {
+    cublasLtEpilogue_t bias_epilogue = CUBLASLT_EPILOGUE_BIAS;
     cudaDataType_t bias_type = in;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &bias_epilogue, sizeof(bias_epilogue)));
     if (cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)) !=
         CUBLAS_STATUS_SUCCESS) {
       destroy(plan);
-      return plan;
+      return false;
     }
     plan.bias_in_epilogue = true;
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in, uint64_t(prob.k), uint64_t(prob.n), prob.ldw));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in, uint64_t(prob.k), uint64_t(prob.m), prob.ldx));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, out, uint64_t(prob.n), uint64_t(prob.m), prob.ldo));
+  return true;
+}
 
+namespace {
+
+// A preference for the heuristic: at most `workspace` bytes, operands aligned as given, and only
+// algorithms whose reduction schemes are in `reductions`.
+struct Preference {
   cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = workspace_bytes_;
-  uint32_t ax = uint32_t(align_x), aw = uint32_t(align_w), ao = uint32_t(align_o);
+  Preference(uint64_t workspace, uint32_t align_w, uint32_t align_x, uint32_t align_o, uint32_t reductions) {
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_w);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_x);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_o);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_o);
+    set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
+  }
+  ~Preference() { (void)cublasLtMatmulPreferenceDestroy(pref); }
+  Preference(const Preference&) = delete;
+  Preference& operator=(const Preference&) = delete;
+  template <class V>
+  void set(cublasLtMatmulPreferenceAttributes_t attr, V value) {
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  }
+};
+
+// Whether an algorithm reduces each output element within one CTA, in k order (no split-K).
+bool single_pass(const cublasLtMatmulAlgo_t& algo) {
+  int32_t splits = 1;
+  uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme),
+                                           &written) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  return splits <= 1 && scheme == CUBLASLT_REDUCTION_SCHEME_NONE;
+}
+
+constexpr int kInvariantAlign = 16;  // bytes; batch-invariant operands are at least this aligned
+
+}  // namespace
+
+GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias,
+                               bool try_epilogue) {
   (void)align_bias;  // part of the cache key: the epilogue reads the bias vector
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof(aw)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ao, sizeof(ao)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ao, sizeof(ao)));
+  Plan plan;
+  if (!make_descriptors(prob, try_epilogue, plan)) return plan;
+  Preference pref(workspace_bytes_, uint32_t(align_w), uint32_t(align_x), uint32_t(align_o),
+                  CUBLASLT_REDUCTION_SCHEME_MASK);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
-  (void)cublasLtMatmulPreferenceDestroy(pref);
+      cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref.pref, 1, &result, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     destroy(plan);
     return plan;
   }
   plan.algo = result.algo;
+  plan.ok = true;
+  return plan;
+}
+
+GemmLt::Plan GemmLt::make_invariant_plan(const GemmProblem& prob) {
+  const ShapeKey shape{prob.n, prob.k, prob.ldw, int(prob.in), int(prob.out), prob.bias};
+  auto it = shape_algos_.find(shape);
+  if (it == shape_algos_.end()) {
+    // The shape's algorithm, chosen at kInvariantRefM contiguous rows: the first heuristic answer
+    // without a cross-CTA reduction, with the bias in the epilogue when some such algorithm takes it.
+    GemmProblem ref = prob;
+    ref.m = kInvariantRefM;
+    ref.ldx = prob.k;
+    ref.ldo = prob.n;
+    Preference pref(0, kInvariantAlign, kInvariantAlign, kInvariantAlign, CUBLASLT_REDUCTION_SCHEME_NONE);
+    ShapeAlgo chosen;
+    bool ok = false;
+    for (int epilogue = prob.bias ? 1 : 0; epilogue >= 0 && !ok; --epilogue) {
+      Plan probe;
+      if (!make_descriptors(ref, epilogue == 1, probe)) continue;
+      constexpr int kCandidates = 8;
+      cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+      int found = 0;
+      if (cublasLtMatmulAlgoGetHeuristic(handle_, probe.op, probe.a, probe.b, probe.c, probe.c, pref.pref, kCandidates,
+                                         results, &found) == CUBLAS_STATUS_SUCCESS) {
+        for (int i = 0; i < found && !ok; ++i) {
+          if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize != 0 ||
+              !single_pass(results[i].algo))
+            continue;
+          chosen.algo = results[i].algo;
+          chosen.bias_in_epilogue = probe.bias_in_epilogue;
+          ok = true;
+        }
+      }
+      destroy(probe);
+    }
+    FG_CHECK(ok, "batch-invariant gemm: cuBLASLt offers no single-pass algorithm for n=" + std::to_string(prob.n) +
+                     " k=" + std::to_string(prob.k) + " (" + std::string(dtype_name(prob.in)) + " -> " +
+                     std::string(dtype_name(prob.out)) + (prob.bias ? ", bias" : "") + ")");
+    it = shape_algos_.emplace(shape, chosen).first;
+  }
+  Plan plan;
+  FG_CHECK(make_descriptors(prob, it->second.bias_in_epilogue, plan),
+           "batch-invariant gemm: the bias epilogue was "
+           "taken for the shape and refused at m=" +
+               std::to_string(prob.m));
+  plan.algo = it->second.algo;
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, &plan.algo, &check);
+  FG_CHECK(st == CUBLAS_STATUS_SUCCESS && check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize == 0,
+           "batch-invariant gemm: the algorithm chosen for n=" + std::to_string(prob.n) +
+               " k=" + std::to_string(prob.k) + " does not run at m=" + std::to_string(prob.m) + " (ldx " +
+               std::to_string(prob.ldx) + ", ldo " + std::to_string(prob.ldo) + ")");
   plan.ok = true;
   return plan;
 }
@@ -107,8 +199,16 @@ GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, c
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     Plan plan;
-    if (prob.bias) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/true);
-    if (!plan.ok) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/false);
+    if (mode_ == Mode::kBatchInvariant) {
+      FG_CHECK(ax >= kInvariantAlign && aw >= kInvariantAlign && ao >= kInvariantAlign &&
+                   (!prob.bias || ab >= kInvariantAlign),
+               "batch-invariant gemm: operands must be 16-byte aligned (x " + std::to_string(ax) + ", w " +
+                   std::to_string(aw) + ", out " + std::to_string(ao) + ")");
+      plan = make_invariant_plan(prob);
+    } else {
+      if (prob.bias) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/true);
+      if (!plan.ok) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/false);
+    }
     it = plans_.emplace(key, plan).first;
   }
   Plan& plan = it->second;

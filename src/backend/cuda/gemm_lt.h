@@ -2,6 +2,15 @@
 // accumulation, bf16/f16/f32 output. The algorithm is chosen once per problem (shapes, strides,
 // dtypes, pointer alignment, bias) with cublasLtMatmulAlgoGetHeuristic and cached with its
 // descriptors; the workspace is allocated once. Host-only code.
+//
+// Batch-invariant mode (Mode::kBatchInvariant): a row's result must not depend on m. cuBLASLt's
+// heuristic picks other kernels (tiles, split-K) for other m, and a split-K or stream-K kernel
+// adds a row's partial sums in an order that depends on the grid. So the algorithm is chosen once
+// per weight shape (n, k, dtypes, bias) from the heuristic at kInvariantRefM rows, restricted to
+// kernels without a K reduction across CTAs (reduction scheme none, split-K 1, no workspace), and
+// used for every m, checked with cublasLtMatmulAlgoCheck at each new m; operands must be 16-byte
+// aligned (the alignment it was chosen for). A shape for which that fails aborts: there is no
+// second algorithm that would keep the rows already computed valid.
 #pragma once
 
 #include <cublasLt.h>
@@ -35,7 +44,16 @@ enum class GemmOutcome {
 
 class GemmLt {
  public:
-  explicit GemmLt(size_t workspace_bytes = size_t(32) << 20);
+  enum class Mode {
+    kHeuristic,       // cuBLASLt's first heuristic answer for each problem
+    kBatchInvariant,  // one algorithm per weight shape for every m (above)
+  };
+  // Rows of the problem the batch-invariant algorithm of a shape is chosen for: prefill chunks
+  // (hundreds to thousands of rows) are compute-bound and lose most on a small-m tile, while
+  // decode steps (up to a few hundred rows) stay bound by reading the weights on a large one.
+  static constexpr int kInvariantRefM = 512;
+
+  explicit GemmLt(Mode mode = Mode::kHeuristic, size_t workspace_bytes = size_t(32) << 20);
   ~GemmLt();
   GemmLt(const GemmLt&) = delete;
   GemmLt& operator=(const GemmLt&) = delete;
@@ -53,13 +71,26 @@ class GemmLt {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, int, bool, int, int, int, int>;
+  // A weight shape of batch-invariant mode: n, k, ldw, in, out, bias.
+  using ShapeKey = std::tuple<int, int, int64_t, int, int, bool>;
+  // Fills plan's op (with the bias epilogue when asked) and its three layouts for `prob`; false,
+  // with nothing left to destroy, when cuBLASLt refuses the epilogue.
+  static bool make_descriptors(const GemmProblem& prob, bool epilogue, Plan& plan);
   Plan make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias, bool try_epilogue);
+  Plan make_invariant_plan(const GemmProblem& prob);
   static void destroy(Plan& plan);
 
+  Mode mode_ = Mode::kHeuristic;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
+  // Batch-invariant mode: each weight shape's algorithm and whether its bias is in the epilogue.
+  struct ShapeAlgo {
+    cublasLtMatmulAlgo_t algo{};
+    bool bias_in_epilogue = false;
+  };
+  std::map<ShapeKey, ShapeAlgo> shape_algos_;
 };
 
 }  // namespace fg::cuda
