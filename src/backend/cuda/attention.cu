@@ -51,10 +51,11 @@ struct WorkspaceLayout {
   size_t meta = 0, merges = 0, partial_o = 0, partial_lse = 0, bytes = 0;  // byte offsets, total
 
   WorkspaceLayout(int max_total_q, int max_num_seqs, int num_sms) {
-    // Tiles are at most num_seqs + total_q * group / 64 (group <= 128), splits add at most about
-    // two waves of CTAs (plan() only splits when the tiles leave the GPU under-filled). Both
-    // kernels' items share the list, so the bound covers their sum.
-    item_capacity = max_num_seqs + 2 * max_total_q + 64 * num_sms;
+    // Tiles are at most num_seqs + total_q * group / 16 (group <= 128; 16-row tiles are the
+    // smallest, and batch-invariant mode takes nothing else), splits add at most about two waves
+    // of CTAs (plan() only splits when the tiles leave the GPU under-filled). Both kernels' items
+    // share the list, so the bound covers their sum.
+    item_capacity = max_num_seqs + 8 * max_total_q + 64 * num_sms;
     merge_capacity = max_num_seqs + 8 * num_sms;
     auto align = [](size_t n) { return (n + 255) / 256 * 256; };
     meta = 0;

@@ -45,6 +45,8 @@ class CudaBackend final : public Backend {
   void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) override;
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  // With BackendOptions::gemm_tuning (and not batch_invariant): GemmLt::tune for w's shape.
+  void prepare_gemm(const Tensor& w, const Tensor* bias, DType out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
   void scale(Tensor& x, float s) override;

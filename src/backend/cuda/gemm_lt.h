@@ -11,6 +11,17 @@
 // used for every m, checked with cublasLtMatmulAlgoCheck at each new m; operands must be 16-byte
 // aligned (the alignment it was chosen for). A shape for which that fails aborts: there is no
 // second algorithm that would keep the rows already computed valid.
+//
+// Cold-cache tuning (Mode::kColdTuned, --gemm-tuning): between decode and prefill (kTuneMinM < m
+// <= kTuneMaxM, e.g. the 160 rows of a batch-32 verification step with 4 drafts) the heuristic's
+// first answer is not always the fastest: it moves to compute-bound tiles while a GEMM there
+// still mostly reads its weights. tune() times the heuristic's top kTuneCandidates algorithms of a
+// weight shape at each m bucket (multiples of kTuneBucket), every timed run a single matmul after
+// a write of a scratch buffer twice the L2's size, so the weights come from memory as they do in
+// a step (timed warm, the L2 would hold them and favour the wrong kernels), and keeps the one of
+// least median time per (bucket, shape). run() then takes it for every m of the bucket it passes
+// cublasLtMatmulAlgoCheck at, else the heuristic's. Tuning happens only in tune(), called before
+// the first step; never inside a step or a graph capture.
 #pragma once
 
 #include <cublasLt.h>
@@ -19,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "core/dtype.h"
 
@@ -47,11 +59,20 @@ class GemmLt {
   enum class Mode {
     kHeuristic,       // cuBLASLt's first heuristic answer for each problem
     kBatchInvariant,  // one algorithm per weight shape for every m (above)
+    kColdTuned,       // the heuristic's, except where tune() timed a faster one (above)
   };
   // Rows of the problem the batch-invariant algorithm of a shape is chosen for: prefill chunks
   // (hundreds to thousands of rows) are compute-bound and lose most on a small-m tile, while
   // decode steps (up to a few hundred rows) stay bound by reading the weights on a large one.
   static constexpr int kInvariantRefM = 512;
+
+  // Cold-cache tuning: m buckets in (kTuneMinM, kTuneMaxM], kTuneBucket wide; candidates per
+  // bucket and timed runs of each.
+  static constexpr int kTuneMinM = 64;
+  static constexpr int kTuneMaxM = 512;
+  static constexpr int kTuneBucket = 32;
+  static constexpr int kTuneCandidates = 8;
+  static constexpr int kTuneRuns = 5;
 
   explicit GemmLt(Mode mode = Mode::kHeuristic, size_t workspace_bytes = size_t(32) << 20);
   ~GemmLt();
@@ -61,6 +82,14 @@ class GemmLt {
   // Enqueues the product on `stream`. x, w, bias: device pointers as GemmProblem describes.
   GemmOutcome run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
                   cudaStream_t stream);
+
+  // Mode::kColdTuned (a no-op otherwise): times the candidates of the weight shape of `shape` (its
+  // m and ldx/ldo are ignored: contiguous rows) at every m bucket, on the real weights `w` (and
+  // `bias`), and records the fastest. Allocates its scratch (rows of x and out, and the L2 flush
+  // buffer) for the call, synchronizes `stream`. A shape tuned before is skipped.
+  void tune(const GemmProblem& shape, const void* w, const void* bias, cudaStream_t stream);
+  // (bucket, shape) choices tune() has recorded.
+  size_t tuned_count() const { return tuned_.size(); }
 
  private:
   struct Plan {
@@ -78,6 +107,9 @@ class GemmLt {
   static bool make_descriptors(const GemmProblem& prob, bool epilogue, Plan& plan);
   Plan make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias, bool try_epilogue);
   Plan make_invariant_plan(const GemmProblem& prob);
+  // The tuned algorithm of prob's bucket as a plan (ok = false when none is recorded, or it does
+  // not run at prob's m and strides).
+  Plan make_tuned_plan(const GemmProblem& prob);
   static void destroy(Plan& plan);
 
   Mode mode_ = Mode::kHeuristic;
@@ -91,6 +123,9 @@ class GemmLt {
     bool bias_in_epilogue = false;
   };
   std::map<ShapeKey, ShapeAlgo> shape_algos_;
+  // Cold-cache tuning: the fastest algorithm per (m bucket, shape), and the shapes tuned.
+  std::map<std::pair<int, ShapeKey>, ShapeAlgo> tuned_;
+  std::map<ShapeKey, bool> tuned_shapes_;
 };
 
 }  // namespace fg::cuda
