@@ -3,10 +3,11 @@
 // same tokens and the same logprobs (the sampled token's and the top 5 of every step: the
 // log-softmax of the logits rows, compared as f32 bits), whatever else their steps held.
 //
-//  - BatchInvariantCpu.*: the fixture llama on the CPU backend (CI). The probes run alone with a
-//    large step budget and inside 64 requests with a 48-token budget, so their prompts are cut into
-//    other chunks and their decodes share steps with prefill chunks and with 30 and more others (the CPU
-//    GEMM changes paths at 2 to 24 rows: docs/architecture.md).
+//  - BatchInvariantCpu.*: the fixtures llama and qwen3_moe on the CPU backend (CI). The probes run
+//    alone with a large step budget and inside 64 requests with a 48-token budget, so their
+//    prompts are cut into other chunks and their decodes share steps with prefill chunks and with
+//    30 and more others (the CPU GEMM changes paths at 2 to 24 rows, and each expert's rows depend
+//    on the step: docs/architecture.md).
 //  - BatchInvariantCuda.*: on a GPU, 32 probes alone vs inside a 256-request batch, with dummy
 //    weights at Llama-3.2-1B's shapes (bench/configs), CUDA graphs on, prompts chunked by a
 //    1024-token budget. Skipped when no GPU is found.
@@ -139,16 +140,20 @@ void check_invariance(ModelRunnerOptions options, const std::vector<Request>& ba
   }
 }
 
+// The dense llama fixture and a mixture of experts (whose experts get other rows in other steps).
 TEST(BatchInvariantCpu, ProbesAloneEqualProbesInsideABatchOf64) {
-  ModelRunnerOptions o;
-  o.model_dir = test::model_fixture("llama");
-  o.backend = "cpu";
-  o.page_size = 4;
-  o.kv_cache_bytes = int64_t(64) << 20;
-  const std::vector<Request> batch = make_requests(64, 256, 23, 1, 60, 16, 64);
-  std::vector<size_t> probes;
-  for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
-  check_invariance(o, batch, probes, 4096, 48, 30);
+  for (const char* fixture : {"llama", "qwen3_moe"}) {
+    SCOPED_TRACE(fixture);
+    ModelRunnerOptions o;
+    o.model_dir = test::model_fixture(fixture);
+    o.backend = "cpu";
+    o.page_size = 4;
+    o.kv_cache_bytes = int64_t(64) << 20;
+    const std::vector<Request> batch = make_requests(64, 256, 23, 1, 60, 16, 64);
+    std::vector<size_t> probes;
+    for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
+    check_invariance(o, batch, probes, 4096, 48, 30);
+  }
 }
 
 TEST(BatchInvariantCuda, ThirtyTwoRequestsAloneEqualThemInsideA256RequestBatch) {
