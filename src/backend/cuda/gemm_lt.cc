@@ -4,6 +4,8 @@
 #include "backend/cuda/gemm_lt.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/status.h"
@@ -33,6 +35,13 @@ int alignment_of(const void* p) {
 }  // namespace
 
 GemmLt::GemmLt(Mode mode, size_t workspace_bytes) : mode_(mode), workspace_bytes_(workspace_bytes) {
+  if (const char* env = std::getenv("FG_BATCH_INVARIANT_GEMM_M"); env != nullptr && mode_ == Mode::kBatchInvariant) {
+    char* end = nullptr;
+    const long m = std::strtol(env, &end, 10);
+    FG_CHECK(end != env && *end == '\0' && m >= 1 && m <= 65536,
+             std::string("FG_BATCH_INVARIANT_GEMM_M must be a row count in [1, 65536], got '") + env + "'");
+    invariant_ref_m_ = int(m);
+  }
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   if (workspace_bytes_ > 0) CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
@@ -156,10 +165,10 @@ GemmLt::Plan GemmLt::make_invariant_plan(const GemmProblem& prob) {
   const ShapeKey shape{prob.n, prob.k, prob.ldw, int(prob.in), int(prob.out), prob.bias};
   auto it = shape_algos_.find(shape);
   if (it == shape_algos_.end()) {
-    // The shape's algorithm, chosen at kInvariantRefM contiguous rows: the first heuristic answer
+    // The shape's algorithm, chosen at invariant_ref_m_ contiguous rows: the first heuristic answer
     // without a cross-CTA reduction, with the bias in the epilogue when some such algorithm takes it.
     GemmProblem ref = prob;
-    ref.m = kInvariantRefM;
+    ref.m = invariant_ref_m_;
     ref.ldx = prob.k;
     ref.ldo = prob.n;
     Preference pref(0, kInvariantAlign, kInvariantAlign, kInvariantAlign, CUBLASLT_REDUCTION_SCHEME_NONE);

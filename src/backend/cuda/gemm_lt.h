@@ -6,7 +6,7 @@
 // Batch-invariant mode (Mode::kBatchInvariant): a row's result must not depend on m. cuBLASLt's
 // heuristic picks other kernels (tiles, split-K) for other m, and a split-K or stream-K kernel
 // adds a row's partial sums in an order that depends on the grid. So the algorithm is chosen once
-// per weight shape (n, k, dtypes, bias) from the heuristic at kInvariantRefM rows, restricted to
+// per weight shape (n, k, dtypes, bias) from the heuristic at invariant_ref_m() rows, restricted to
 // kernels without a K reduction across CTAs (reduction scheme none, split-K 1, no workspace), and
 // used for every m, checked with cublasLtMatmulAlgoCheck at each new m; operands must be 16-byte
 // aligned (the alignment it was chosen for). A shape for which that fails aborts: there is no
@@ -61,10 +61,13 @@ class GemmLt {
     kBatchInvariant,  // one algorithm per weight shape for every m (above)
     kColdTuned,       // the heuristic's, except where tune() timed a faster one (above)
   };
-  // Rows of the problem the batch-invariant algorithm of a shape is chosen for: prefill chunks
-  // (hundreds to thousands of rows) are compute-bound and lose most on a small-m tile, while
-  // decode steps (up to a few hundred rows) stay bound by reading the weights on a large one.
-  static constexpr int kInvariantRefM = 512;
+  // Rows of the problem the batch-invariant algorithm of a shape is chosen for, by default: the
+  // decode batch of the throughput regime (a full batch of 256 sequences), where most steps of a
+  // busy server are; prefill chunks then run on that tile (full-size at 256 rows), and small
+  // decode batches on a tile wider than they would get. FG_BATCH_INVARIANT_GEMM_M (1..65536)
+  // overrides it, for measuring the trade-off (docs/perf.md); every m still gets the one algorithm.
+  static constexpr int kInvariantRefM = 256;
+  int invariant_ref_m() const { return invariant_ref_m_; }
 
   // Cold-cache tuning: m buckets in (kTuneMinM, kTuneMaxM], kTuneBucket wide; candidates per
   // bucket and timed runs of each.
@@ -113,6 +116,7 @@ class GemmLt {
   static void destroy(Plan& plan);
 
   Mode mode_ = Mode::kHeuristic;
+  int invariant_ref_m_ = kInvariantRefM;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
