@@ -72,10 +72,11 @@ run_all() {
 
   OUT=$OUT/raw step parity 300 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
-  # Batch-invariant mode's cost (docs/perf.md): the same throughput run with and without
-  # --batch-invariant, back to back in one step.
-  step batch_invariant 420 tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" --config $CFG --backend cuda \
-    --kv-cache-memory 80GiB --skip-decode --num-requests 512 --prompt-len 512 --output-len 256
+  # Batch-invariant mode's cost (docs/perf.md): the same throughput run without and with
+  # --batch-invariant (its GEMM algorithms chosen at 256, 64 and 1024 rows), back to back.
+  step batch_invariant 600 env REF_MS="256 64 1024" tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" \
+    --config $CFG --backend cuda --kv-cache-memory 80GiB --skip-decode --num-requests 512 --prompt-len 512 \
+    --output-len 256
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
   step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
