@@ -7,8 +7,9 @@
 // heuristic picks other kernels (tiles, split-K) for other m, and a split-K or stream-K kernel
 // adds a row's partial sums in an order that depends on the grid. So the algorithm is chosen once
 // per weight shape (n, k, dtypes, bias) from the heuristic at invariant_ref_m() rows, restricted to
-// kernels without a K reduction across CTAs (reduction scheme none, split-K 1, no workspace), and
-// used for every m, checked with cublasLtMatmulAlgoCheck at each new m; operands must be 16-byte
+// kernels without a K reduction across CTAs (reduction scheme none, split-K 1, chosen with no
+// workspace), and used for every m, checked with cublasLtMatmulAlgoCheck at each new m (the
+// configuration is fixed; only the workspace it asks for may vary); operands must be 16-byte
 // aligned (the alignment it was chosen for). A shape for which that fails aborts: there is no
 // second algorithm that would keep the rows already computed valid.
 //
