@@ -70,7 +70,7 @@ run_all() {
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
 
-  OUT=$OUT/raw step parity 300 tools/gpu_check.sh run .device/bin
+  OUT=$OUT/raw step parity 420 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
   # Batch-invariant mode's cost (docs/perf.md): the same throughput run without and with
   # --batch-invariant (its GEMM algorithms chosen at 256 and at 64 rows), back to back.
