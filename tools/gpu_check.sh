@@ -11,15 +11,15 @@
 #                                          $OUT (when set) or gpu-check-out/
 #
 # What runs: the backend parity binaries (every CUDA op and the attention sweep against the CPU
-# reference) and, when built, the model parity tests with FG_TEST_BACKEND=cuda in the
-# environment. A test binary that crashes is reported and the others still run.
+# reference), batch-invariant mode (32 requests alone vs inside 256, bitwise) and, when built, the
+# model parity tests with FG_TEST_BACKEND=cuda in the environment. A test binary that crashes is reported and the others still run.
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
 
-read -r -a GPU_TARGETS <<<"${FG_GPU_TARGETS:-backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests}"
+read -r -a GPU_TARGETS <<<"${FG_GPU_TARGETS:-backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests batch_invariance_tests}"
 
 pack() {
   local build=${1:-build-gpu}

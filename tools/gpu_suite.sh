@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
 BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench"
-TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
+TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests"
 
 pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
@@ -70,14 +70,25 @@ run_all() {
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
 
-  OUT=$OUT/raw step parity 300 tools/gpu_check.sh run .device/bin
+  OUT=$OUT/raw step parity 420 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
+  # Batch-invariant mode's cost (docs/perf.md): the same throughput run without and with
+  # --batch-invariant (its GEMM algorithms chosen at 256 and at 64 rows), back to back.
+  step batch_invariant 480 env REF_MS="256 64" tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" \
+    --config $CFG --backend cuda --kv-cache-memory 80GiB --skip-decode --num-requests 512 --prompt-len 512 \
+    --output-len 256
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
   step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
     --sweep-requests 64 --json "$OUT/prefix.json"
   step spec_bench 200 $T/spec_bench --config $CFG --draft-config bench/configs/llama-3.2-1b --backend cuda \
     --kv-cache-memory 60GiB --json "$OUT/spec.json"
+  # Cold-cache GEMM tuning (issue #14): the batch-32 verification step against a decode step,
+  # without and with --gemm-tuning (spec_bench (a) alone; docs/perf.md, "Speculative decoding").
+  for tuning in "" --gemm-tuning; do
+    step "spec_step${tuning:+_tuned}" 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
+      --skip b,c,d --step-batches 32 $tuning --json "$OUT/raw/spec_step${tuning:+_tuned}.json"
+  done
   step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory 60GiB \
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"

@@ -58,6 +58,8 @@ struct Args {
   double structured_fraction = 0.0;
   std::string schema_file;
   bool no_cuda_graphs = false;
+  bool batch_invariant = false;
+  bool gemm_tuning = false;
   int max_graph_batch = 0;  // 0: --max-running
   std::string json_path;
 };
@@ -111,6 +113,9 @@ int main(int argc, char** argv) {
                  "(c): share of the throughput requests constrained by --schema (0 = skip (c))");
   app.add_option("--schema", a.schema_file, "(c): a JSON schema file");
   app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "run decode steps eagerly instead of replaying CUDA graphs");
+  app.add_flag("--batch-invariant", a.batch_invariant,
+               "batch-invariant mode (a request's results do not depend on its batch; costs throughput)");
+  app.add_flag("--gemm-tuning", a.gemm_tuning, "tune the GEMM algorithms for 65-512 rows with a cold L2 at start");
   app.add_option("--max-graph-batch", a.max_graph_batch,
                  "largest decode batch replayed as a graph (default: --max-running, at most 256)");
   app.add_option("--json", a.json_path, "also write the results as JSON");
@@ -123,6 +128,8 @@ int main(int argc, char** argv) {
   o.page_size = a.page_size;
   o.gpu_memory_fraction = a.gpu_memory_fraction;
   o.cuda_graphs = !a.no_cuda_graphs;
+  o.batch_invariant = a.batch_invariant;
+  o.gemm_tuning = a.gemm_tuning;
   o.max_graph_batch = a.max_graph_batch > 0 ? a.max_graph_batch : std::min(a.max_running, 256);
   o.max_model_len = std::max(a.prompt_len + a.output_len, a.decode_prompt_len + a.decode_tokens) + 1;
   o.max_step_tokens = a.max_batch_tokens;
@@ -147,14 +154,16 @@ int main(int argc, char** argv) {
   out["model"] = o.model_dir;
   out["dummy_weights"] = o.dummy_weights;
   out["backend"] = backend.name();
+  out["batch_invariant"] = a.batch_invariant;
+  out["gemm_tuning"] = a.gemm_tuning;
   out["weight_bytes"] = weight_bytes;
   out["active_weight_bytes"] = active_bytes;
   out["kv_cache_bytes"] = runner->kv_cache_bytes();
   out["kv_pages"] = runner->kv_num_pages();
   out["page_size"] = a.page_size;
-  std::printf("engine_bench: %s (%s weights, %s) on %s, loaded in %.1f s\n", o.model_dir.c_str(),
+  std::printf("engine_bench: %s (%s weights, %s) on %s%s, loaded in %.1f s\n", o.model_dir.c_str(),
               o.dummy_weights ? "dummy" : "real", fg::format_byte_size(weight_bytes).c_str(), backend.name().c_str(),
-              since(t_load));
+              a.batch_invariant ? ", batch-invariant" : "", since(t_load));
   std::printf("KV cache: %d pages of %d tokens (%s)\n", runner->kv_num_pages(), a.page_size,
               fg::format_byte_size(runner->kv_cache_bytes()).c_str());
 

@@ -6,8 +6,9 @@
 namespace fg {
 
 #if !defined(FG_WITH_CUDA)
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index, const BackendOptions& options) {
   (void)device_index;
+  (void)options;
   return unsupported("this flashgen was built without the CUDA backend (nvcc was not found at build time)");
 }
 #endif
@@ -16,13 +17,13 @@ std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const Atten
   return backend.make_attention_plan(shape, backend.alloc(backend.attention_workspace_bytes(shape)));
 }
 
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name) {
-  if (name == "cpu") return make_cpu_backend();
-  if (name == "cuda") return make_cuda_backend(0);
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const BackendOptions& options) {
+  if (name == "cpu") return make_cpu_backend(options);
+  if (name == "cuda") return make_cuda_backend(0, options);
   if (name == "auto") {
-    auto cuda = make_cuda_backend(0);
+    auto cuda = make_cuda_backend(0, options);
     if (cuda.is_ok()) return std::move(cuda).value();
-    return make_cpu_backend();
+    return make_cpu_backend(options);
   }
   return invalid_argument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
 }

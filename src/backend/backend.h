@@ -142,6 +142,22 @@ struct GraphAttentionShape {
   int page_size = 0;
 };
 
+// How a backend computes, fixed when it is made.
+struct BackendOptions {
+  // Batch-invariant mode (--batch-invariant): every row's result is bitwise a function of that
+  // row's own inputs (its token, its sequence's keys), whatever else is in the step, how many rows
+  // a GEMM has, how a prompt was cut into chunks or whether a decode graph padded the batch. Each
+  // op then uses one reduction order for every batch: one GEMM algorithm per weight shape for
+  // every m (no split-K), attention without KV splits and with one tile shape for every row, one
+  // grouped-GEMM tile and one routing kernel for every step (docs/architecture.md).
+  bool batch_invariant = false;
+  // Cold-cache GEMM tuning (--gemm-tuning): prepare_gemm times the candidate algorithms of each
+  // weight shape at the row counts between decode and prefill, with the L2 flushed before each
+  // run, and keeps the fastest (CUDA; docs/architecture.md, "GEMM algorithms"). Never applies in
+  // batch-invariant mode, which fixes one algorithm per shape.
+  bool gemm_tuning = false;
+};
+
 // A backend: memory, transfers, and the ops. One instance per device; not thread-safe (the engine
 // thread owns it).
 class Backend {
@@ -150,6 +166,8 @@ class Backend {
 
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
+  // The options it was made with.
+  virtual const BackendOptions& options() const = 0;
   virtual DType act_dtype() const = 0;
   // The dtype this backend keeps a weight matrix (gemm's w, embedding's table) in when the
   // checkpoint stores it as `stored` (f32, f16, bf16 or a block-quantized dtype): `stored` itself
@@ -205,6 +223,17 @@ class Backend {
   // out = x @ w^T (+ bias). x: [m, k] act; w: [n, k] weight (HF Linear layout; contiguous rows
   // when blocked); bias: optional [n] act; out: [m, n] act or f32 (f32 for logits).
   virtual void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
+
+  // Before the first step (never during one or during a graph capture): the backend may prepare
+  // the GEMMs x @ w^T (+ bias) -> `out` dtype it will be asked for, for any m. With
+  // BackendOptions::gemm_tuning the CUDA backend times its candidate algorithms here (it
+  // synchronizes and allocates scratch memory for the time of the call); otherwise, and on the
+  // CPU, it does nothing. w and bias as for gemm.
+  virtual void prepare_gemm(const Tensor& w, const Tensor* bias, DType out) {
+    (void)w;
+    (void)bias;
+    (void)out;
+  }
 
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.
   virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
@@ -308,10 +337,10 @@ class Backend {
 std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const AttentionPlanShape& shape);
 
 // The CPU reference backend (always available).
-std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options = {});
 // The CUDA backend, or an error saying why there is none (no GPU, not built with CUDA).
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index = 0);
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index = 0, const BackendOptions& options = {});
 // "cpu", "cuda" or "auto" (cuda when a GPU is present, else cpu).
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name);
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const BackendOptions& options = {});
 
 }  // namespace fg

@@ -22,6 +22,8 @@ struct EngineFlags {
   int max_model_len = 0;
   bool no_prefix_cache = false;
   bool no_cuda_graphs = false;
+  bool batch_invariant = false;
+  bool gemm_tuning = false;
   // Speculative decoding (engine/spec_decoder.h).
   std::string speculative = "off";  // off, ngram or draft
   int num_speculative_tokens = 4;
@@ -32,7 +34,8 @@ struct EngineFlags {
 };
 
 // Adds --dummy-weights, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
-// --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs and the speculative decoding
+// --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, --batch-invariant,
+// --gemm-tuning and the speculative decoding
 // flags (--speculative, --num-speculative-tokens, --draft-model, --ngram-min, --ngram-max,
 // --spec-max-batch) to `cmd`.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);

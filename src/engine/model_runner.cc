@@ -56,7 +56,14 @@ KvCacheShape kv_shape(const ModelConfig& c, const Backend& backend, int32_t page
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOptions& o) {
   std::unique_ptr<ModelRunner> r(new ModelRunner());
-  FG_ASSIGN_OR_RETURN(r->backend_, make_backend(o.backend));
+  BackendOptions backend_options;
+  backend_options.batch_invariant = o.batch_invariant;
+  backend_options.gemm_tuning = o.gemm_tuning;
+  if (o.batch_invariant && o.gemm_tuning)
+    return invalid_argument(
+        "GEMM tuning and batch-invariant mode exclude each other (the latter fixes one algorithm "
+        "per weight shape)");
+  FG_ASSIGN_OR_RETURN(r->backend_, make_backend(o.backend, backend_options));
   FG_ASSIGN_OR_RETURN(r->model_, load_model(o.model_dir, o, *r->backend_));
   if (!o.draft_model_dir.empty()) {
     auto draft = load_model(o.draft_model_dir, o, *r->backend_);
@@ -68,6 +75,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
                               "; a draft model must share the target's tokenizer");
     r->draft_ = std::make_unique<DraftRunner>(*r->backend_, std::move(draft).value(), 0);
   }
+  // Before any step or graph capture, and before the KV cache takes the free memory (tuning
+  // allocates its scratch for the time of the call).
+  r->model_->prepare_gemms();
+  if (r->draft_) r->draft_->model_->prepare_gemms();
   const ModelConfig& c = r->model_->config();
   r->max_model_len_ = int32_t(std::min<int64_t>(c.max_position_embeddings, INT32_MAX));
   if (o.max_model_len > 0) r->max_model_len_ = std::min(r->max_model_len_, o.max_model_len);

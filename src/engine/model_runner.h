@@ -31,6 +31,8 @@ struct ModelRunnerOptions {
   std::string model_dir;
   std::string backend = "auto";  // cpu, cuda or auto
   bool dummy_weights = false;    // random weights from config.json alone
+  bool batch_invariant = false;  // BackendOptions::batch_invariant (--batch-invariant)
+  bool gemm_tuning = false;      // BackendOptions::gemm_tuning (--gemm-tuning): tuned at create()
   uint64_t dummy_seed = 0;
   int32_t page_size = 16;
   int64_t kv_cache_bytes = 0;                           // > 0: exactly this much KV memory (--kv-cache-memory)

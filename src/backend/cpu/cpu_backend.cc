@@ -22,11 +22,12 @@ using cpu::check_view;
 using cpu::kParallelMinWork;
 using cpu::row;
 
-std::unique_ptr<Backend> make_cpu_backend() {
-  return std::make_unique<CpuBackend>();
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
 }
 
-CpuBackend::CpuBackend() : pool_(cpu::default_cpu_threads()), sample_scratch_(size_t(pool_.threads())) {
+CpuBackend::CpuBackend(const BackendOptions& options)
+    : options_(options), pool_(cpu::default_cpu_threads()), sample_scratch_(size_t(pool_.threads())) {
   // Every sgemm call runs inside one of cpu_gemm.cc's chunks, on a share of the weight rows:
   // OpenBLAS's own thread pool would only compete with the backend's for the same cores.
   openblas_set_num_threads(1);

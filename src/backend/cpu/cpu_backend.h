@@ -30,10 +30,11 @@ struct CpuSampleScratch {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend();
+  explicit CpuBackend(const BackendOptions& options = {});
 
   Device device() const override { return Device::kCpu; }
   std::string name() const override { return "cpu"; }
+  const BackendOptions& options() const override { return options_; }
   DType act_dtype() const override { return DType::kF32; }
   // Every stored dtype the weight kernels read as it is (f32, f16, bf16, block-quantized).
   DType weight_dtype(DType stored) const override;
@@ -71,6 +72,7 @@ class CpuBackend final : public Backend {
   void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override;
 
  private:
+  BackendOptions options_;
   cpu::WorkerPool pool_;                          // every parallel loop of the backend
   std::vector<CpuSampleScratch> sample_scratch_;  // one per worker of pool_ (sample)
   std::vector<float> gemm_scratch_;               // [threads, tile, k] f32: weight tiles decoded for sgemm

@@ -5,6 +5,9 @@
 //    each weight row once for up to kGemvMaxRows activation rows, decoding blocks in registers;
 //  - many rows (prefill): chunks of weight rows decoded to f32 (f32 weights as they are), each
 //    multiplied by a single-threaded OpenBLAS sgemm.
+// In batch-invariant mode (BackendOptions) every m takes the GEMV path: a row's sums then never
+// depend on how many rows share the call (the GEMV accumulates each activation row on its own, in
+// the same order whatever the rows beside it; OpenBLAS promises nothing of the kind across m).
 // Both hand out chunks of contiguous weight rows to the backend's WorkerPool (cpu_pool.h), only
 // when the op is big enough to pay for it. OpenBLAS itself runs on one thread (set by the
 // backend's constructor), so its own pool never competes with the backend's.
@@ -110,7 +113,7 @@ void CpuBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tens
   const float* xp = x.ptr<float>();
   float* op = out.ptr<float>();
 
-  if (m <= kern.gemv_max_batch) {
+  if (m <= kern.gemv_max_batch || options_.batch_invariant) {
     const int64_t passes = (m + cpu::kGemvMaxRows - 1) / cpu::kGemvMaxRows;
     auto gemv = [&](int64_t j0, int64_t j1, int) {
       for (int64_t r0 = 0; r0 < m; r0 += cpu::kGemvMaxRows) {

@@ -4,7 +4,9 @@
 //            lower expert id), w_j = p_j / sum of the chosen p when renormalizing;
 //            assignments sorted by expert, stable (ascending assignment within an expert);
 //   gemm:    for each expert, its rows gathered into one contiguous block and one sgemm with
-//            that expert's weights (what transformers' per-expert loop computes);
+//            that expert's weights (what transformers' per-expert loop computes); in
+//            batch-invariant mode the block goes through gemm() instead, whose GEMV then sums
+//            each row alone, whatever rows its expert got;
 //   combine: out[t] = 0 + w * y for each chosen expert in ascending expert id, each product
 //            rounded to f32 before the add (transformers' index_add_ order).
 // Never approximates: these results are what CUDA's grouped GEMM must reproduce.
@@ -133,6 +135,14 @@ void CpuBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r,
     }
     float* o = row<float>(out, r0);
     const int64_t ldo = out.stride[0];
+    if (options_.batch_invariant) {
+      const Tensor xb = Tensor::contiguous(block.data(), DType::kF32, Device::kCpu, {rows, k});
+      const Tensor we = Tensor::contiguous(w.ptr<float>() + int64_t(e) * n * k, DType::kF32, Device::kCpu, {n, k});
+      Tensor ob = Tensor::contiguous(o, DType::kF32, Device::kCpu, {rows, n});
+      if (rows > 1) ob.stride[0] = ldo;
+      gemm(xb, we, nullptr, ob);
+      continue;
+    }
     for (int64_t i = 0; i < rows; ++i) std::memset(o + i * ldo, 0, size_t(n) * 4);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(n), int(k), 1.0f, block.data(), int(k),
                 w.ptr<float>() + int64_t(e) * n * k, int(k), 0.0f, o, int(std::max<int64_t>(ldo, n)));

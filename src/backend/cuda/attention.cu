@@ -83,10 +83,11 @@ struct WorkspaceLayout {
   size_t meta = 0, merges = 0, partial_o = 0, partial_lse = 0, bytes = 0;  // byte offsets, total
 
   WorkspaceLayout(int max_total_q, int max_num_seqs, int num_sms) {
-    // Tiles are at most num_seqs + total_q * group / 64 (group <= 128), splits add at most about
-    // two waves of CTAs (plan() only splits when the tiles leave the GPU under-filled). Both
-    // kernels' items share the list, so the bound covers their sum.
-    item_capacity = max_num_seqs + 2 * max_total_q + 64 * num_sms;
+    // Tiles are at most num_seqs + total_q * group / 16 (group <= 128; 16-row tiles are the
+    // smallest, and batch-invariant mode takes nothing else), splits add at most about two waves
+    // of CTAs (plan() only splits when the tiles leave the GPU under-filled). Both kernels' items
+    // share the list, so the bound covers their sum.
+    item_capacity = max_num_seqs + 8 * max_total_q + 64 * num_sms;
     merge_capacity = max_num_seqs + 8 * num_sms;
     auto align = [](size_t n) { return (n + 255) / 256 * 256; };
     meta = 0;
@@ -132,6 +133,7 @@ struct AttentionPlanState {
   bool wgmma_available = false;  // this build has sm_90a code and the device is sm_90
   bool wgmma = false;            // the prefill kernel is attention_wgmma_kernel (else the mma.sync one)
   bool plan_wgmma = false;       // the current plan's prefill items are for the wgmma kernel
+  bool batch_invariant = false;  // 16-row tiles only, no splits, no prefill kernel (use_batch_invariant)
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
   int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
   int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
@@ -193,6 +195,10 @@ Status AttentionKernel::supports(int head_dim) {
 
 void AttentionKernel::use_prefill_kernel(bool on) {
   state_->prefill_kernel = on;
+}
+
+void AttentionKernel::use_batch_invariant(bool on) {
+  state_->batch_invariant = on;
 }
 
 void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
@@ -291,7 +297,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       wide_keys += int64_t(n) * (batch.host_seqlens_kv[q] - q_len / 2);  // mean causal extent
     }
   }
-  const bool wgmma = s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
+  const bool wgmma =
+      !s.batch_invariant && s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
   // At head_dim 256 only the wgmma kernel has 128-row tiles (attn::has_wide_tiles). Wide tiles
   // make at least 1.5 waves of CTAs, so the split below never cuts them (it needs less than one).
   const bool use_wide =
@@ -309,10 +316,10 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     FG_CHECK(kv_len >= q_len, "attention plan: sequence " + std::to_string(q) + " has seqlens_kv " +
                                   std::to_string(kv_len) + " < its " + std::to_string(q_len) + " new tokens");
     const int rows = q_len * group;
-    const int kind = rows <= 16                ? attn::kRows16
-                     : rows <= 32              ? attn::kRows32
-                     : rows <= 64 || !use_wide ? attn::kRows64
-                                               : attn::kRows128;
+    const int kind = rows <= 16 || s.batch_invariant ? attn::kRows16
+                     : rows <= 32                    ? attn::kRows32
+                     : rows <= 64 || !use_wide       ? attn::kRows64
+                                                     : attn::kRows128;
     const int tr = attn::tile_rows(kind);
     for (int m0 = 0; m0 < rows; m0 += tr) {
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
@@ -329,7 +336,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   int chunk = 0;  // 0 = no split
   int max_extent = 0;
   for (const Tile& t : tiles) max_extent = std::max(max_extent, t.extent);
-  if (!tiles.empty() && int64_t(tiles.size()) * num_kv_heads < resident) {
+  if (!s.batch_invariant && !tiles.empty() && int64_t(tiles.size()) * num_kv_heads < resident) {
     const int64_t per_cta = (total_work * num_kv_heads + resident - 1) / resident;
     if (per_cta * 9 < int64_t(max_extent) * 8)
       chunk = std::max<int64_t>(kMinSplitKeys, (per_cta + attn::kBlockN - 1) / attn::kBlockN * attn::kBlockN);
@@ -370,7 +377,8 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   keyed.reserve(tiles.size());
   // Unsplit 128-row tiles go to a prefill kernel: the wgmma one takes any page size, the mma.sync
   // one needs pages that hold whole 8-key groups.
-  const bool prefill_pages = wgmma || (s.prefill_kernel && attn::prefill_page_size_ok(batch.page_size));
+  const bool prefill_pages =
+      wgmma || (!s.batch_invariant && s.prefill_kernel && attn::prefill_page_size_ok(batch.page_size));
   for (const Tile& t : tiles) {
     const int n = count_splits(t, chunk);
     const int rows = attn::tile_rows(t.kind);
@@ -591,7 +599,7 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   const bool capturing = capture != cudaStreamCaptureStatusNone;
   // A recorded graph launches the wgmma kernel wherever it exists: it runs every tile either
   // prefill kernel can be given (any page size), whatever later plans choose.
-  const bool wgmma = capturing ? s.prefill_kernel && s.wgmma : s.plan_wgmma;
+  const bool wgmma = capturing ? !s.batch_invariant && s.prefill_kernel && s.wgmma : s.plan_wgmma;
   int prefill_grid = s.num_prefill * hkv;
   if (wgmma) prefill_grid = std::min(prefill_grid, s.num_sms);
   int main_grid = s.num_items * hkv;
@@ -604,6 +612,8 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     // needs more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
     if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
     if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= kMinSplitKeys) merge_grid = 0;
+    // No plan of batch-invariant mode has prefill items or splits.
+    if (s.batch_invariant) prefill_grid = merge_grid = 0;
   }
   if (!attn::has_wide_tiles(d) && !wgmma) prefill_grid = 0;  // no mma.sync prefill kernel at this head size
 

@@ -51,6 +51,15 @@ class AttentionKernel {
   void use_wgmma(bool on);
   bool wgmma_active() const;
 
+  // Batch-invariant mode (BackendOptions::batch_invariant): every tile is a 16-row tile of the
+  // general kernel and no KV range is split, so a query row's reduction order (its keys in blocks
+  // of kBlockN at multiples of kBlockN, each block over the tile's four key warps, merged in warp
+  // order; blocks a row cannot see add exact zeros) is the same whatever else the step holds, how
+  // many tokens its sequence adds in this step, or which graph bucket replays it. (Tile kinds
+  // differ in how keys are spread over warps, and splits depend on the step's total work; prefill
+  // kernels are other kernels.) Off by default; takes effect at the next plan().
+  void use_batch_invariant(bool on);
+
   // Before a graph is recorded for batches within `bounds`: plans the widest partition such a
   // batch can get (launch widths are fixed at record time and taken from the current plan: about
   // one wave of CTAs, one merge CTA per split tile) and makes run() record only the launches such

@@ -82,7 +82,7 @@ std::string pair_desc(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device_index) : device_(device_index) {
+CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : device_(device_index), options_(options) {
   CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -90,7 +90,10 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
   arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
-  gemm_ = std::make_unique<GemmLt>();
+  // Batch-invariant mode fixes one algorithm per shape: tuning never applies there.
+  gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant
+                                   : options_.gemm_tuning   ? GemmLt::Mode::kColdTuned
+                                                            : GemmLt::Mode::kHeuristic);
   init_moe_kernels();
   ensure_sample_capacity(256);
 }
@@ -437,6 +440,27 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   }
 }
 
+void CudaBackend::prepare_gemm(const Tensor& w, const Tensor* bias, DType out) {
+  if (!options_.gemm_tuning || options_.batch_invariant) return;
+  check_on_device(w, "prepare_gemm w");
+  FG_CHECK(w.ndim == 2 && (w.dtype == DType::kBF16 || w.dtype == DType::kF16) && (w.shape[1] <= 1 || w.stride[1] == 1),
+           "prepare_gemm: w must be [n, k] bf16/f16 with contiguous rows: " + w.describe());
+  FG_CHECK(out == w.dtype || out == DType::kF32, "prepare_gemm: out must be the act dtype or f32");
+  if (bias != nullptr) {
+    check_on_device(*bias, "prepare_gemm bias");
+    FG_CHECK(bias->ndim == 1 && bias->shape[0] == w.shape[0] && bias->dtype == w.dtype,
+             "prepare_gemm: bias must be [n] in the act dtype: " + bias->describe());
+  }
+  GemmProblem shape;
+  shape.n = int(w.shape[0]);
+  shape.k = int(w.shape[1]);
+  shape.ldw = std::max<int64_t>(w.shape[0] <= 1 ? w.shape[1] : w.stride[0], w.shape[1]);
+  shape.in = w.dtype;
+  shape.out = out;
+  shape.bias = bias != nullptr;
+  gemm_->tune(shape, w.data, bias ? bias->data : nullptr, stream_);
+}
+
 // ---- mixture of experts
 
 namespace {
@@ -522,6 +546,7 @@ void CudaBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r
   p.n = int(w.shape[1]);
   p.k = int(w.shape[2]);
   p.gather = gather;
+  p.batch_invariant = options_.batch_invariant;
   launch_moe_gemm(p, x.dtype, stream_);
 }
 
@@ -554,10 +579,12 @@ namespace {
 // The CUDA plan: one AttentionKernel (its plan buffers) over the caller's workspace.
 class CudaAttentionPlan final : public AttentionPlan {
  public:
-  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace)
+  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace, bool batch_invariant)
       : AttentionPlan(shape),
         workspace_(std::move(workspace)),
-        kernel_(shape.max_total_q, shape.max_num_seqs, workspace_.data()) {}
+        kernel_(shape.max_total_q, shape.max_num_seqs, workspace_.data()) {
+    kernel_.use_batch_invariant(batch_invariant);
+  }
   AttentionKernel& kernel() { return kernel_; }
   const AttentionKernel& kernel() const { return kernel_; }
 
@@ -593,7 +620,7 @@ std::unique_ptr<AttentionPlan> CudaBackend::make_attention_plan(const AttentionP
   FG_CHECK(workspace.device() == Device::kCuda && workspace.bytes() >= attention_workspace_bytes(shape),
            "attention plan: the workspace is smaller than attention_workspace_bytes()");
   CUDA_CHECK(cudaSetDevice(device_));
-  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace));
+  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace), options_.batch_invariant);
 }
 
 void CudaBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch) {
@@ -739,7 +766,7 @@ void CudaBackend::replay_graph(Graph& graph) {
 
 namespace fg {
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index, const BackendOptions& options) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -764,7 +791,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
                        std::to_string(prop.major) + std::to_string(prop.minor) +
                        ") is too old: flashgen needs sm_80 or newer");
   }
-  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(device_index));
+  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(device_index, options));
 }
 
 }  // namespace fg

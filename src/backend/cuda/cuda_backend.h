@@ -21,11 +21,12 @@ class CudaBackend final : public Backend {
   static constexpr size_t kArenaSlabBytes = size_t(1) << 30;
 
   // The device must exist and be usable (make_cuda_backend checks that first).
-  explicit CudaBackend(int device_index);
+  CudaBackend(int device_index, const BackendOptions& options);
   ~CudaBackend() override;
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
+  const BackendOptions& options() const override { return options_; }
   DType act_dtype() const override { return DType::kBF16; }
 
   Buffer alloc(size_t bytes) override;
@@ -44,6 +45,8 @@ class CudaBackend final : public Backend {
   void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) override;
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  // With BackendOptions::gemm_tuning (and not batch_invariant): GemmLt::tune for w's shape.
+  void prepare_gemm(const Tensor& w, const Tensor* bias, DType out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
   void scale(Tensor& x, float s) override;
@@ -82,6 +85,7 @@ class CudaBackend final : public Backend {
   void gated_act(const Tensor& x, Tensor& out, bool gelu_tanh);
 
   int device_ = 0;
+  BackendOptions options_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceArena> arena_;

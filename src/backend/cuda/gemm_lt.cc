@@ -3,6 +3,10 @@
 // length n is then a per-row vector of D, which is what the BIAS epilogue adds.
 #include "backend/cuda/gemm_lt.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_check.h"
 #include "core/status.h"
 
@@ -30,7 +34,14 @@ int alignment_of(const void* p) {
 
 }  // namespace
 
-GemmLt::GemmLt(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+GemmLt::GemmLt(Mode mode, size_t workspace_bytes) : mode_(mode), workspace_bytes_(workspace_bytes) {
+  if (const char* env = std::getenv("FG_BATCH_INVARIANT_GEMM_M"); env != nullptr && mode_ == Mode::kBatchInvariant) {
+    char* end = nullptr;
+    const long m = std::strtol(env, &end, 10);
+    FG_CHECK(end != env && *end == '\0' && m >= 1 && m <= 65536,
+             std::string("FG_BATCH_INVARIANT_GEMM_M must be a row count in [1, 65536], got '") + env + "'");
+    invariant_ref_m_ = int(m);
+  }
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   if (workspace_bytes_ > 0) CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
@@ -49,9 +60,7 @@ void GemmLt::destroy(Plan& plan) {
   plan = Plan{};
 }
 
-GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias,
-                               bool try_epilogue) {
-  Plan plan;
+bool GemmLt::make_descriptors(const GemmProblem& prob, bool epilogue, Plan& plan) {
   cudaDataType_t in = cuda_type(prob.in);
   cudaDataType_t out = cuda_type(prob.out);
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -59,36 +68,90 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
   cublasOperation_t trans_b = CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  if (try_epilogue) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epilogue) {
+    cublasLtEpilogue_t bias_epilogue = CUBLASLT_EPILOGUE_BIAS;
     cudaDataType_t bias_type = in;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &bias_epilogue, sizeof(bias_epilogue)));
     if (cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)) !=
         CUBLAS_STATUS_SUCCESS) {
       destroy(plan);
-      return plan;
+      return false;
     }
     plan.bias_in_epilogue = true;
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in, uint64_t(prob.k), uint64_t(prob.n), prob.ldw));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in, uint64_t(prob.k), uint64_t(prob.m), prob.ldx));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, out, uint64_t(prob.n), uint64_t(prob.m), prob.ldo));
+  return true;
+}
 
+namespace {
+
+// A preference for the heuristic: at most `workspace` bytes, operands aligned as given, and only
+// algorithms whose reduction schemes are in `reductions`.
+struct Preference {
   cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = workspace_bytes_;
-  uint32_t ax = uint32_t(align_x), aw = uint32_t(align_w), ao = uint32_t(align_o);
+  Preference(uint64_t workspace, uint32_t align_w, uint32_t align_x, uint32_t align_o, uint32_t reductions) {
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_w);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_x);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_o);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_o);
+    set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
+  }
+  ~Preference() { (void)cublasLtMatmulPreferenceDestroy(pref); }
+  Preference(const Preference&) = delete;
+  Preference& operator=(const Preference&) = delete;
+  template <class V>
+  void set(cublasLtMatmulPreferenceAttributes_t attr, V value) {
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  }
+};
+
+// Whether an algorithm reduces each output element within one CTA, in k order (no split-K).
+bool single_pass(const cublasLtMatmulAlgo_t& algo) {
+  int32_t splits = 1;
+  uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme),
+                                           &written) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  return splits <= 1 && scheme == CUBLASLT_REDUCTION_SCHEME_NONE;
+}
+
+constexpr int kInvariantAlign = 16;  // bytes; batch-invariant operands are at least this aligned
+constexpr int kTunedAlign = 16;      // bytes; the alignment tuned algorithms are timed and used at
+
+int tune_bucket(int m) {
+  return (m + GemmLt::kTuneBucket - 1) / GemmLt::kTuneBucket * GemmLt::kTuneBucket;
+}
+
+// Device memory for the time of one tune() call.
+struct Scratch {
+  void* p = nullptr;
+  explicit Scratch(size_t bytes) { CUDA_CHECK(cudaMalloc(&p, bytes)); }
+  ~Scratch() { (void)cudaFree(p); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+}  // namespace
+
+GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias,
+                               bool try_epilogue) {
   (void)align_bias;  // part of the cache key: the epilogue reads the bias vector
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof(aw)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ao, sizeof(ao)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ao, sizeof(ao)));
+  Plan plan;
+  if (!make_descriptors(prob, try_epilogue, plan)) return plan;
+  Preference pref(workspace_bytes_, uint32_t(align_w), uint32_t(align_x), uint32_t(align_o),
+                  CUBLASLT_REDUCTION_SCHEME_MASK);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
-  (void)cublasLtMatmulPreferenceDestroy(pref);
+      cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref.pref, 1, &result, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     destroy(plan);
     return plan;
@@ -96,6 +159,158 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
   plan.algo = result.algo;
   plan.ok = true;
   return plan;
+}
+
+GemmLt::Plan GemmLt::make_invariant_plan(const GemmProblem& prob) {
+  const ShapeKey shape{prob.n, prob.k, prob.ldw, int(prob.in), int(prob.out), prob.bias};
+  auto it = shape_algos_.find(shape);
+  if (it == shape_algos_.end()) {
+    // The shape's algorithm, chosen at invariant_ref_m_ contiguous rows: the first heuristic answer
+    // without a cross-CTA reduction, with the bias in the epilogue when some such algorithm takes it.
+    GemmProblem ref = prob;
+    ref.m = invariant_ref_m_;
+    ref.ldx = prob.k;
+    ref.ldo = prob.n;
+    Preference pref(0, kInvariantAlign, kInvariantAlign, kInvariantAlign, CUBLASLT_REDUCTION_SCHEME_NONE);
+    ShapeAlgo chosen;
+    bool ok = false;
+    for (int epilogue = prob.bias ? 1 : 0; epilogue >= 0 && !ok; --epilogue) {
+      Plan probe;
+      if (!make_descriptors(ref, epilogue == 1, probe)) continue;
+      constexpr int kCandidates = 8;
+      cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+      int found = 0;
+      if (cublasLtMatmulAlgoGetHeuristic(handle_, probe.op, probe.a, probe.b, probe.c, probe.c, pref.pref, kCandidates,
+                                         results, &found) == CUBLAS_STATUS_SUCCESS) {
+        for (int i = 0; i < found && !ok; ++i) {
+          if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize != 0 ||
+              !single_pass(results[i].algo))
+            continue;
+          chosen.algo = results[i].algo;
+          chosen.bias_in_epilogue = probe.bias_in_epilogue;
+          ok = true;
+        }
+      }
+      destroy(probe);
+    }
+    FG_CHECK(ok, "batch-invariant gemm: cuBLASLt offers no single-pass algorithm for n=" + std::to_string(prob.n) +
+                     " k=" + std::to_string(prob.k) + " (" + std::string(dtype_name(prob.in)) + " -> " +
+                     std::string(dtype_name(prob.out)) + (prob.bias ? ", bias" : "") + ")");
+    it = shape_algos_.emplace(shape, chosen).first;
+  }
+  Plan plan;
+  FG_CHECK(make_descriptors(prob, it->second.bias_in_epilogue, plan),
+           "batch-invariant gemm: cuBLASLt refuses at m=" + std::to_string(prob.m) +
+               " the bias epilogue it took for the shape");
+  plan.algo = it->second.algo;
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, &plan.algo, &check);
+  // (The algorithm's configuration, split-K 1 included, is fixed; only the workspace it asks for
+  // may vary with m.)
+  FG_CHECK(
+      st == CUBLAS_STATUS_SUCCESS && check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_,
+      "batch-invariant gemm: the algorithm chosen for n=" + std::to_string(prob.n) + " k=" + std::to_string(prob.k) +
+          " does not run at m=" + std::to_string(prob.m) + " (ldx " + std::to_string(prob.ldx) + ", ldo " +
+          std::to_string(prob.ldo) + ")");
+  plan.ok = true;
+  return plan;
+}
+
+GemmLt::Plan GemmLt::make_tuned_plan(const GemmProblem& prob) {
+  Plan plan;
+  const ShapeKey shape{prob.n, prob.k, prob.ldw, int(prob.in), int(prob.out), prob.bias};
+  auto it = tuned_.find({tune_bucket(prob.m), shape});
+  if (it == tuned_.end() || !make_descriptors(prob, it->second.bias_in_epilogue, plan)) return plan;
+  plan.algo = it->second.algo;
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, &plan.algo, &check) !=
+          CUBLAS_STATUS_SUCCESS ||
+      check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes_) {
+    destroy(plan);
+    return plan;
+  }
+  plan.ok = true;
+  return plan;
+}
+
+void GemmLt::tune(const GemmProblem& shape_prob, const void* w, const void* bias, cudaStream_t stream) {
+  if (mode_ != Mode::kColdTuned) return;
+  const GemmProblem& sp = shape_prob;
+  const ShapeKey shape{sp.n, sp.k, sp.ldw, int(sp.in), int(sp.out), sp.bias};
+  if (!tuned_shapes_.emplace(shape, true).second) return;
+  // Candidates are asked for 16-byte aligned operands, and run() takes them only for such.
+  if (alignment_of(w) < kTunedAlign || (sp.bias && alignment_of(bias) < kTunedAlign) ||
+      (sp.ldw * int64_t(dtype_size(sp.in))) % kTunedAlign != 0)
+    return;
+  int dev = 0, l2 = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  const size_t flush_bytes = 2 * size_t(std::max(l2, 1 << 20));
+  Scratch x(size_t(kTuneMaxM) * size_t(sp.k) * dtype_size(sp.in));
+  Scratch out(size_t(kTuneMaxM) * size_t(sp.n) * dtype_size(sp.out));
+  Scratch flush(flush_bytes);
+  // Small finite inputs (bf16 / f16 bytes 0x3c3c: about 0.01 and 1.0); timing does not read them.
+  CUDA_CHECK(cudaMemsetAsync(x.p, 0x3c, size_t(kTuneMaxM) * size_t(sp.k) * dtype_size(sp.in), stream));
+  cudaEvent_t start[kTuneRuns], stop[kTuneRuns];
+  for (int r = 0; r < kTuneRuns; ++r) {
+    CUDA_CHECK(cudaEventCreate(&start[r]));
+    CUDA_CHECK(cudaEventCreate(&stop[r]));
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  for (int m = kTuneMinM + kTuneBucket; m <= kTuneMaxM; m += kTuneBucket) {
+    GemmProblem p = sp;
+    p.m = m;
+    p.ldx = sp.k;
+    p.ldo = sp.n;
+    float best_ms = 0.0f;
+    bool found_any = false;
+    ShapeAlgo best;
+    // The bias in the epilogue when cuBLASLt takes it there, as make_plan tries it.
+    for (int epilogue = sp.bias ? 1 : 0; epilogue >= 0 && !found_any; --epilogue) {
+      Plan probe;
+      if (!make_descriptors(p, epilogue == 1, probe)) continue;
+      if (probe.bias_in_epilogue) {
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(probe.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+      }
+      Preference pref(workspace_bytes_, kTunedAlign, kTunedAlign, kTunedAlign, CUBLASLT_REDUCTION_SCHEME_MASK);
+      cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
+      int found = 0;
+      if (cublasLtMatmulAlgoGetHeuristic(handle_, probe.op, probe.a, probe.b, probe.c, probe.c, pref.pref,
+                                         kTuneCandidates, results, &found) != CUBLAS_STATUS_SUCCESS)
+        found = 0;
+      for (int i = 0; i < found; ++i) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        bool ran = true;
+        for (int r = 0; r < kTuneRuns && ran; ++r) {
+          // Evict the weights (and everything else) from the L2 before each timed run.
+          CUDA_CHECK(cudaMemsetAsync(flush.p, r, flush_bytes, stream));
+          CUDA_CHECK(cudaEventRecord(start[r], stream));
+          ran =
+              cublasLtMatmul(handle_, probe.op, &alpha, w, probe.a, x.p, probe.b, &beta, out.p, probe.c, out.p, probe.c,
+                             &results[i].algo, workspace_, workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+          CUDA_CHECK(cudaEventRecord(stop[r], stream));
+        }
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (!ran) continue;
+        float ms[kTuneRuns];
+        for (int r = 0; r < kTuneRuns; ++r) CUDA_CHECK(cudaEventElapsedTime(&ms[r], start[r], stop[r]));
+        std::sort(ms, ms + kTuneRuns);
+        const float median = ms[kTuneRuns / 2];
+        if (!found_any || median < best_ms) {
+          best_ms = median;
+          best = ShapeAlgo{results[i].algo, probe.bias_in_epilogue};
+          found_any = true;
+        }
+      }
+      destroy(probe);
+    }
+    if (found_any) tuned_[{m, shape}] = best;
+  }
+  for (int r = 0; r < kTuneRuns; ++r) {
+    (void)cudaEventDestroy(start[r]);
+    (void)cudaEventDestroy(stop[r]);
+  }
 }
 
 GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
@@ -107,8 +322,19 @@ GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, c
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     Plan plan;
-    if (prob.bias) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/true);
-    if (!plan.ok) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/false);
+    if (mode_ == Mode::kBatchInvariant) {
+      FG_CHECK(ax >= kInvariantAlign && aw >= kInvariantAlign && ao >= kInvariantAlign &&
+                   (!prob.bias || ab >= kInvariantAlign),
+               "batch-invariant gemm: operands must be 16-byte aligned (x " + std::to_string(ax) + ", w " +
+                   std::to_string(aw) + ", out " + std::to_string(ao) + ")");
+      plan = make_invariant_plan(prob);
+    } else {
+      if (mode_ == Mode::kColdTuned && prob.m > kTuneMinM && prob.m <= kTuneMaxM && ax >= kTunedAlign &&
+          aw >= kTunedAlign && ao >= kTunedAlign && (!prob.bias || ab >= kTunedAlign))
+        plan = make_tuned_plan(prob);
+      if (!plan.ok && prob.bias) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/true);
+      if (!plan.ok) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/false);
+    }
     it = plans_.emplace(key, plan).first;
   }
   Plan& plan = it->second;

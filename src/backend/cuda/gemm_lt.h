@@ -2,6 +2,27 @@
 // accumulation, bf16/f16/f32 output. The algorithm is chosen once per problem (shapes, strides,
 // dtypes, pointer alignment, bias) with cublasLtMatmulAlgoGetHeuristic and cached with its
 // descriptors; the workspace is allocated once. Host-only code.
+//
+// Batch-invariant mode (Mode::kBatchInvariant): a row's result must not depend on m. cuBLASLt's
+// heuristic picks other kernels (tiles, split-K) for other m, and a split-K or stream-K kernel
+// adds a row's partial sums in an order that depends on the grid. So the algorithm is chosen once
+// per weight shape (n, k, dtypes, bias) from the heuristic at invariant_ref_m() rows, restricted to
+// kernels without a K reduction across CTAs (reduction scheme none, split-K 1, chosen with no
+// workspace), and used for every m, checked with cublasLtMatmulAlgoCheck at each new m (the
+// configuration is fixed; only the workspace it asks for may vary); operands must be 16-byte
+// aligned (the alignment it was chosen for). A shape for which that fails aborts: there is no
+// second algorithm that would keep the rows already computed valid.
+//
+// Cold-cache tuning (Mode::kColdTuned, --gemm-tuning): between decode and prefill (kTuneMinM < m
+// <= kTuneMaxM, e.g. the 160 rows of a batch-32 verification step with 4 drafts) the heuristic's
+// first answer is not always the fastest: it moves to compute-bound tiles while a GEMM there
+// still mostly reads its weights. tune() times the heuristic's top kTuneCandidates algorithms of a
+// weight shape at each m bucket (multiples of kTuneBucket), every timed run a single matmul after
+// a write of a scratch buffer twice the L2's size, so the weights come from memory as they do in
+// a step (timed warm, the L2 would hold them and favour the wrong kernels), and keeps the one of
+// least median time per (bucket, shape). run() then takes it for every m of the bucket it passes
+// cublasLtMatmulAlgoCheck at, else the heuristic's. Tuning happens only in tune(), called before
+// the first step; never inside a step or a graph capture.
 #pragma once
 
 #include <cublasLt.h>
@@ -10,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "core/dtype.h"
 
@@ -35,7 +57,28 @@ enum class GemmOutcome {
 
 class GemmLt {
  public:
-  explicit GemmLt(size_t workspace_bytes = size_t(32) << 20);
+  enum class Mode {
+    kHeuristic,       // cuBLASLt's first heuristic answer for each problem
+    kBatchInvariant,  // one algorithm per weight shape for every m (above)
+    kColdTuned,       // the heuristic's, except where tune() timed a faster one (above)
+  };
+  // Rows of the problem the batch-invariant algorithm of a shape is chosen for, by default: the
+  // decode batch of the throughput regime (a full batch of 256 sequences), where most steps of a
+  // busy server are; prefill chunks then run on that tile (full-size at 256 rows), and small
+  // decode batches on a tile wider than they would get. FG_BATCH_INVARIANT_GEMM_M (1..65536)
+  // overrides it, for measuring the trade-off (docs/perf.md); every m still gets the one algorithm.
+  static constexpr int kInvariantRefM = 256;
+  int invariant_ref_m() const { return invariant_ref_m_; }
+
+  // Cold-cache tuning: m buckets in (kTuneMinM, kTuneMaxM], kTuneBucket wide; candidates per
+  // bucket and timed runs of each.
+  static constexpr int kTuneMinM = 64;
+  static constexpr int kTuneMaxM = 512;
+  static constexpr int kTuneBucket = 32;
+  static constexpr int kTuneCandidates = 8;
+  static constexpr int kTuneRuns = 5;
+
+  explicit GemmLt(Mode mode = Mode::kHeuristic, size_t workspace_bytes = size_t(32) << 20);
   ~GemmLt();
   GemmLt(const GemmLt&) = delete;
   GemmLt& operator=(const GemmLt&) = delete;
@@ -43,6 +86,14 @@ class GemmLt {
   // Enqueues the product on `stream`. x, w, bias: device pointers as GemmProblem describes.
   GemmOutcome run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
                   cudaStream_t stream);
+
+  // Mode::kColdTuned (a no-op otherwise): times the candidates of the weight shape of `shape` (its
+  // m and ldx/ldo are ignored: contiguous rows) at every m bucket, on the real weights `w` (and
+  // `bias`), and records the fastest. Allocates its scratch (rows of x and out, and the L2 flush
+  // buffer) for the call, synchronizes `stream`. A shape tuned before is skipped.
+  void tune(const GemmProblem& shape, const void* w, const void* bias, cudaStream_t stream);
+  // (bucket, shape) choices tune() has recorded.
+  size_t tuned_count() const { return tuned_.size(); }
 
  private:
   struct Plan {
@@ -53,13 +104,33 @@ class GemmLt {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, int, bool, int, int, int, int>;
+  // A weight shape of batch-invariant mode: n, k, ldw, in, out, bias.
+  using ShapeKey = std::tuple<int, int, int64_t, int, int, bool>;
+  // Fills plan's op (with the bias epilogue when asked) and its three layouts for `prob`; false,
+  // with nothing left to destroy, when cuBLASLt refuses the epilogue.
+  static bool make_descriptors(const GemmProblem& prob, bool epilogue, Plan& plan);
   Plan make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias, bool try_epilogue);
+  Plan make_invariant_plan(const GemmProblem& prob);
+  // The tuned algorithm of prob's bucket as a plan (ok = false when none is recorded, or it does
+  // not run at prob's m and strides).
+  Plan make_tuned_plan(const GemmProblem& prob);
   static void destroy(Plan& plan);
 
+  Mode mode_ = Mode::kHeuristic;
+  int invariant_ref_m_ = kInvariantRefM;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
+  // Batch-invariant mode: each weight shape's algorithm and whether its bias is in the epilogue.
+  struct ShapeAlgo {
+    cublasLtMatmulAlgo_t algo{};
+    bool bias_in_epilogue = false;
+  };
+  std::map<ShapeKey, ShapeAlgo> shape_algos_;
+  // Cold-cache tuning: the fastest algorithm per (m bucket, shape), and the shapes tuned.
+  std::map<std::pair<int, ShapeKey>, ShapeAlgo> tuned_;
+  std::map<ShapeKey, bool> tuned_shapes_;
 };
 
 }  // namespace fg::cuda

@@ -179,6 +179,7 @@ struct MoeGemmParams {
   int n = 0;  // even
   int k = 0;  // a multiple of 8
   bool gather = false;
+  bool batch_invariant = false;  // one tile shape for every step (else chosen from the rows per expert)
 };
 void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream);
 

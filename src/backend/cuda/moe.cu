@@ -471,7 +471,12 @@ void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
   // Rows per expert that has any, on average, if the assignments spread over every expert.
   const int64_t active = std::min(p.num_experts, p.num_assign);
   const int64_t mean_rows = (int64_t(p.num_assign) + active - 1) / active;
-  if (mean_rows <= 16)
+  // Batch-invariant mode: one shape whatever the step, so a row's k-loop never depends on how
+  // many rows its expert got (the mid-size tile: decode wastes some math on it, prefill some
+  // bandwidth, neither much).
+  if (p.batch_invariant)
+    launch_gemm_cfg<CfgMid>(p, stream);
+  else if (mean_rows <= 16)
     launch_gemm_cfg<CfgDecode>(p, stream);
   else if (mean_rows <= 64)
     launch_gemm_cfg<CfgMid>(p, stream);

@@ -178,7 +178,8 @@ TEST_F(GenerateCli, MaxNewTokensZeroIsNothingAndNullIsNoLimit) {
 }
 
 TEST_F(GenerateCli, ReferenceRefusesTheEngineFlags) {
-  for (const char* flag : {"--max-running 4", "--no-prefix-cache", "--stop x", "--dummy-weights"}) {
+  for (const char* flag :
+       {"--max-running 4", "--no-prefix-cache", "--stop x", "--dummy-weights", "--batch-invariant"}) {
     const std::string extra = flag;
     CliResult r = run("generate --model " + kIdsModel + " --prompt-ids 1,2,3 --backend cpu --reference " + extra);
     SCOPED_TRACE(extra);
@@ -193,6 +194,41 @@ TEST_F(GenerateCli, ReferenceRefusesTheEngineFlags) {
   EXPECT_NE(prompts.err.find("--prompts"), std::string::npos) << prompts.err;
 }
 
+// --batch-invariant reaches the backend: a prompt's tokens and logprobs, alone or among 24 others
+// whose prompts share its steps under a 64-token budget, are bitwise the same.
+TEST_F(GenerateCli, BatchInvariantGivesAPromptTheSameResultsAloneAndInABatch) {
+  std::vector<Json> lines;
+  for (int i = 0; i < 24; ++i) {
+    std::vector<int32_t> ids;
+    for (int j = 0; j < 5 + (i * 7) % 30; ++j) ids.push_back(3 + (i * 31 + j * 17) % 250);
+    lines.push_back({{"prompt_ids", ids}, {"max_new_tokens", 12}, {"ignore_eos", true}, {"logprobs", 3}});
+  }
+  const std::string model = " --model " + kIdsModel;
+  auto run_lines = [&](const std::vector<Json>& ls) {
+    const fs::path file = tmp_ / "requests.jsonl";
+    std::ofstream f(file, std::ios::trunc);
+    for (const Json& j : ls) f << j.dump() << "\n";
+    f.close();
+    CliResult r = run("generate" + model + kCommon + " --json --batch-invariant --max-batch-tokens 64 --prompts " +
+                      file.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<Json> out;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
+    return out;
+  };
+  const std::vector<Json> batch = run_lines(lines);
+  ASSERT_EQ(batch.size(), lines.size());
+  for (size_t i : {size_t(0), size_t(9), size_t(23)}) {
+    const std::vector<Json> alone = run_lines({lines[i]});
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(alone[0]["output_ids"], batch[i]["output_ids"]) << "prompt " << i;
+    // JSON writes floats with enough digits to round-trip, so equal text is equal bits.
+    EXPECT_EQ(alone[0]["logprobs"].dump(), batch[i]["logprobs"].dump()) << "prompt " << i;
+    EXPECT_EQ(alone[0]["top_logprobs"].dump(), batch[i]["top_logprobs"].dump()) << "prompt " << i;
+  }
+}
+
 TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {
   struct Case {
     std::string args, says;
@@ -203,6 +239,7 @@ TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {
       {"--model " + kChatModel + " --prompt hi --prompt-ids 1,2", "exactly one of"},
       {"--model " + kIdsModel + " --prompt hi", "tokenizer"},
       {"--model " + kIdsModel + " --prompt-ids 1,2 --stop x", "tokenizer"},
+      {"--model " + kIdsModel + " --prompt-ids 1,2 --batch-invariant --gemm-tuning", "exclude each other"},
   };
   for (const Case& c : cases) {
     CliResult r = run("generate " + c.args + kCommon);
