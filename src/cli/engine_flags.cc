@@ -25,6 +25,14 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                 "computed)");
   cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs,
                 "run decode steps eagerly (by default CUDA decode steps replay graphs recorded per batch size)");
+  cmd->add_flag("--no-adaptive-prefill", f.no_adaptive_prefill,
+                "let every step fill --max-batch-tokens (by default a step that carries running decodes "
+                "takes only the prefill chunk its measured step times predict fits --max-step-latency-ms)");
+  cmd->add_option("--max-step-latency-ms", f.max_step_latency_ms,
+                  "latency budget of a step that carries running decodes (0, default: twice the median "
+                  "decode-only step, measured)");
+  cmd->add_option("--min-prefill-chunk", f.min_prefill_chunk,
+                  "prefill tokens a step with running decodes may always take, whatever the budget (256)");
   cmd->add_option("--speculative", f.speculative,
                   "speculative decoding: off (default), ngram (prompt lookup) or draft (--draft-model)")
       ->check(CLI::IsMember({"off", "ngram", "draft"}));
@@ -59,6 +67,12 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   runner.max_step_tokens = f.max_batch_tokens;
   engine.scheduler.max_running = f.max_running;
   engine.enable_prefix_cache = !f.no_prefix_cache;
+  if (!(f.max_step_latency_ms >= 0.0)) throw std::runtime_error("--max-step-latency-ms must not be negative");
+  if (f.min_prefill_chunk <= 0) throw std::runtime_error("--min-prefill-chunk must be positive");
+  StepLatencyConfig& latency = engine.scheduler.latency;
+  latency.adaptive = !f.no_adaptive_prefill;
+  latency.max_step_seconds = f.max_step_latency_ms * 1e-3;
+  latency.min_prefill_tokens = f.min_prefill_chunk;
 
   SpecConfig& spec = engine.spec;
   spec.method = f.speculative == "ngram"   ? SpecMethod::kNgram

@@ -22,6 +22,11 @@ struct EngineFlags {
   int max_model_len = 0;
   bool no_prefix_cache = false;
   bool no_cuda_graphs = false;
+  // The prefill chunk of steps that carry running decodes, under a latency budget
+  // (engine/step_latency.h).
+  bool no_adaptive_prefill = false;
+  double max_step_latency_ms = 0.0;  // 0: twice the median decode-only step
+  int min_prefill_chunk = 256;
   // Speculative decoding (engine/spec_decoder.h).
   std::string speculative = "off";  // off, ngram or draft
   int num_speculative_tokens = 4;
@@ -32,9 +37,10 @@ struct EngineFlags {
 };
 
 // Adds --dummy-weights, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
-// --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs and the speculative decoding
-// flags (--speculative, --num-speculative-tokens, --draft-model, --ngram-min, --ngram-max,
-// --spec-max-batch) to `cmd`.
+// --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, the prefill chunk's latency
+// budget (--no-adaptive-prefill, --max-step-latency-ms, --min-prefill-chunk) and the speculative
+// decoding flags (--speculative, --num-speculative-tokens, --draft-model, --ngram-min,
+// --ngram-max, --spec-max-batch) to `cmd`.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 
 // Writes the flags into the runner and engine settings; throws std::runtime_error with a one-line
