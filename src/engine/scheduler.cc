@@ -92,6 +92,7 @@ int32_t StepPlan::num_prefill_tokens() const {
 
 void Scheduler::observe_step(const StepPlan& plan, double seconds) {
   const int32_t prefill = plan.num_prefill_tokens();
+  if (prefill > 0 && prefill < plan.prefill_chunk) return;
   step_model_.observe(plan.num_decode, prefill, seconds);
 }
 
@@ -171,6 +172,7 @@ StepPlan Scheduler::schedule() {
       // The prefill of a step that carries decodes (continuations here, admissions below) fits
       // the latency budget.
       prefill_chunk_ = prefill_chunk_limit(config_.latency, step_model_, budget);
+      plan.prefill_chunk = prefill_chunk_;
       cut = prefill_chunk_ < budget;
       budget = prefill_chunk_;
     }

@@ -95,7 +95,9 @@ struct ScheduledSeq {
 struct StepPlan {
   std::vector<ScheduledSeq> seqs;  // decodes first, then prefill chunks
   int32_t num_tokens = 0;
-  int32_t num_decode = 0;            // sequences with exactly one new token that sample
+  int32_t num_decode = 0;  // sequences with exactly one new token that sample
+  // The prefill tokens the latency budget allowed this step (7. above); -1 without running decodes.
+  int32_t prefill_chunk = -1;
   std::vector<Sequence*> preempted;  // preempted while planning this step (now waiting)
   bool empty() const { return seqs.empty(); }
   // Tokens of everything but single-token decodes and verification queries (whose rows all sample
@@ -122,6 +124,8 @@ class Scheduler {
   // past those the sequence needs for its tokens (private pages: never published).
   void trim_pages(Sequence& seq);
   // After a step ran: its measured duration, which the step-time model learns from (7. above).
+  // A step whose prefill ran out before its chunk was full (a prompt's last piece) is left out:
+  // small pieces ride free in a decode step's idle compute and would make full chunks look cheap.
   void observe_step(const StepPlan& plan, double seconds);
   // After publish: with a window on every layer, releases the pages no future query of the
   // sequence can attend to (see 6. above). No-op otherwise.

@@ -5,8 +5,9 @@
 //
 // The model. A step that carries decodes takes t(p) ≈ base + slope · p, where p is its prefill
 // tokens (every token but the decodes' own and their drafts), base is the median duration of the
-// latest decode-only steps (p = 0), and slope is the time the recent steps with decodes and
-// prefill took beyond base per prefill token: Σ(t − base) / Σ p with exponential forgetting. Both
+// latest decode-only steps (p = 0), and slope is the least-squares fit of the line through
+// (0, base) to the recent steps with decodes and prefill, Σ p·(t − base) / Σ p², with exponential
+// forgetting (so the largest chunks, where the budget binds, weigh most). Both
 // terms are measured, none is a constant of a device, so the same code fits an H200 and the CPU
 // reference. Prefill is compute-bound while a decode step leaves compute idle, so t is convex in
 // p: the line through (0, base) overestimates small chunks and is exact at the chunk the steps
@@ -66,8 +67,8 @@ class StepTimeModel {
   std::vector<double> decode_times_;  // ring of the latest decode-only step times
   size_t decode_next_ = 0;
   double decode_median_ = 0.0;
-  double prefill_excess_ = 0.0;  // Σ forget^age · (t − base)
-  double prefill_tokens_ = 0.0;  // Σ forget^age · p
+  double prefill_excess_ = 0.0;  // Σ forget^age · p · (t − base)
+  double prefill_tokens_ = 0.0;  // Σ forget^age · p²
   double prefill_weight_ = 0.0;  // Σ forget^age (> 0 once a step with prefill was seen)
   int32_t last_prefill_tokens_ = 0;
 };
