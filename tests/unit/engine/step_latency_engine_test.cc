@@ -125,4 +125,4 @@ TEST(StepLatencyEngine, StepsWithDecodesKeepTheBudgetAndTokensDoNotChange) {
 }
 
 }  // namespace
-}  // namespace fg
+}  // namespace fg::test
