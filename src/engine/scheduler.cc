@@ -260,7 +260,7 @@ StepPlan Scheduler::schedule() {
       if (s.sample && n == 1) ++plan.num_decode;
     }
   }
-  if (cut && budget == 0) ++limited_steps_;  // prefill wanted more than the chunk
+  if (cut && budget == 0 && prefill_chunk_ > 0) ++limited_steps_;  // prefill filled the cut chunk
   return plan;
 }
 
