@@ -32,7 +32,6 @@ void StepTimeModel::observe(int32_t decodes, int32_t prefill_tokens, double seco
   const double p = double(prefill_tokens);
   prefill_excess_ = kForget * prefill_excess_ + p * (seconds - decode_median_);
   prefill_tokens_ = kForget * prefill_tokens_ + p * p;
-  prefill_weight_ = kForget * prefill_weight_ + 1.0;
   last_prefill_tokens_ = prefill_tokens;
 }
 

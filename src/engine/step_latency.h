@@ -54,7 +54,7 @@ class StepTimeModel {
   bool knows_decode() const { return !decode_times_.empty(); }
   // Median of the latest decode-only steps; 0 before the first.
   double decode_seconds() const { return decode_median_; }
-  bool knows_prefill() const { return prefill_weight_ > 0.0; }
+  bool knows_prefill() const { return prefill_tokens_ > 0.0; }
   // Seconds a prefill token adds to a step with decodes; 0 before the first such step. May be
   // <= 0 when prefill looked free (a decode step's idle compute absorbed it).
   double prefill_token_seconds() const;
@@ -69,7 +69,6 @@ class StepTimeModel {
   double decode_median_ = 0.0;
   double prefill_excess_ = 0.0;  // Σ forget^age · p · (t − base)
   double prefill_tokens_ = 0.0;  // Σ forget^age · p²
-  double prefill_weight_ = 0.0;  // Σ forget^age (> 0 once a step with prefill was seen)
   int32_t last_prefill_tokens_ = 0;
 };
 
