@@ -29,8 +29,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                 "let every step fill --max-batch-tokens (by default a step that carries running decodes "
                 "takes only the prefill chunk its measured step times predict fits --max-step-latency-ms)");
   cmd->add_option("--max-step-latency-ms", f.max_step_latency_ms,
-                  "latency budget of a step that carries running decodes (0, default: twice the median "
-                  "decode-only step, measured)");
+                  "latency budget of a step that carries running decodes (0, default: 1.8 times the "
+                  "median decode-only step, measured)");
   cmd->add_option("--min-prefill-chunk", f.min_prefill_chunk,
                   "prefill tokens a step with running decodes may always take, whatever the budget (256)");
   cmd->add_option("--speculative", f.speculative,

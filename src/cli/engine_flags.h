@@ -25,7 +25,7 @@ struct EngineFlags {
   // The prefill chunk of steps that carry running decodes, under a latency budget
   // (engine/step_latency.h).
   bool no_adaptive_prefill = false;
-  double max_step_latency_ms = 0.0;  // 0: twice the median decode-only step
+  double max_step_latency_ms = 0.0;  // 0: 1.8 times the median decode-only step
   int min_prefill_chunk = 256;
   // Speculative decoding (engine/spec_decoder.h).
   std::string speculative = "off";  // off, ngram or draft

@@ -147,7 +147,7 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
          double(stats.preemptions));
   scalar(out, "flashgen_engine_steps_total", "counter", "Engine steps (forward passes).", double(stats.steps));
   scalar(out, "flashgen_step_latency_budget_seconds", "gauge",
-         "Latency budget of an engine step that carries running decodes (--max-step-latency-ms, or twice "
+         "Latency budget of an engine step that carries running decodes (--max-step-latency-ms, or 1.8 times "
          "flashgen_decode_step_seconds); 0 while unknown or with --no-adaptive-prefill.",
          stats.step_latency_budget_seconds);
   scalar(out, "flashgen_decode_step_seconds", "gauge", "Median duration of the latest decode-only engine steps.",

@@ -144,6 +144,7 @@ TEST(Scheduler, LatencyBudgetCutsPrefillOnlyWhileDecodesRun) {
   config.max_batch_tokens = 1000;
   config.admission_watermark = 0.0;
   config.latency.adaptive = true;
+  config.latency.decode_factor = 2.0;
   config.latency.min_prefill_tokens = 50;
   Scheduler sched(config, pool);
   sched.add(make_seq(1, 3));

@@ -62,6 +62,7 @@ TimedRun run_timed(bool adaptive) {
   config.scheduler.max_batch_tokens = 512;
   config.scheduler.latency.adaptive = adaptive;
   config.scheduler.latency.min_prefill_tokens = 16;
+  config.scheduler.latency.decode_factor = 2.0;
   config.step_clock = [&runner] { return runner.now; };
   EngineCore core(config, runner);
   const std::vector<Request> requests = mixed_requests(48, shape.vocab, 300, 40, 5);

@@ -18,6 +18,7 @@ StepLatencyConfig adaptive(int32_t floor = 16) {
   StepLatencyConfig c;
   c.adaptive = true;
   c.min_prefill_tokens = floor;
+  c.decode_factor = 2.0;  // round numbers (the default is 1.8)
   return c;
 }
 
@@ -71,6 +72,7 @@ TEST(PrefillChunk, OffOrUnmeasuredLeavesTheTokenBudgetOrTimesTheBase) {
   EXPECT_EQ(prefill_chunk_limit(adaptive(64), m, 2000), 64);
   EXPECT_EQ(prefill_chunk_limit(adaptive(64), m, 40), 40);
   EXPECT_DOUBLE_EQ(step_latency_budget(adaptive(), m), 10.0 * kMs);  // twice the base
+  EXPECT_DOUBLE_EQ(step_latency_budget(StepLatencyConfig{.adaptive = true}, m), 9.0 * kMs);  // the default 1.8
 }
 
 TEST(PrefillChunk, FitsTheBudgetWithAFloorAndGrowsStepByStep) {
