@@ -71,7 +71,7 @@ TEST(PrefillChunk, OffOrUnmeasuredLeavesTheTokenBudgetOrTimesTheBase) {
   // Base known, prefill cost not yet: the floor (and never more than is left).
   EXPECT_EQ(prefill_chunk_limit(adaptive(64), m, 2000), 64);
   EXPECT_EQ(prefill_chunk_limit(adaptive(64), m, 40), 40);
-  EXPECT_DOUBLE_EQ(step_latency_budget(adaptive(), m), 10.0 * kMs);  // twice the base
+  EXPECT_DOUBLE_EQ(step_latency_budget(adaptive(), m), 10.0 * kMs);                          // twice the base
   EXPECT_DOUBLE_EQ(step_latency_budget(StepLatencyConfig{.adaptive = true}, m), 9.0 * kMs);  // the default 1.8
 }
 
