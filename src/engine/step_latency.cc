@@ -52,13 +52,13 @@ int32_t prefill_chunk_limit(const StepLatencyConfig& config, const StepTimeModel
   if (!config.adaptive || tokens_left <= 0) return tokens_left;
   if (!model.knows_decode()) return 0;  // this step times the base
   const int32_t min_chunk = std::min(std::max(config.min_prefill_tokens, 1), tokens_left);
-  if (!model.knows_prefill()) return min_chunk;  // learn the cost from below
+  const double room = step_latency_budget(config, model) - model.decode_seconds();
+  if (!model.knows_prefill() || room <= 0.0) return min_chunk;  // learn the cost from below; no room
   // Trusted near what was measured: at most twice the latest chunk.
   const int64_t cap = std::min<int64_t>(tokens_left, 2 * int64_t(std::max(model.last_prefill_tokens(), min_chunk)));
   const double slope = model.prefill_token_seconds();
-  if (slope <= 0.0) return int32_t(cap);  // prefill cost nothing measurable so far
-  // (+ 1e-6: a budget that fits n tokens exactly is not lost to rounding)
-  const double fit = (step_latency_budget(config, model) - model.decode_seconds()) / slope + 1e-6;
+  if (slope <= 0.0) return int32_t(cap);   // prefill cost nothing measurable so far
+  const double fit = room / slope + 1e-6;  // (+ 1e-6: a budget that fits n tokens exactly survives rounding)
   if (fit >= double(cap)) return int32_t(cap);
   return std::max(min_chunk, int32_t(std::max(fit, 0.0)));
 }

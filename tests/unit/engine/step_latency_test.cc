@@ -105,6 +105,10 @@ TEST(PrefillChunk, FitsTheBudgetWithAFloorAndGrowsStepByStep) {
   free_prefill.observe(8, 100, 4.9 * kMs);
   EXPECT_LE(free_prefill.prefill_token_seconds(), 0.0);
   EXPECT_EQ(prefill_chunk_limit(adaptive(), free_prefill, 2000), 200);
+  // ... unless the budget leaves no room at all beyond a decode-only step: then the floor.
+  StepLatencyConfig tight = adaptive(16);
+  tight.max_step_seconds = 4.0 * kMs;
+  EXPECT_EQ(prefill_chunk_limit(tight, free_prefill, 2000), 16);
 }
 
 // Steps run with the chosen chunk on a device whose step time is convex in the prefill tokens
