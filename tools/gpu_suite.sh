@@ -40,10 +40,10 @@ pack() {
   tar -cJf .devpack/device.tar.xz .device && du -sh .devpack   # carry .devpack (64 MiB limit)
 }
 
-step() {  # step NAME SECONDS COMMAND...   (skipped unless NAME is in $STEPS, when that is set)
+step() {  # step NAME[:VARIANT] SECONDS COMMAND...   (skipped unless NAME is in $STEPS, when that is set)
   local name=$1 secs=$2
   shift 2
-  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return 0; fi
+  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" ${name%%:*} "* ]]; then return 0; fi
   echo "=== $name (limit ${secs}s)"
   local t0=$SECONDS
   timeout "$secs" "$@"
@@ -114,11 +114,18 @@ run_all() {
       --decode-prompt-len 6000 --decode-tokens 256 --skip-throughput --json "$OUT/raw/$cfg.json"
   done
   if [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" serve_bench "* ]]; then
-    # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer.
-    $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
-      --port 8199 --no-log-requests >"$OUT/raw/serve.log" 2>&1 &
-    local spid=$!
-    python3 - <<'PY'
+    # serve_bench against flashgen serve with dummy-weight Llama-3.1-8B and the Llama 3 tokenizer,
+    # twice in the same call: the prefill chunk under the latency budget (the default) and with
+    # --no-adaptive-prefill (every step fills --max-batch-tokens), so their ITL p50/p99 and
+    # throughput compare on the same GPU (docs/perf.md, "Steady inter-token latency").
+    local variant
+    for variant in adaptive fixed; do
+      local extra=""
+      [ "$variant" = fixed ] && extra="--no-adaptive-prefill"
+      $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
+        --port 8199 --no-log-requests $extra >"$OUT/raw/serve_$variant.log" 2>&1 &
+      local spid=$!
+      python3 - <<'PY'
 import time, urllib.request
 for _ in range(180):
     try:
@@ -126,10 +133,31 @@ for _ in range(180):
     except Exception:
         time.sleep(1)
 PY
-    step serve_bench 80 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
-      --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$OUT/serve.json"
-    kill -TERM $spid; wait $spid
-    echo "serve exit after SIGTERM: $?"
+      # (the fixed run's JSON goes under raw/: $OUT holds at most 8 files)
+      local name=serve_bench json=$OUT/serve.json
+      [ "$variant" = fixed ] && name=serve_bench:fixed json=$OUT/raw/serve_fixed.json
+      step $name 80 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
+        --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$json"
+      python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:8199/metrics").read().decode())' \
+        | grep -E "^flashgen_(step_latency|decode_step|prefill_|engine_steps)" | tee "$OUT/raw/metrics_$variant.txt"
+      kill -TERM $spid; wait $spid
+      echo "serve ($variant) exit after SIGTERM: $?"
+    done
+    python3 - "$OUT/serve.json" "$OUT/raw/serve_fixed.json" <<'PY'
+import json, sys
+rows = []
+for label, path in zip(("adaptive", "fixed"), sys.argv[1:]):
+    try:
+        rows.append((label, json.load(open(path))))
+    except OSError:
+        print(f"serve_bench {label}: no result")
+for label, r in rows:
+    print(f"serve_bench {label:8}: ITL p50 {r['itl_ms_p50']:.2f} ms, p99 {r['itl_ms_p99']:.2f} ms "
+          f"(p99/p50 {r['itl_ms_p99'] / r['itl_ms_p50']:.2f}), {r['output_tokens_per_s']:.0f} output tok/s, "
+          f"TTFT p50 {r['ttft_ms_p50']:.0f} ms")
+if len(rows) == 2:
+    print(f"adaptive / fixed output tok/s: {rows[0][1]['output_tokens_per_s'] / rows[1][1]['output_tokens_per_s']:.3f}")
+PY
   fi
 
   if [[ " ${STEPS:-} " == *" soak "* ]]; then

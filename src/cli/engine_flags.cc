@@ -31,6 +31,14 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_flag("--gemm-tuning", f.gemm_tuning,
                 "at start, time the GEMM algorithms of each weight shape for 65-512 rows with a cold L2 and keep the "
                 "fastest (CUDA; not with --batch-invariant)");
+  cmd->add_flag("--no-adaptive-prefill", f.no_adaptive_prefill,
+                "let every step fill --max-batch-tokens (by default a step that carries running decodes "
+                "takes only the prefill chunk its measured step times predict fits --max-step-latency-ms)");
+  cmd->add_option("--max-step-latency-ms", f.max_step_latency_ms,
+                  "latency budget of a step that carries running decodes (0, default: 1.8 times the "
+                  "median decode-only step, measured)");
+  cmd->add_option("--min-prefill-chunk", f.min_prefill_chunk,
+                  "prefill tokens a step with running decodes may always take, whatever the budget (256)");
   cmd->add_option("--speculative", f.speculative,
                   "speculative decoding: off (default), ngram (prompt lookup) or draft (--draft-model)")
       ->check(CLI::IsMember({"off", "ngram", "draft"}));
@@ -71,6 +79,12 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   runner.max_step_tokens = f.max_batch_tokens;
   engine.scheduler.max_running = f.max_running;
   engine.enable_prefix_cache = !f.no_prefix_cache;
+  if (!(f.max_step_latency_ms >= 0.0)) throw std::runtime_error("--max-step-latency-ms must not be negative");
+  if (f.min_prefill_chunk <= 0) throw std::runtime_error("--min-prefill-chunk must be positive");
+  StepLatencyConfig& latency = engine.scheduler.latency;
+  latency.adaptive = !f.no_adaptive_prefill;
+  latency.max_step_seconds = f.max_step_latency_ms * 1e-3;
+  latency.min_prefill_tokens = f.min_prefill_chunk;
 
   SpecConfig& spec = engine.spec;
   spec.method = f.speculative == "ngram"   ? SpecMethod::kNgram

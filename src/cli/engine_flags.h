@@ -24,6 +24,11 @@ struct EngineFlags {
   bool no_cuda_graphs = false;
   bool batch_invariant = false;
   bool gemm_tuning = false;
+  // The prefill chunk of steps that carry running decodes, under a latency budget
+  // (engine/step_latency.h).
+  bool no_adaptive_prefill = false;
+  double max_step_latency_ms = 0.0;  // 0: 1.8 times the median decode-only step
+  int min_prefill_chunk = 256;
   // Speculative decoding (engine/spec_decoder.h).
   std::string speculative = "off";  // off, ngram or draft
   int num_speculative_tokens = 4;
@@ -35,9 +40,9 @@ struct EngineFlags {
 
 // Adds --dummy-weights, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
 // --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, --batch-invariant,
-// --gemm-tuning and the speculative decoding
-// flags (--speculative, --num-speculative-tokens, --draft-model, --ngram-min, --ngram-max,
-// --spec-max-batch) to `cmd`.
+// --gemm-tuning, the prefill chunk's latency budget (--no-adaptive-prefill, --max-step-latency-ms,
+// --min-prefill-chunk) and the speculative decoding flags (--speculative, --num-speculative-tokens,
+// --draft-model, --ngram-min, --ngram-max, --spec-max-batch) to `cmd`.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 
 // Writes the flags into the runner and engine settings; throws std::runtime_error with a one-line

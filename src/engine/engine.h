@@ -52,6 +52,9 @@ struct EngineConfig {
   // Called on the engine thread after every step that ran a batch; must be cheap and never block.
   std::function<void(const StepSummary&)> on_step;
   SpecConfig spec;  // speculative decoding (off by default); kDraft needs the runner's draft()
+  // Seconds on a monotonic clock, which times each step for the scheduler's step-time model
+  // (engine/step_latency.h); empty: std::chrono::steady_clock. Tests inject a simulated one.
+  std::function<double()> step_clock;
 };
 
 class EngineCore {
@@ -84,6 +87,8 @@ class EngineCore {
   // Ends the sequence with `e` (which may carry its last token) as the stream's finishing event.
   void finish(Sequence& seq, FinishReason reason, Status status = Status::ok(), RequestEvent e = {});
   void postprocess(const StepPlan& plan, const std::vector<SampleOutcome>& outcomes);
+  // Now on EngineConfig::step_clock, in seconds.
+  double step_clock_now() const;
   // The finish reason `token` (just appended to seq) gives, if any.
   std::optional<FinishReason> finish_reason_for(Sequence& seq, int32_t token) const;
 

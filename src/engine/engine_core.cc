@@ -164,7 +164,13 @@ void EngineCore::cancel_all() {
   for (Sequence* s : scheduler_.all_sequences()) cancel(s->id);
 }
 
+double EngineCore::step_clock_now() const {
+  if (config_.step_clock) return config_.step_clock();
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
 Status EngineCore::step() {
+  const double start = step_clock_now();
   auto t0 = Clock::now();
   if (spec_.enabled()) spec_.propose(scheduler_.running());
   counters_.times.propose += seconds_since(t0);
@@ -212,6 +218,8 @@ Status EngineCore::step() {
   if (batch.decode_only() && batch.num_logits() == batch.num_seqs()) ++counters_.decode_only_steps;
   counters_.times.postprocess += seconds_since(t4);
   counters_.last_step_seconds = seconds_since(t0);
+  // A failed forward says nothing about how long a step takes.
+  if (failure.is_ok()) scheduler_.observe_step(plan, step_clock_now() - start);
   return failure;
 }
 
@@ -319,6 +327,7 @@ EngineStats EngineCore::stats() const {
   s.prefix_cache_hit_tokens = l.hit_tokens;
   s.prefix_cache_deferred = l.deferred;
   if (prefix_cache_ != nullptr) s.prefix_cache = prefix_cache_->stats();
+  s.step_latency = scheduler_.step_latency_stats();
   s.spec_method = spec_.config().method;
   s.spec = spec_.stats();
   return s;

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "engine/spec_decoder.h"
+#include "engine/step_latency.h"
 #include "kvcache/page_pool.h"
 #include "kvcache/prefix_cache.h"
 
@@ -48,6 +49,7 @@ struct EngineStats {
   double prefix_cache_hit_ratio() const {
     return prefix_cache_query_tokens > 0 ? double(prefix_cache_hit_tokens) / double(prefix_cache_query_tokens) : 0.0;
   }
+  StepLatencyStats step_latency;              // the prefill chunk under a latency budget
   SpecMethod spec_method = SpecMethod::kOff;  // speculative decoding
   SpecStats spec;
   StepTimes times;

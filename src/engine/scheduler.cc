@@ -84,6 +84,28 @@ void Scheduler::publish(Sequence& seq) {
   prefix_cache_->publish(seq.tokens, seq.num_computed, seq.pages, seq.cache_salt, seq.prefix);
 }
 
+int32_t StepPlan::num_prefill_tokens() const {
+  int32_t n = 0;
+  for (const ScheduledSeq& s : seqs) n += s.sample && s.num_new - s.num_draft == 1 ? 0 : s.num_new;
+  return n;
+}
+
+void Scheduler::observe_step(const StepPlan& plan, double seconds) {
+  const int32_t prefill = plan.num_prefill_tokens();
+  if (prefill > 0 && prefill < plan.prefill_chunk) return;
+  step_model_.observe(plan.num_decode, prefill, seconds);
+}
+
+StepLatencyStats Scheduler::step_latency_stats() const {
+  StepLatencyStats s;
+  s.budget_seconds = step_latency_budget(config_.latency, step_model_);
+  s.decode_seconds = step_model_.decode_seconds();
+  s.prefill_token_seconds = step_model_.prefill_token_seconds();
+  s.prefill_chunk = prefill_chunk_;
+  s.limited_steps = limited_steps_;
+  return s;
+}
+
 void Scheduler::trim_pages(Sequence& seq) {
   const int32_t keep = std::max<int32_t>(1, pool_.pages_for_tokens(seq.num_tokens()));
   while (int32_t(seq.pages.size()) > keep) {
@@ -142,9 +164,18 @@ void Scheduler::preempt(Sequence& seq, StepPlan& plan, int32_t& budget) {
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   int32_t budget = config_.max_batch_tokens;
+  bool cut = false;  // the latency budget lowered this step's prefill chunk
 
   // Running sequences: decodes, then prefill continuations.
   for (int pass = 0; pass < 2 && budget > 0; ++pass) {
+    if (pass == 1 && plan.num_decode > 0) {
+      // The prefill of a step that carries decodes (continuations here, admissions below) fits
+      // the latency budget.
+      prefill_chunk_ = prefill_chunk_limit(config_.latency, step_model_, budget);
+      plan.prefill_chunk = prefill_chunk_;
+      cut = prefill_chunk_ < budget;
+      budget = prefill_chunk_;
+    }
     const std::vector<Sequence*> snapshot = running_;
     for (Sequence* seq : snapshot) {
       if (budget == 0) break;
@@ -229,6 +260,7 @@ StepPlan Scheduler::schedule() {
       if (s.sample && n == 1) ++plan.num_decode;
     }
   }
+  if (cut && budget == 0 && prefill_chunk_ > 0) ++limited_steps_;  // prefill filled the cut chunk
   return plan;
 }
 

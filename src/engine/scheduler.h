@@ -41,6 +41,10 @@
 //     indexed stays cached (evictable) like any page released at refcount 0; preemption releases
 //     only the pages still held. When some layer sees the whole context (Gemma 2/3, Qwen2 with
 //     max_window_layers, Llama), every page stays until the sequence ends.
+//  7. Steady inter-token latency (engine/step_latency.h). The engine reports every step's measured
+//     duration (observe_step); a step that carries running decodes takes prefill tokens (chunks of
+//     running sequences, then admissions) only up to the chunk the step-time model predicts fits
+//     the latency budget, at least a floor. A step without running decodes fills the token budget.
 // Never waits on the device and never touches a backend.
 #pragma once
 
@@ -51,6 +55,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
+#include "engine/step_latency.h"
 #include "kvcache/page_pool.h"
 #include "kvcache/prefix_cache.h"
 
@@ -65,6 +70,9 @@ struct SchedulerConfig {
   // The sliding window every layer of the model attends through (StepRunner::kv_window); 0: some
   // layer sees the whole context, nothing is released early. Set by the engine from its runner.
   int32_t kv_window = 0;
+  // The prefill chunk of steps that carry running decodes, under a latency budget (7. above). Off
+  // here; the command line turns it on by default.
+  StepLatencyConfig latency{.adaptive = false};
 };
 
 // Prefix-cache lookups made at admission (resumes after preemption included).
@@ -87,9 +95,14 @@ struct ScheduledSeq {
 struct StepPlan {
   std::vector<ScheduledSeq> seqs;  // decodes first, then prefill chunks
   int32_t num_tokens = 0;
-  int32_t num_decode = 0;            // sequences with exactly one new token that sample
+  int32_t num_decode = 0;  // sequences with exactly one new token that sample
+  // The prefill tokens the latency budget allowed this step (7. above); -1 without running decodes.
+  int32_t prefill_chunk = -1;
   std::vector<Sequence*> preempted;  // preempted while planning this step (now waiting)
   bool empty() const { return seqs.empty(); }
+  // Tokens of everything but single-token decodes and verification queries (whose rows all sample
+  // and whose query is one token plus drafts): prefill chunks, admissions, jump-forward runs.
+  int32_t num_prefill_tokens() const;
 };
 
 class Scheduler {
@@ -110,6 +123,10 @@ class Scheduler {
   // After a verification step rolled num_computed back over rejected drafts: releases the pages
   // past those the sequence needs for its tokens (private pages: never published).
   void trim_pages(Sequence& seq);
+  // After a step ran: its measured duration, which the step-time model learns from (7. above).
+  // A step whose prefill ran out before its chunk was full (a prompt's last piece) is left out:
+  // small pieces ride free in a decode step's idle compute and would make full chunks look cheap.
+  void observe_step(const StepPlan& plan, double seconds);
   // After publish: with a window on every layer, releases the pages no future query of the
   // sequence can attend to (see 6. above). No-op otherwise.
   void release_unreachable_pages(Sequence& seq);
@@ -123,6 +140,8 @@ class Scheduler {
   int64_t num_preemptions() const { return num_preemptions_; }
   const PrefixLookupStats& prefix_lookup_stats() const { return lookup_stats_; }
   PrefixCache* prefix_cache() const { return prefix_cache_; }
+  const StepTimeModel& step_model() const { return step_model_; }
+  StepLatencyStats step_latency_stats() const;
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   std::vector<Sequence*> all_sequences() const;
 
@@ -151,6 +170,9 @@ class Scheduler {
   std::vector<uint64_t> key_scratch_;
   std::unordered_set<uint64_t> inflight_keys_;  // built lazily in each schedule() that needs it
   bool inflight_built_ = false;
+  StepTimeModel step_model_;
+  int32_t prefill_chunk_ = 0;  // the chunk the latest step with running decodes could take
+  int64_t limited_steps_ = 0;
 };
 
 }  // namespace fg

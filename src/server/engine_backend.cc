@@ -268,6 +268,11 @@ BackendStats EngineBackend::stats() {
   b.spec_drafted_at = s.spec.drafted_at;
   b.spec_accepted_at = s.spec.accepted_at;
   b.steps = s.steps;
+  b.step_latency_budget_seconds = s.step_latency.budget_seconds;
+  b.decode_step_seconds = s.step_latency.decode_seconds;
+  b.prefill_token_seconds = s.step_latency.prefill_token_seconds;
+  b.prefill_chunk_tokens = s.step_latency.prefill_chunk;
+  b.prefill_chunk_limited_steps = s.step_latency.limited_steps;
   b.batch_size = batch_sizes_.snapshot();
   return b;
 }

@@ -127,6 +127,12 @@ struct BackendStats {
   int64_t spec_accepted_tokens = 0;       // ... accepted
   std::vector<int64_t> spec_drafted_at;   // [k] drafts verified at position i + 1
   std::vector<int64_t> spec_accepted_at;  // [k] ... accepted
+  // The prefill chunk under a latency budget (engine/step_latency.h; all zero when it is off).
+  double step_latency_budget_seconds = 0.0;  // budget of a step that carries running decodes
+  double decode_step_seconds = 0.0;          // median decode-only step
+  double prefill_token_seconds = 0.0;        // fitted cost of a prefill token in such a step
+  int64_t prefill_chunk_tokens = 0;          // the chunk the latest such step could take
+  int64_t prefill_chunk_limited_steps = 0;   // steps whose prefill filled a chunk the budget cut
 };
 
 class GenerationBackend {

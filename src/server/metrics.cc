@@ -146,6 +146,21 @@ std::string Metrics::render_prometheus(const BackendStats& stats, const ModelInf
   scalar(out, "flashgen_preemptions_total", "counter", "Sequences preempted (recomputed later).",
          double(stats.preemptions));
   scalar(out, "flashgen_engine_steps_total", "counter", "Engine steps (forward passes).", double(stats.steps));
+  scalar(out, "flashgen_step_latency_budget_seconds", "gauge",
+         "Latency budget of an engine step that carries running decodes (--max-step-latency-ms, or 1.8 times "
+         "flashgen_decode_step_seconds); 0 while unknown or with --no-adaptive-prefill.",
+         stats.step_latency_budget_seconds);
+  scalar(out, "flashgen_decode_step_seconds", "gauge", "Median duration of the latest decode-only engine steps.",
+         stats.decode_step_seconds);
+  scalar(out, "flashgen_prefill_token_seconds", "gauge",
+         "Fitted time one prefill token adds to an engine step that carries running decodes.",
+         stats.prefill_token_seconds);
+  scalar(out, "flashgen_prefill_chunk_tokens", "gauge",
+         "Prefill tokens the latest engine step with running decodes could take under the budget.",
+         double(stats.prefill_chunk_tokens));
+  scalar(out, "flashgen_prefill_chunk_limited_steps_total", "counter",
+         "Engine steps whose prefill filled a chunk the latency budget had cut below the tokens the step had left.",
+         double(stats.prefill_chunk_limited_steps));
   scalar(out, "flashgen_jump_forward_tokens_total", "counter",
          "Tokens a constraint forced (jump-forward), run as one multi-token query instead of sampled.",
          double(stats.jump_forward_tokens));

@@ -59,3 +59,41 @@ def test_batch_size_histogram_counts_each_step_once(tokenizer_dir):
         assert m['flashgen_batch_size_bucket{le="+Inf"}'] == steps
     finally:
         s.kill()
+
+
+def test_prefill_chunk_budget_is_measured_and_keeps_greedy_tokens(make_slow_server):
+    """The prefill chunk under a latency budget (on by default): prompts arrive while a long
+    request decodes; /metrics then shows the measured decode-only step and the budget; a tight
+    budget with a small floor chunks the prompts finely and gives the same greedy tokens as fixed
+    chunks (--no-adaptive-prefill), whose budget gauge stays 0."""
+    prompts = [f"request {i}: " + "lorem ipsum dolor sit amet " * (2 + 3 * i) for i in range(6)]
+    max_tokens = [400] + [16] * 5
+
+    def staggered(server):
+        out = [None] * len(prompts)
+
+        def one(i):
+            time.sleep(0.03 * i)  # the later prompts arrive while request 0 decodes
+            out[i] = complete(server, prompts[i], max_tokens[i])["choices"][0]["text"]
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert None not in out, "a request failed"
+        return out, server.wait_idle()
+
+    texts = {}
+    for name, extra in (("adaptive", ["--max-step-latency-ms", "0.001", "--min-prefill-chunk", "4"]),
+                        ("fixed", ["--no-adaptive-prefill"])):
+        texts[name], m = staggered(make_slow_server(*extra))
+        assert m["flashgen_decode_step_seconds"] > 0, m
+        if name == "adaptive":
+            assert m["flashgen_step_latency_budget_seconds"] == 1e-6
+            assert m["flashgen_prefill_chunk_tokens"] == 4
+            assert m["flashgen_prefill_chunk_limited_steps_total"] > 10, m
+        else:
+            assert m["flashgen_step_latency_budget_seconds"] == 0
+            assert m["flashgen_prefill_chunk_limited_steps_total"] == 0
+    assert texts["adaptive"] == texts["fixed"]

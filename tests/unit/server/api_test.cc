@@ -413,7 +413,9 @@ TEST_F(ApiTest, ModelsInfoHealthTokenizeDetokenizeMetrics) {
         "flashgen_num_requests_running", "flashgen_kv_pages_used", "flashgen_kv_pages_total 1024",
         "flashgen_prompt_tokens_total", "flashgen_generation_tokens_total",
         "flashgen_time_to_first_token_seconds_bucket", "flashgen_inter_token_latency_seconds_count",
-        "flashgen_e2e_request_latency_seconds_sum", "flashgen_batch_size_bucket", "flashgen_prefix_cache_hit_ratio"}) {
+        "flashgen_e2e_request_latency_seconds_sum", "flashgen_batch_size_bucket", "flashgen_prefix_cache_hit_ratio",
+        "flashgen_step_latency_budget_seconds", "flashgen_decode_step_seconds", "flashgen_prefill_token_seconds",
+        "flashgen_prefill_chunk_tokens", "flashgen_prefill_chunk_limited_steps_total"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
   }
   EXPECT_NE(text.find("flashgen_generation_tokens_total 3"), std::string::npos);
