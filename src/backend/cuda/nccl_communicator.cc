@@ -1,0 +1,112 @@
+// The NCCL communicator (backend/communicator.h): one ncclComm per GPU of this host, made together
+// by ncclCommInitAll, each driven by the thread of its rank. Tensor collectives are enqueued on
+// the rank's backend stream, so a CUDA graph recorded on that stream replays them. NVLink
+// SHARP (NVLS) is switched off (NCCL_NVLS_ENABLE=0 unless the caller set it): the machines
+// flashgen is measured on lend GPUs without the multicast objects it needs.
+#if defined(FG_WITH_NCCL)
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/communicator.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+
+#define NCCL_CHECK(expr)                                                                           \
+  do {                                                                                             \
+    ncclResult_t fg_nccl_res_ = (expr);                                                            \
+    if (fg_nccl_res_ != ncclSuccess) [[unlikely]]                                                  \
+      ::fg::cuda::cuda_check_failed(#expr, ncclGetErrorString(fg_nccl_res_), __FILE__, __LINE__); \
+  } while (0)
+
+namespace fg {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kF16: return ncclFloat16;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI32: return ncclInt32;
+    default:
+      FG_CHECK(false, "NCCL collectives: unsupported dtype " + std::string(dtype_name(t)));
+      return ncclFloat32;
+  }
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, cuda::CudaBackend& backend)
+      : comm_(comm), rank_(rank), size_(size), backend_(backend) {}
+  ~NcclCommunicator() override {
+    backend_.bind_thread();
+    (void)ncclCommDestroy(comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl"; }
+
+  void all_reduce_sum(Tensor& x) override {
+    FG_CHECK(x.device == Device::kCuda && x.is_contiguous(), "nccl all_reduce_sum: " + x.describe());
+    NCCL_CHECK(ncclAllReduce(x.data, x.data, size_t(x.numel()), nccl_type(x.dtype), ncclSum, comm_, backend_.stream()));
+  }
+
+  void all_gather(const Tensor& in, Tensor& out) override {
+    FG_CHECK(in.device == Device::kCuda && out.device == Device::kCuda && in.dtype == out.dtype &&
+                 in.is_contiguous() && out.is_contiguous() && out.numel() == in.numel() * size_,
+             "nccl all_gather: expected in [n], out [size * n]: " + in.describe() + ", " + out.describe());
+    NCCL_CHECK(ncclAllGather(in.data, out.data, size_t(in.numel()), nccl_type(in.dtype), comm_, backend_.stream()));
+  }
+
+  void broadcast_host(void* data, size_t bytes, int root) override {
+    if (bytes == 0) return barrier();
+    if (staging_.bytes() < bytes) staging_ = backend_.alloc(std::max<size_t>(bytes, 4096));
+    if (rank_ == root) backend_.copy_from_host(staging_.data(), data, bytes);
+    NCCL_CHECK(ncclBroadcast(staging_.data(), staging_.data(), bytes, ncclUint8, root, comm_, backend_.stream()));
+    if (rank_ != root) backend_.copy_to_host(data, staging_.data(), bytes);
+    backend_.synchronize();
+  }
+
+  void barrier() override {
+    if (staging_.bytes() < 4096) staging_ = backend_.alloc(4096);
+    NCCL_CHECK(ncclAllReduce(staging_.data(), staging_.data(), 1, ncclInt32, ncclSum, comm_, backend_.stream()));
+    backend_.synchronize();
+  }
+
+ private:
+  ncclComm_t comm_;
+  int rank_, size_;
+  cuda::CudaBackend& backend_;
+  Buffer staging_;  // device bytes of broadcast_host and barrier
+};
+
+}  // namespace
+
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const std::vector<Backend*>& backends) {
+  const int n = int(backends.size());
+  if (n < 1) return invalid_argument("NCCL: no backends");
+  std::vector<int> devices;
+  std::vector<cuda::CudaBackend*> cuda_backends;
+  for (Backend* b : backends) {
+    auto* c = dynamic_cast<cuda::CudaBackend*>(b);
+    if (c == nullptr) return invalid_argument("NCCL communicators need CUDA backends, got " + b->name());
+    devices.push_back(c->device_index());
+    cuda_backends.push_back(c);
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  std::vector<ncclComm_t> comms(size_t(n));
+  const ncclResult_t res = ncclCommInitAll(comms.data(), n, devices.data());
+  if (res != ncclSuccess)
+    return Status(ErrorCode::kInternal, std::string("NCCL initialization over ") + std::to_string(n) +
+                                            " GPUs failed: " + ncclGetErrorString(res));
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back(std::make_unique<NcclCommunicator>(comms[size_t(r)], r, n, *cuda_backends[size_t(r)]));
+  return out;
+}
+
+}  // namespace fg
+
+#endif  // FG_WITH_NCCL
