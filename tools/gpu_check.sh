@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
 
-read -r -a GPU_TARGETS <<<"${FG_GPU_TARGETS:-backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests}"
+read -r -a GPU_TARGETS <<<"${FG_GPU_TARGETS:-backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests tensor_parallel_tests}"
 
 pack() {
   local build=${1:-build-gpu}

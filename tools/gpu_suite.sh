@@ -10,13 +10,16 @@
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
+#           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
+#                   tensor parallelism on a machine of 2+ GPUs (each size runs only when that many
+#                   GPUs are present; never part of a plain run)
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench"
-TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test"
+BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench"
+TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test tensor_parallel_tests"
 
 pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
@@ -112,6 +115,28 @@ PY
       --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$OUT/serve.json"
     kill -TERM $spid; wait $spid
     echo "serve exit after SIGTERM: $?"
+  fi
+
+  # Tensor parallelism (docs/architecture.md, "Tensor parallelism"; needs N GPUs, named in STEPS only):
+  # TP = 2/4/8 tokens against TP = 1, the all-reduce per decode step against NCCL's bus bandwidth
+  # measured in the same call, and Llama-3.1-70B-shaped dummy weights: batch-1 decode against the
+  # floor of one rank's bytes at TP = 2/4/8, offline 1k/1k at TP = 2 and 4.
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  local tp70=bench/configs/llama-3.1-70b
+  if [ -n "${STEPS:-}" ]; then
+    step tp_parity 300 .device/bin/tensor_parallel_tests --gtest_filter='TensorParallelCuda.*'
+    for n in 2 4 8; do
+      [ "$gpus" -ge "$n" ] || { echo "=== TP $n skipped: $gpus GPUs"; continue; }
+      step tp_allreduce 120 $T/tp_bench --tensor-parallel-size $n --config $tp70 --json "$OUT/raw/tp_allreduce_$n.json"
+      step tp_decode 400 $T/engine_bench --config $tp70 --backend cuda --tensor-parallel-size $n \
+        --kv-cache-memory 16GiB --skip-throughput --decode-prompt-len 1024 --decode-tokens 256 --json "$OUT/raw/tp_decode_$n.json"
+      if [ "$n" -le 4 ]; then
+        step tp_offline 560 $T/engine_bench --config $tp70 --backend cuda --tensor-parallel-size $n \
+          --kv-cache-memory 40GiB --skip-decode --num-requests 256 --prompt-len 1024 --output-len 1024 \
+          --json "$OUT/raw/tp_offline_$n.json"
+      fi
+    done
   fi
 
   if [[ " ${STEPS:-} " == *" soak "* ]]; then

@@ -70,8 +70,8 @@ class LocalCommunicator final : public Communicator {
   }
 
   void all_gather(const Tensor& in, Tensor& out) override {
-    FG_CHECK(in.device == Device::kCpu && out.device == Device::kCpu && in.dtype == out.dtype &&
-                 in.is_contiguous() && out.is_contiguous() && out.numel() == in.numel() * size(),
+    FG_CHECK(in.device == Device::kCpu && out.device == Device::kCpu && in.dtype == out.dtype && in.is_contiguous() &&
+                 out.is_contiguous() && out.numel() == in.numel() * size(),
              "local all_gather: expected contiguous host tensors in [n], out [size * n]: " + in.describe() + ", " +
                  out.describe());
     const size_t bytes = in.nbytes();
@@ -82,8 +82,8 @@ class LocalCommunicator final : public Communicator {
   }
 
   void broadcast_host(void* data, size_t bytes, int root) override {
-    FG_CHECK(root >= 0 && root < size(), "broadcast_host: root " + std::to_string(root) + " of " +
-                                             std::to_string(size()) + " ranks");
+    FG_CHECK(root >= 0 && root < size(),
+             "broadcast_host: root " + std::to_string(root) + " of " + std::to_string(size()) + " ranks");
     post(data);
     if (rank_ != root && bytes > 0) std::memcpy(data, group_->slots[size_t(root)], bytes);
     group_->wait();

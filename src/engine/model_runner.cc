@@ -78,8 +78,9 @@ class ModelRunner::Ranks {
     started_ = true;
   }
 
-  std::vector<std::unique_ptr<Communicator>> comms;  // [N]: rank 0's first
   std::vector<Rank> ranks;                           // [N - 1]: ranks 1..N-1
+  std::vector<std::unique_ptr<Communicator>> comms;  // [N]: rank 0's first; destroyed before the
+                                                     // backends they run on
 
  private:
   // A rank's loop: receive the step, write it into this rank's own block, run the shard.

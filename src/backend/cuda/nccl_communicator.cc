@@ -14,10 +14,10 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 
-#define NCCL_CHECK(expr)                                                                           \
-  do {                                                                                             \
-    ncclResult_t fg_nccl_res_ = (expr);                                                            \
-    if (fg_nccl_res_ != ncclSuccess) [[unlikely]]                                                  \
+#define NCCL_CHECK(expr)                                                                          \
+  do {                                                                                            \
+    ncclResult_t fg_nccl_res_ = (expr);                                                           \
+    if (fg_nccl_res_ != ncclSuccess) [[unlikely]]                                                 \
       ::fg::cuda::cuda_check_failed(#expr, ncclGetErrorString(fg_nccl_res_), __FILE__, __LINE__); \
   } while (0)
 
@@ -30,9 +30,7 @@ ncclDataType_t nccl_type(DType t) {
     case DType::kF16: return ncclFloat16;
     case DType::kBF16: return ncclBfloat16;
     case DType::kI32: return ncclInt32;
-    default:
-      FG_CHECK(false, "NCCL collectives: unsupported dtype " + std::string(dtype_name(t)));
-      return ncclFloat32;
+    default: FG_CHECK(false, "NCCL collectives: unsupported dtype " + std::string(dtype_name(t))); return ncclFloat32;
   }
 }
 
@@ -54,8 +52,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   void all_gather(const Tensor& in, Tensor& out) override {
-    FG_CHECK(in.device == Device::kCuda && out.device == Device::kCuda && in.dtype == out.dtype &&
-                 in.is_contiguous() && out.is_contiguous() && out.numel() == in.numel() * size_,
+    FG_CHECK(in.device == Device::kCuda && out.device == Device::kCuda && in.dtype == out.dtype && in.is_contiguous() &&
+                 out.is_contiguous() && out.numel() == in.numel() * size_,
              "nccl all_gather: expected in [n], out [size * n]: " + in.describe() + ", " + out.describe());
     NCCL_CHECK(ncclAllGather(in.data, out.data, size_t(in.numel()), nccl_type(in.dtype), comm_, backend_.stream()));
   }

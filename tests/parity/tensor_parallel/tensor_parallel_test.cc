@@ -10,6 +10,7 @@
 //  - TensorParallelCuda.*: on GPUs, TP = 1 through the NCCL path against the plain path (one GPU),
 //    and TP = 2/4/8 against TP = 1 within bf16 tolerance (skipped with fewer GPUs than that).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -108,7 +109,8 @@ void write_synthetic_model(const std::string& dir, const SynthOptions& o) {
 }
 
 std::string synthetic_model(const std::string& name, const SynthOptions& o) {
-  const std::string dir = std::string(FG_BINARY_DIR) + "/tensor_parallel_test/" + name;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("flashgen_tp_test_" + std::to_string(getpid())) / name).string();
   write_synthetic_model(dir, o);
   return dir;
 }
@@ -188,8 +190,7 @@ std::vector<float> run_steps(Shards& s, int num_seqs, int decode) {
     for (size_t r = 1; r < s.ranks.size(); ++r)
       EXPECT_EQ(logits[r], logits[0]) << "every rank holds the same full logits";
     all.insert(all.end(), logits[0].begin(), logits[0].end());
-    for (size_t i = 0; i < seqs.size(); ++i)
-      seqs[i].push_back(argmax(logits[0].data() + i * size_t(vocab), vocab));
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i].push_back(argmax(logits[0].data() + i * size_t(vocab), vocab));
   }
   return all;
 }
