@@ -1,6 +1,8 @@
 // The in-process communicator (backend/communicator.h) with N ranks as threads, and the two
 // backend ops tensor parallelism adds: embedding_shard (a vocabulary shard's lookup) and copy_rows
 // (the logits columns of each rank's shard).
+#include "backend/communicator.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/communicator.h"
 
 namespace fg {
 namespace {
