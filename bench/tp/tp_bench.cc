@@ -39,7 +39,7 @@ struct Ranks {
 // rank times its own calls and the slowest rank counts.
 double time_all_reduce(Ranks& r, int64_t numel, int reps) {
   const int n = int(r.backends.size());
-  std::vector<double> secs(size_t(n));
+  std::vector<double> secs(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i)
     threads.emplace_back([&, i] {

@@ -94,7 +94,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const
     cuda_backends.push_back(c);
   }
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-  std::vector<ncclComm_t> comms(size_t(n));
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
   const ncclResult_t res = ncclCommInitAll(comms.data(), n, devices.data());
   if (res != ncclSuccess)
     return Status(ErrorCode::kInternal, std::string("NCCL initialization over ") + std::to_string(n) +

@@ -354,6 +354,17 @@ TEST(TensorParallelCpu, EngineGreedyTokensMatchTp1) {
   }
 }
 
+// The default GGUF model (Q4_1 blocks, 9 q heads / 3 kv heads, tied embeddings) split over 3
+// ranks: its q/k rows come out of the GGUF source reordered, o/down are column slices on block
+// boundaries. Skipped when models/ has not been fetched (scripts/setup.sh).
+TEST(TensorParallelCpu, DefaultGgufModelAtTp3GivesTheTokensOfTp1) {
+  const std::string gguf = std::string(FG_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << gguf << " is missing (scripts/setup.sh fetches it)";
+  const auto one = engine_tokens(gguf, "cpu", 1);
+  ASSERT_EQ(one.size(), 6u);
+  EXPECT_EQ(engine_tokens(gguf, "cpu", 3), one);
+}
+
 TEST(TensorParallelCpu, RunnerRefusesBadSizes) {
   Status error;
   EXPECT_TRUE(engine_tokens(model_fixture("llama"), "cpu", 0, &error).empty());
