@@ -67,8 +67,12 @@ run_all() {
     lt=$(find / -xdev -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)
     [ -n "$lt" ] && ld="$ld:$(dirname "$lt")"
   fi
+  if LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -q "libnccl.so.* not found"; then
+    nc=$(find / -xdev -name 'libnccl.so.2*' -print -quit 2>/dev/null)   # e.g. the nvidia-nccl wheel's
+    [ -n "$nc" ] && ld="$ld:$(dirname "$nc")"
+  fi
   export LD_LIBRARY_PATH=$ld
-  LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -E "not found|cublas|icu|openblas"
+  LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -E "not found|cublas|icu|openblas|nccl"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
