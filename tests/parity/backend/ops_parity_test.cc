@@ -131,8 +131,9 @@ TEST(BackendParity, EmbeddingShardAndCopyRowsExact) {
   const std::vector<float> got = out.gpu_values();
   EXPECT_EQ(got, out.cpu_values());
   int64_t zero_rows = 0;
-  for (int64_t i = 0; i < n; ++i) zero_rows += std::all_of(got.begin() + i * hidden, got.begin() + (i + 1) * hidden,
-                                                           [](float v) { return v == 0.0f; });
+  for (int64_t i = 0; i < n; ++i)
+    zero_rows +=
+        std::all_of(got.begin() + i * hidden, got.begin() + (i + 1) * hidden, [](float v) { return v == 0.0f; });
   EXPECT_GT(zero_rows, 0);
   EXPECT_LT(zero_rows, n);
   out.check_guards("embedding_shard out", true);
