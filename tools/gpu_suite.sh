@@ -12,7 +12,7 @@
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
 #           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
 #                   tensor parallelism on a machine of 2+ GPUs (each size runs only when that many
-#                   GPUs are present; never part of a plain run)
+#                   GPUs are present; never part of a plain run); TP_SIZES="2" picks the sizes
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -130,7 +130,7 @@ PY
   local tp70=bench/configs/llama-3.1-70b
   if [ -n "${STEPS:-}" ]; then
     step tp_parity 300 .device/bin/tensor_parallel_tests --gtest_filter='TensorParallelCuda.*'
-    for n in 2 4 8; do
+    for n in ${TP_SIZES:-2 4 8}; do
       [ "$gpus" -ge "$n" ] || { echo "=== TP $n skipped: $gpus GPUs"; continue; }
       step tp_allreduce 120 $T/tp_bench --tensor-parallel-size $n --config $tp70 --json "$OUT/raw/tp_allreduce_$n.json"
       step tp_decode 400 $T/engine_bench --config $tp70 --backend cuda --tensor-parallel-size $n \
