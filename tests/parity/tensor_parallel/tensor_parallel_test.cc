@@ -6,7 +6,8 @@
 //    a size-1 communicator gives bit-identical logits (the same code path, nothing split); greedy
 //    tokens equal through the engine (ModelRunner with --tensor-parallel-size) on fixtures and on a
 //    synthetic model with more heads (kv heads < N: replicated; a vocabulary N does not divide:
-//    padded); each rank reads only its slices; bad splits are refused by name.
+//    padded); decode steps padded to a graph bucket (the CUDA graph layout, run eagerly) equal too;
+//    each rank reads only its slices; bad splits are refused by name.
 //  - TensorParallelCuda.*: on GPUs, TP = 1 through the NCCL path against the plain path (one GPU),
 //    and TP = 2/4/8 against TP = 1 within bf16 tolerance (skipped with fewer GPUs than that).
 #include <gtest/gtest.h>
@@ -137,7 +138,9 @@ struct Shards {
   std::vector<Rank> ranks;
 };
 
-Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true) {
+// padded_decode: decode steps take the decode-graph path (fixed buffers, padded to a bucket) run
+// eagerly (DecodeGraphOptions::capture = false), as on CUDA but without recording.
+Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true, bool padded_decode = false) {
   Shards s;
   if (with_comm) s.comms = make_local_communicators(n);
   for (int r = 0; r < n; ++r) {
@@ -146,6 +149,13 @@ Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true)
     TensorParallel tp;
     if (with_comm) tp.comm = s.comms[size_t(r)].get();
     FG_ASSIGN_OR_RETURN(rank.model, Model::load(dir, *rank.backend, tp));
+    if (padded_decode) {
+      DecodeGraphOptions g;
+      g.max_batch_size = 8;
+      g.max_pages_per_seq = 8;
+      g.capture = false;
+      FG_RETURN_IF_ERROR(rank.model->enable_decode_graphs(g));
+    }
     FG_ASSIGN_OR_RETURN(KvCache cache, rank.model->make_kv_cache(64, kPageSize));
     rank.cache.emplace(std::move(cache));
     s.ranks.push_back(std::move(rank));
@@ -242,6 +252,18 @@ TEST(TensorParallelCpu, SyntheticModelAtTp2And4MatchesTheWholeModel) {
   const std::string dir = synthetic_model("biases", SynthOptions{});
   check_split(dir, 2);
   check_split(dir, 4);
+}
+
+// Decode steps of 3 sequences padded to a bucket of 4 (the CUDA graph path's layout, run eagerly):
+// the padded rows go through the collectives too and change nothing.
+TEST(TensorParallelCpu, PaddedDecodeStepsMatchTheWholeModel) {
+  const std::string dir = synthetic_model("biases", SynthOptions{});
+  auto whole = load_shards(dir, 1, /*with_comm=*/false);
+  auto split = load_shards(dir, 4, /*with_comm=*/true, /*padded_decode=*/true);
+  ASSERT_TRUE(whole.is_ok() && split.is_ok()) << split.status().to_string();
+  expect_close(run_steps(*split, 3, 5), run_steps(*whole, 3, 5), whole->ranks[0].model->config().vocab_size,
+               kCpuTolerance);
+  EXPECT_EQ(split->ranks[1].model->decode_graph_stats().padded_steps, 5);
 }
 
 TEST(TensorParallelCpu, EachRankReadsOnlyItsSlices) {
