@@ -5,7 +5,8 @@
 //    backend). Exchange through shared memory with a fixed reduction order (rank 0 + rank 1 + ...
 //    in f32, the same order on every rank), so results are reproducible and equal on every rank.
 //  - make_nccl_communicators (CUDA builds): one NCCL communicator per GPU of this host
-//    (ncclCommInitAll), calls enqueued on each backend's stream, so CUDA graphs record them.
+//    (ncclCommInitAll), calls enqueued on each backend's stream, so CUDA graphs record them; host
+//    bytes and barriers between its threads go through the in-process exchange.
 // Tensor collectives are ops on the rank's backend stream (asynchronous like any op; the CPU's are
 // synchronous) and must be called by every rank in the same order with the same shapes.
 // broadcast_host and barrier block the calling thread until every rank has joined.

@@ -1,13 +1,14 @@
 // The NCCL communicator (backend/communicator.h): one ncclComm per GPU of this host, made together
 // by ncclCommInitAll, each driven by the thread of its rank. Tensor collectives are enqueued on
-// the rank's backend stream, so a CUDA graph recorded on that stream replays them. NVLink
-// SHARP (NVLS) is switched off (NCCL_NVLS_ENABLE=0 unless the caller set it): the machines
-// flashgen is measured on lend GPUs without the multicast objects it needs.
+// the rank's backend stream, so a CUDA graph recorded on that stream replays them. Its ranks are
+// threads of one process (ncclCommInitAll makes them so): host bytes (broadcast_host) and barriers
+// go through the in-process communicator's shared memory. NVLink multicast (NVLS) is switched off
+// (NCCL_NVLS_ENABLE=0 unless the caller set it): on shared multi-GPU hosts it can take the GPUs
+// out of service, and flashgen's all-reduces are small enough not to need it.
 #if defined(FG_WITH_NCCL)
 
 #include <nccl.h>
 
-#include <algorithm>
 #include <cstdlib>
 
 #include "backend/communicator.h"
@@ -36,14 +37,14 @@ ncclDataType_t nccl_type(DType t) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, int rank, int size, cuda::CudaBackend& backend)
-      : comm_(comm), rank_(rank), size_(size), backend_(backend) {}
+  NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator> host, cuda::CudaBackend& backend)
+      : comm_(comm), host_(std::move(host)), backend_(backend) {}
   ~NcclCommunicator() override {
     backend_.bind_thread();
     (void)ncclCommDestroy(comm_);
   }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
   std::string name() const override { return "nccl"; }
 
   void all_reduce_sum(Tensor& x) override {
@@ -53,31 +54,23 @@ class NcclCommunicator final : public Communicator {
 
   void all_gather(const Tensor& in, Tensor& out) override {
     FG_CHECK(in.device == Device::kCuda && out.device == Device::kCuda && in.dtype == out.dtype && in.is_contiguous() &&
-                 out.is_contiguous() && out.numel() == in.numel() * size_,
+                 out.is_contiguous() && out.numel() == in.numel() * size(),
              "nccl all_gather: expected in [n], out [size * n]: " + in.describe() + ", " + out.describe());
     NCCL_CHECK(ncclAllGather(in.data, out.data, size_t(in.numel()), nccl_type(in.dtype), comm_, backend_.stream()));
   }
 
-  void broadcast_host(void* data, size_t bytes, int root) override {
-    if (bytes == 0) return barrier();
-    if (staging_.bytes() < bytes) staging_ = backend_.alloc(std::max<size_t>(bytes, 4096));
-    if (rank_ == root) backend_.copy_from_host(staging_.data(), data, bytes);
-    NCCL_CHECK(ncclBroadcast(staging_.data(), staging_.data(), bytes, ncclUint8, root, comm_, backend_.stream()));
-    if (rank_ != root) backend_.copy_to_host(data, staging_.data(), bytes);
-    backend_.synchronize();
-  }
+  // The ranks are threads of this process: host bytes need no device round trip.
+  void broadcast_host(void* data, size_t bytes, int root) override { host_->broadcast_host(data, bytes, root); }
 
   void barrier() override {
-    if (staging_.bytes() < 4096) staging_ = backend_.alloc(4096);
-    NCCL_CHECK(ncclAllReduce(staging_.data(), staging_.data(), 1, ncclInt32, ncclSum, comm_, backend_.stream()));
-    backend_.synchronize();
+    backend_.synchronize();  // this rank's queued collectives are done
+    host_->barrier();
   }
 
  private:
   ncclComm_t comm_;
-  int rank_, size_;
+  std::unique_ptr<Communicator> host_;  // the in-process exchange, rank for rank
   cuda::CudaBackend& backend_;
-  Buffer staging_;  // device bytes of broadcast_host and barrier
 };
 
 }  // namespace
@@ -99,9 +92,11 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const
   if (res != ncclSuccess)
     return Status(ErrorCode::kInternal, std::string("NCCL initialization over ") + std::to_string(n) +
                                             " GPUs failed: " + ncclGetErrorString(res));
+  std::vector<std::unique_ptr<Communicator>> host = make_local_communicators(n);
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < n; ++r)
-    out.push_back(std::make_unique<NcclCommunicator>(comms[size_t(r)], r, n, *cuda_backends[size_t(r)]));
+    out.push_back(
+        std::make_unique<NcclCommunicator>(comms[size_t(r)], std::move(host[size_t(r)]), *cuda_backends[size_t(r)]));
   return out;
 }
 
