@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
 
-read -r -a GPU_TARGETS <<<"${FG_GPU_TARGETS:-backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests batch_invariance_tests}"
+read -r -a GPU_TARGETS <<<"${FG_GPU_TARGETS:-backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests batch_invariance_tests tensor_parallel_tests}"
 
 pack() {
   local build=${1:-build-gpu}
@@ -79,9 +79,15 @@ run_all() {
         lt=$(find / -xdev -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)
         [ -n "$lt" ] && ld="$ld:$(dirname "$lt")"
       fi
+      # NCCL (tensor parallelism): the toolkit's, else a copy on the machine (e.g. the nvidia-nccl wheel).
+      if LD_LIBRARY_PATH=$ld ldd "$exe" | grep -q "libnccl.so.* not found"; then
+        local nc
+        nc=$(find / -xdev -name 'libnccl.so.2*' -print -quit 2>/dev/null)
+        [ -n "$nc" ] && ld="$ld:$(dirname "$nc")"
+      fi
     fi
     echo "== $name"
-    LD_LIBRARY_PATH=$ld ldd "$exe" | grep -E "not found|cublasLt|openblas" | sed 's/^/   /'
+    LD_LIBRARY_PATH=$ld ldd "$exe" | grep -E "not found|cublasLt|openblas|nccl" | sed 's/^/   /'
     local start end rc
     start=$(date +%s)
     FG_TEST_BACKEND=cuda LD_LIBRARY_PATH=$ld timeout "${FG_GPU_TEST_TIMEOUT:-400}" "$exe" \

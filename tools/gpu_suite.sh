@@ -10,13 +10,16 @@
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
+#           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
+#                   tensor parallelism on a machine of 2+ GPUs (each size runs only when that many
+#                   GPUs are present; never part of a plain run); TP_SIZES="2" picks the sizes
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench"
-TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests"
+BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench"
+TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests tensor_parallel_tests"
 
 pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
@@ -64,8 +67,12 @@ run_all() {
     lt=$(find / -xdev -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)
     [ -n "$lt" ] && ld="$ld:$(dirname "$lt")"
   fi
+  if LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -q "libnccl.so.* not found"; then
+    nc=$(find / -xdev -name 'libnccl.so.2*' -print -quit 2>/dev/null)   # e.g. the nvidia-nccl wheel's
+    [ -n "$nc" ] && ld="$ld:$(dirname "$nc")"
+  fi
   export LD_LIBRARY_PATH=$ld
-  LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -E "not found|cublas|icu|openblas"
+  LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -E "not found|cublas|icu|openblas|nccl"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
@@ -158,6 +165,28 @@ for label, r in rows:
 if len(rows) == 2:
     print(f"adaptive / fixed output tok/s: {rows[0][1]['output_tokens_per_s'] / rows[1][1]['output_tokens_per_s']:.3f}")
 PY
+  fi
+
+  # Tensor parallelism (docs/architecture.md, "Tensor parallelism"; needs N GPUs, named in STEPS only):
+  # TP = 2/4/8 tokens against TP = 1, the all-reduce per decode step against NCCL's bus bandwidth
+  # measured in the same call, and Llama-3.1-70B-shaped dummy weights: batch-1 decode against the
+  # floor of one rank's bytes at TP = 2/4/8, offline 1k/1k at TP = 2 and 4.
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  local tp70=bench/configs/llama-3.1-70b
+  if [ -n "${STEPS:-}" ]; then
+    step tp_parity 300 .device/bin/tensor_parallel_tests --gtest_filter='TensorParallelCuda.*'
+    for n in ${TP_SIZES:-2 4 8}; do
+      [ "$gpus" -ge "$n" ] || { echo "=== TP $n skipped: $gpus GPUs"; continue; }
+      step tp_allreduce 120 $T/tp_bench --tensor-parallel-size $n --config $tp70 --json "$OUT/raw/tp_allreduce_$n.json"
+      step tp_decode 400 $T/engine_bench --config $tp70 --backend cuda --tensor-parallel-size $n \
+        --kv-cache-memory 16GiB --skip-throughput --decode-prompt-len 1024 --decode-tokens 256 --json "$OUT/raw/tp_decode_$n.json"
+      if [ "$n" -le 4 ]; then
+        step tp_offline 560 $T/engine_bench --config $tp70 --backend cuda --tensor-parallel-size $n \
+          --kv-cache-memory 40GiB --skip-decode --num-requests 256 --prompt-len 1024 --output-len 1024 \
+          --json "$OUT/raw/tp_offline_$n.json"
+      fi
+    done
   fi
 
   if [[ " ${STEPS:-} " == *" soak "* ]]; then

@@ -61,6 +61,7 @@ struct Args {
   bool batch_invariant = false;
   bool gemm_tuning = false;
   int max_graph_batch = 0;  // 0: --max-running
+  int tensor_parallel_size = 1;
   std::string json_path;
 };
 
@@ -118,6 +119,8 @@ int main(int argc, char** argv) {
   app.add_flag("--gemm-tuning", a.gemm_tuning, "tune the GEMM algorithms for 65-512 rows with a cold L2 at start");
   app.add_option("--max-graph-batch", a.max_graph_batch,
                  "largest decode batch replayed as a graph (default: --max-running, at most 256)");
+  app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
+                 "split the model over N GPUs (NCCL); the floor is then one rank's share of the bytes");
   app.add_option("--json", a.json_path, "also write the results as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   o.max_graph_batch = a.max_graph_batch > 0 ? a.max_graph_batch : std::min(a.max_running, 256);
   o.max_model_len = std::max(a.prompt_len + a.output_len, a.decode_prompt_len + a.decode_tokens) + 1;
   o.max_step_tokens = a.max_batch_tokens;
+  o.tensor_parallel_size = a.tensor_parallel_size;
   if (!a.kv_cache_memory.empty()) {
     auto bytes = fg::parse_byte_size(a.kv_cache_memory);
     if (!bytes.is_ok()) die(bytes.status().message());
@@ -149,6 +153,8 @@ int main(int argc, char** argv) {
   const int64_t active_bytes =
       int64_t(double(weight_bytes) * double(fg::model_active_weight_bytes(cfg, backend.act_dtype())) /
               double(fg::model_weight_bytes(cfg, backend.act_dtype())));
+  if (runner->tensor_parallel_size() > 1)
+    std::printf("tensor parallel: %d ranks; weights and KV below are rank 0's share\n", runner->tensor_parallel_size());
   const int vocab = int(cfg.vocab_size);
   nlohmann::json out;
   out["model"] = o.model_dir;
@@ -161,6 +167,7 @@ int main(int argc, char** argv) {
   out["kv_cache_bytes"] = runner->kv_cache_bytes();
   out["kv_pages"] = runner->kv_num_pages();
   out["page_size"] = a.page_size;
+  out["tensor_parallel_size"] = runner->tensor_parallel_size();
   std::printf("engine_bench: %s (%s weights, %s) on %s%s, loaded in %.1f s\n", o.model_dir.c_str(),
               o.dummy_weights ? "dummy" : "real", fg::format_byte_size(weight_bytes).c_str(), backend.name().c_str(),
               a.batch_invariant ? ", batch-invariant" : "", since(t_load));
@@ -197,12 +204,15 @@ int main(int argc, char** argv) {
     double mean = 0.0;
     for (double d : decode_steps) mean += d;
     mean = decode_steps.empty() ? 0.0 : mean / double(decode_steps.size());
-    // The mean KV a token reads: each layer its keys and values up to its window.
+    // The mean KV a token reads: each layer its keys and values up to its window. With tensor
+    // parallelism every figure here is one rank's (its kv heads, its weights: weight_bytes above is
+    // rank 0's), read by all ranks at once.
+    const fg::ModelConfig& local = runner->model().local_config();
     const int64_t mean_len = a.decode_prompt_len + a.decode_tokens / 2;
     int64_t kv_read = 0;
     for (int l = 0; l < cfg.num_layers; ++l) {
       const int w = cfg.layer_sliding_window[size_t(l)];
-      kv_read += int64_t(2) * cfg.num_kv_heads * cfg.head_dim * int64_t(fg::dtype_size(backend.act_dtype())) *
+      kv_read += int64_t(2) * local.num_kv_heads * cfg.head_dim * int64_t(fg::dtype_size(backend.act_dtype())) *
                  (w > 0 ? std::min<int64_t>(w, mean_len) : mean_len);
     }
     // The floor: every weight byte a token reads (a mixture of experts: its top_k experts per

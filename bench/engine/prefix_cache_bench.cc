@@ -55,6 +55,7 @@ struct Args {
   int sweep_requests = 0;  // 0: num_requests
   bool skip_compare = false;
   bool skip_sweep = false;
+  int tensor_parallel_size = 1;
   std::string json_path;
 };
 
@@ -238,6 +239,7 @@ std::unique_ptr<fg::ModelRunner> make_runner(const Args& a, int page_size) {
   o.page_size = page_size;
   o.gpu_memory_fraction = a.gpu_memory_fraction;
   o.max_model_len = a.system_len + a.question_len + a.answer_len + 1;
+  o.tensor_parallel_size = a.tensor_parallel_size;
   if (!a.kv_cache_memory.empty()) {
     auto bytes = fg::parse_byte_size(a.kv_cache_memory);
     if (!bytes.is_ok()) die(bytes.status().message());
@@ -305,6 +307,7 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-requests", a.sweep_requests, "requests per sweep point (default: --num-requests)");
   app.add_flag("--skip-compare", a.skip_compare, "skip (a), the on/off comparison");
   app.add_flag("--skip-sweep", a.skip_sweep, "skip (b), the page-size sweep");
+  app.add_option("--tensor-parallel-size", a.tensor_parallel_size, "split the model over N GPUs (1)");
   app.add_option("--json", a.json_path, "also write the results as JSON");
   CLI11_PARSE(app, argc, argv);
   a.sweep_page_sizes = parse_sizes(sweep_sizes);

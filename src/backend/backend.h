@@ -183,6 +183,13 @@ class Backend {
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;  // async w.r.t. host
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;    // async; synchronize()
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
+  // `rows` rows of `row_bytes` bytes, device to device: row i from src + i * src_stride to
+  // dst + i * dst_stride (strides in bytes, >= row_bytes). Async; graph-recordable.
+  virtual void copy_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes,
+                         size_t rows) = 0;
+  // Makes the calling thread issue this backend's work to its device (CUDA: cudaSetDevice). A
+  // thread that drives a backend other than its first one calls this before any op.
+  virtual void bind_thread() {}
   virtual void synchronize() = 0;
   // Pinned host memory for staging transfers (plain host memory on cpu).
   virtual Buffer alloc_host(size_t bytes) = 0;
@@ -206,6 +213,10 @@ class Backend {
   // ids: [n] i32; table: [vocab, hidden] weight; out: [n, hidden] act.
   // Ids outside [0, vocab) are a caller bug (checked by the engine before it gets here).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // The lookup into one vocabulary shard (tensor parallelism): out[i] = table[ids[i] - first_id]
+  // when ids[i] is in [first_id, first_id + rows), else a row of zeros. ids: [n] i32 (any value);
+  // table: [rows, hidden] weight; out: [n, hidden] act.
+  virtual void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) = 0;
 
   // x, out: [..., hidden] act; weight: [hidden] act or f32. out = x / rms(x) * weight (out may
   // alias x).

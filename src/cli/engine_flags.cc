@@ -51,6 +51,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--spec-max-batch", f.spec_max_batch,
                   "no speculation in a step with more running decodes than this (32): large batches are "
                   "compute-bound");
+  cmd->add_option("--tensor-parallel-size", f.tensor_parallel_size,
+                  "split the model over N GPUs of this host (attention heads, MLP columns and the vocabulary; "
+                  "NCCL), or N CPU backends with --backend cpu (1)");
 }
 
 void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, EngineConfig& engine) {
@@ -59,6 +62,8 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   if (f.max_model_len < 0) throw std::runtime_error("--max-model-len must not be negative");
   if (!(f.gpu_memory_fraction > 0.0 && f.gpu_memory_fraction <= 1.0))
     throw std::runtime_error("--gpu-memory-fraction must be in (0, 1]");
+  if (f.tensor_parallel_size < 1) throw std::runtime_error("--tensor-parallel-size must be at least 1");
+  runner.tensor_parallel_size = f.tensor_parallel_size;
   runner.dummy_weights = f.dummy_weights;
   if (!f.kv_cache_memory.empty()) {
     auto bytes = parse_byte_size(f.kv_cache_memory);

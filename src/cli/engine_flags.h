@@ -35,14 +35,15 @@ struct EngineFlags {
   std::string draft_model;  // for --speculative draft
   int ngram_min = 2;
   int ngram_max = 4;
-  int spec_max_batch = 32;  // no speculation in steps with more running decodes
+  int spec_max_batch = 32;       // no speculation in steps with more running decodes
+  int tensor_parallel_size = 1;  // ranks (GPUs, or CPU backends) the model is split over
 };
 
 // Adds --dummy-weights, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
 // --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, --batch-invariant,
 // --gemm-tuning, the prefill chunk's latency budget (--no-adaptive-prefill, --max-step-latency-ms,
-// --min-prefill-chunk) and the speculative decoding flags (--speculative, --num-speculative-tokens,
-// --draft-model, --ngram-min, --ngram-max, --spec-max-batch) to `cmd`.
+// --min-prefill-chunk), the speculative decoding flags (--speculative, --num-speculative-tokens,
+// --draft-model, --ngram-min, --ngram-max, --spec-max-batch) and --tensor-parallel-size to `cmd`.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 
 // Writes the flags into the runner and engine settings; throws std::runtime_error with a one-line

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <thread>
+#include <type_traits>
 
 #include "kvcache/kv_sizing.h"
 
@@ -29,17 +32,134 @@ class ModelRunner::DraftRunner final : public StepRunner {
   int32_t max_model_len_;
 };
 
+namespace {
+
+// What rank 0 sends the other ranks before each step (then the step's block itself).
+struct StepHeader {
+  bool stop = false;  // the runner is going away: leave the loop
+  StepShape shape;    // as given to rank 0's begin_step (the block's layout follows from it)
+  StepMetadata step;  // rank 0's view; its spans are rebased onto each rank's own block
+};
+static_assert(std::is_trivially_copyable_v<StepHeader>, "StepHeader travels as bytes");
+
+}  // namespace
+
+// Ranks 1..N-1 of a tensor-parallel runner, each on its own thread, and every rank's communicator.
+class ModelRunner::Ranks {
+ public:
+  struct Rank {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<Model> model;  // after backend: destroyed first
+    std::optional<KvCache> cache;
+    std::thread thread;
+  };
+
+  ~Ranks() {
+    if (!started_) return;
+    StepHeader stop;
+    stop.stop = true;
+    comms[0]->broadcast_host(&stop, sizeof(stop), 0);
+    for (Rank& r : ranks)
+      if (r.thread.joinable()) r.thread.join();
+  }
+
+  // Rank 0's side of a step: the header, then the block.
+  void send(const StepShape& shape, const StepMetadata& step) {
+    StepHeader h;
+    h.shape = shape;
+    h.step = step;
+    comms[0]->broadcast_host(&h, sizeof(h), 0);
+    comms[0]->broadcast_host(step.words, step.layout.words * 4, 0);
+  }
+
+  void start() {
+    for (size_t i = 0; i < ranks.size(); ++i)
+      ranks[i].thread = std::thread([this, i] { serve(ranks[i], *comms[i + 1]); });
+    started_ = true;
+  }
+
+  std::vector<Rank> ranks;                           // [N - 1]: ranks 1..N-1
+  std::vector<std::unique_ptr<Communicator>> comms;  // [N]: rank 0's first; destroyed before the
+                                                     // backends they run on
+
+ private:
+  // A rank's loop: receive the step, write it into this rank's own block, run the shard.
+  static void serve(Rank& r, Communicator& comm) {
+    r.backend->bind_thread();
+    for (;;) {
+      StepHeader h;
+      comm.broadcast_host(&h, sizeof(h), 0);
+      if (h.stop) return;
+      const StepMetadata block = r.model->begin_step(h.shape, r.cache->page_size()).finish();
+      FG_CHECK(block.layout.words == h.step.layout.words,
+               "tensor parallelism: rank " + std::to_string(comm.rank()) + " laid the step out differently");
+      comm.broadcast_host(block.words, block.layout.words * 4, 0);
+      // Every rank validates the same step against the same shapes: an error here is rank 0's too,
+      // which reports it.
+      (void)r.model->forward(rebase_step(h.step, block.words), *r.cache);
+      r.backend->synchronize();  // the block is rewritten by the next step
+    }
+  }
+
+  bool started_ = false;
+};
+
 ModelRunner::ModelRunner() = default;
 ModelRunner::~ModelRunner() = default;
 StepRunner* ModelRunner::draft() {
   return draft_.get();
 }
 
+int ModelRunner::tensor_parallel_size() const {
+  return tp_ ? int(tp_->comms.size()) : 1;
+}
+
+StepWriter ModelRunner::begin_step(const StepShape& shape) {
+  shape_ = shape;
+  return model_->begin_step(shape, cache_->page_size());
+}
+
+Result<Tensor> ModelRunner::forward(const StepMetadata& step) {
+  if (tp_) {
+    backend_->bind_thread();  // the engine thread drives rank 0's device
+    tp_->send(shape_, step);
+  }
+  return model_->forward(step, *cache_);
+}
+
 namespace {
 
-Result<std::unique_ptr<Model>> load_model(const std::string& dir, const ModelRunnerOptions& o, Backend& backend) {
-  if (o.dummy_weights) return Model::load_dummy(dir, backend, o.dummy_seed);
-  return Model::load(dir, backend);
+Result<std::unique_ptr<Model>> load_model(const std::string& dir, const ModelRunnerOptions& o, Backend& backend,
+                                          const TensorParallel& tp = {}) {
+  if (o.dummy_weights) return Model::load_dummy(dir, backend, o.dummy_seed, tp);
+  return Model::load(dir, backend, tp);
+}
+
+// Backends 1..n-1 of the kind of `first` (CPU, or CUDA devices 1..n-1) and the communicators of
+// all n; errors say what --tensor-parallel-size needs.
+Status make_ranks(int n, Backend& first, const BackendOptions& options, std::vector<std::unique_ptr<Backend>>& backends,
+                  std::vector<std::unique_ptr<Communicator>>& comms) {
+  const std::string flag = "--tensor-parallel-size " + std::to_string(n);
+  for (int i = 1; i < n; ++i) {
+    if (first.device() == Device::kCpu) {
+      backends.push_back(make_cpu_backend(options));
+      continue;
+    }
+    auto b = make_cuda_backend(i, options);
+    if (!b.is_ok()) return invalid_argument(flag + " needs " + std::to_string(n) + " GPUs: " + b.status().message());
+    backends.push_back(std::move(b).value());
+  }
+  if (first.device() == Device::kCpu) {
+    comms = make_local_communicators(n);
+    return Status::ok();
+  }
+  std::vector<Backend*> all = {&first};
+  for (auto& b : backends) all.push_back(b.get());
+  auto nccl = make_nccl_communicators(all);
+  if (!nccl.is_ok()) return Status(nccl.status().code(), flag + ": " + nccl.status().message());
+  comms = std::move(nccl).value();
+  first.bind_thread();
+  return Status::ok();
 }
 
 KvCacheShape kv_shape(const ModelConfig& c, const Backend& backend, int32_t page_size) {
@@ -64,7 +184,32 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
         "GEMM tuning and batch-invariant mode exclude each other (the latter fixes one algorithm "
         "per weight shape)");
   FG_ASSIGN_OR_RETURN(r->backend_, make_backend(o.backend, backend_options));
-  FG_ASSIGN_OR_RETURN(r->model_, load_model(o.model_dir, o, *r->backend_));
+  const int tp_size = o.tensor_parallel_size;
+  if (tp_size < 1 || tp_size > 64)
+    return invalid_argument("--tensor-parallel-size must be in [1, 64], got " + std::to_string(tp_size));
+  TensorParallel tp0;
+  if (tp_size > 1) {
+    if (!o.draft_model_dir.empty())
+      return unsupported("--draft-model with --tensor-parallel-size " + std::to_string(tp_size) +
+                         " is not supported (the draft model would need its own split)");
+    r->tp_ = std::make_unique<Ranks>();
+    std::vector<std::unique_ptr<Backend>> backends;
+    FG_RETURN_IF_ERROR(make_ranks(tp_size, *r->backend_, backend_options, backends, r->tp_->comms));
+    for (auto& b : backends) {
+      r->tp_->ranks.emplace_back();
+      r->tp_->ranks.back().backend = std::move(b);
+    }
+    tp0.comm = r->tp_->comms[0].get();
+  }
+  FG_ASSIGN_OR_RETURN(r->model_, load_model(o.model_dir, o, *r->backend_, tp0));
+  if (r->tp_) {
+    for (size_t i = 0; i < r->tp_->ranks.size(); ++i) {
+      Ranks::Rank& rank = r->tp_->ranks[i];
+      rank.backend->bind_thread();
+      FG_ASSIGN_OR_RETURN(rank.model, load_model(o.model_dir, o, *rank.backend, {r->tp_->comms[i + 1].get()}));
+    }
+    r->backend_->bind_thread();
+  }
   if (!o.draft_model_dir.empty()) {
     auto draft = load_model(o.draft_model_dir, o, *r->backend_);
     if (!draft.is_ok()) return Status(draft.status().code(), "--draft-model: " + draft.status().message());
@@ -79,6 +224,13 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
   // allocates its scratch for the time of the call).
   r->model_->prepare_gemms();
   if (r->draft_) r->draft_->model_->prepare_gemms();
+  if (r->tp_) {
+    for (Ranks::Rank& rank : r->tp_->ranks) {
+      rank.backend->bind_thread();
+      rank.model->prepare_gemms();
+    }
+    r->backend_->bind_thread();
+  }
   const ModelConfig& c = r->model_->config();
   r->max_model_len_ = int32_t(std::min<int64_t>(c.max_position_embeddings, INT32_MAX));
   if (o.max_model_len > 0) r->max_model_len_ = std::min(r->max_model_len_, o.max_model_len);
@@ -96,6 +248,12 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
     g.max_query_len = std::max(1, o.graph_max_query_len);
     g.capture = true;
     FG_RETURN_IF_ERROR(r->model_->enable_decode_graphs(g));
+    if (r->tp_)
+      for (Ranks::Rank& rank : r->tp_->ranks) {
+        rank.backend->bind_thread();
+        FG_RETURN_IF_ERROR(rank.model->enable_decode_graphs(g));
+      }
+    r->backend_->bind_thread();
     if (r->draft_) {
       g.max_query_len = 1;  // the draft only ever decodes through graphs
       FG_RETURN_IF_ERROR(r->draft_->model_->enable_decode_graphs(g));
@@ -104,10 +262,18 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
   if (r->draft_) r->draft_->max_model_len_ = r->max_model_len_;
   // On a GPU, the step workspace before the KV cache, which is sized from the memory left (a
   // prefill step of a mixture of experts needs tokens * top_k rows of expert buffers).
-  if (o.max_step_tokens > 0 && r->backend_->device() != Device::kCpu)
+  if (o.max_step_tokens > 0 && r->backend_->device() != Device::kCpu) {
     r->model_->reserve_step_workspace(o.max_step_tokens, std::min(o.max_step_tokens, 256));
+    if (r->tp_)
+      for (Ranks::Rank& rank : r->tp_->ranks) {
+        rank.backend->bind_thread();
+        rank.model->reserve_step_workspace(o.max_step_tokens, std::min(o.max_step_tokens, 256));
+      }
+    r->backend_->bind_thread();
+  }
 
-  const KvCacheShape shape = kv_shape(c, *r->backend_, o.page_size);
+  // Every rank holds its own kv heads (local_config) in the same number of pages.
+  const KvCacheShape shape = kv_shape(r->model_->local_config(), *r->backend_, o.page_size);
   KvMemoryRequest req;
   req.kv_cache_bytes = o.kv_cache_bytes;
   req.gpu_memory_fraction = o.gpu_memory_fraction;
@@ -146,6 +312,15 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
   if (r->draft_) {
     FG_ASSIGN_OR_RETURN(KvCache draft_cache, r->draft_->model_->make_kv_cache(pages, o.page_size));
     r->draft_->cache_.emplace(std::move(draft_cache));
+  }
+  if (r->tp_) {
+    for (Ranks::Rank& rank : r->tp_->ranks) {
+      rank.backend->bind_thread();
+      FG_ASSIGN_OR_RETURN(KvCache rank_cache, rank.model->make_kv_cache(pages, o.page_size));
+      rank.cache.emplace(std::move(rank_cache));
+    }
+    r->backend_->bind_thread();
+    r->tp_->start();
   }
   return r;
 }

@@ -13,12 +13,22 @@
 // Speculative decoding with a draft model (ModelRunnerOptions::draft_model_dir): the runner loads
 // it on the same backend and sizes both KV caches together (equal page counts, so the draft never
 // runs out of pages before the target); draft() is its StepRunner.
+//
+// Tensor parallelism (ModelRunnerOptions::tensor_parallel_size N > 1, model/tensor_parallel.h):
+// N backends of the same kind (CPU: N CPU backends with the in-process communicator; CUDA: GPUs
+// 0..N-1 with NCCL), rank r's shard of the model and its KV cache (its kv heads, the same page
+// count) on backend r. Rank 0 is this object: the engine thread schedules, owns the prefix cache
+// and writes each step once into rank 0's block; forward() broadcasts the step's shape and block
+// to ranks 1..N-1 (Communicator::broadcast_host) and runs rank 0's shard, while each other rank
+// runs its shard on its own thread with the same metadata. The collectives inside the forward
+// keep the ranks in step; backend() and the logits are rank 0's.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/step_runner.h"
 #include "model/batch.h"
@@ -46,9 +56,10 @@ struct ModelRunnerOptions {
   int32_t max_step_tokens = 0;                          // > 0: on a GPU, the step workspace for this many new tokens
                                 // (--max-batch-tokens) is allocated before the KV cache is sized
                                 // from free memory
-  std::string draft_model_dir;  // a draft model for speculative decoding (--draft-model), loaded on the same
-                                // backend (with dummy weights too under dummy_weights); its KV cache gets as
-                                // many pages as the target's, out of the same memory budget
+  std::string draft_model_dir;       // a draft model for speculative decoding (--draft-model), loaded on the same
+                                     // backend (with dummy weights too under dummy_weights); its KV cache gets as
+                                     // many pages as the target's, out of the same memory budget
+  int32_t tensor_parallel_size = 1;  // ranks the model is split over (--tensor-parallel-size); 1: one backend
 };
 
 class ModelRunner final : public StepRunner {
@@ -68,8 +79,8 @@ class ModelRunner final : public StepRunner {
     const RopeConfig& r = model_->config().rope;
     return r.type == RopeScaling::kLongRope && prompt_len > r.original_max_position ? 1 : 0;
   }
-  StepWriter begin_step(const StepShape& shape) override { return model_->begin_step(shape, cache_->page_size()); }
-  Result<Tensor> forward(const StepMetadata& step) override { return model_->forward(step, *cache_); }
+  StepWriter begin_step(const StepShape& shape) override;
+  Result<Tensor> forward(const StepMetadata& step) override;
   StepRunner* draft() override;
 
   const ModelConfig& config() const { return model_->config(); }
@@ -77,9 +88,12 @@ class ModelRunner final : public StepRunner {
   int64_t kv_cache_bytes() const { return kv_bytes_; }
   // The paged K/V tensors the runner's steps read and write (tests poison evicted pages in it).
   KvCache& kv_cache() { return *cache_; }
+  // Ranks the model is split over (1 without tensor parallelism).
+  int tensor_parallel_size() const;
 
  private:
   class DraftRunner;
+  class Ranks;
   ModelRunner();
 
   std::unique_ptr<Backend> backend_;
@@ -88,6 +102,9 @@ class ModelRunner final : public StepRunner {
   std::unique_ptr<DraftRunner> draft_;  // the draft model and its cache, on backend_
   int32_t max_model_len_ = 0;
   int64_t kv_bytes_ = 0;
+  StepShape shape_;            // of the step begin_step handed out (sent to the other ranks)
+  std::unique_ptr<Ranks> tp_;  // ranks 1..N-1 and every rank's communicator; declared last: its
+                               // threads stop before anything they may touch goes
 };
 
 }  // namespace fg

@@ -101,18 +101,32 @@ Status StepWriter::add(const SequenceChunk& c) {
   return Status::ok();
 }
 
-StepMetadata StepWriter::finish() const {
-  StepMetadata m = m_;
+namespace {
+
+// m with its spans over m.words for a step of these sizes.
+StepMetadata with_spans(StepMetadata m, int tokens, int seqs, int logits) {
   const StepLayout& L = m.layout;
   const int32_t* w = m.words;
-  m.token_ids = {w + L.ids, size_t(tokens_)};
-  m.positions = {w + L.pos, size_t(tokens_)};
-  m.cu_seqlens_q = {w + L.cu, size_t(seqs_) + 1};
-  m.seqlens_kv = {w + L.skv, size_t(seqs_)};
-  m.block_table = {w + L.bt, size_t(seqs_) * size_t(L.pages_per_seq)};
-  m.slot_mapping = {w + L.slot, size_t(tokens_)};
-  m.logits_indices = {w + L.lidx, size_t(logits_)};
+  m.token_ids = {w + L.ids, size_t(tokens)};
+  m.positions = {w + L.pos, size_t(tokens)};
+  m.cu_seqlens_q = {w + L.cu, size_t(seqs) + 1};
+  m.seqlens_kv = {w + L.skv, size_t(seqs)};
+  m.block_table = {w + L.bt, size_t(seqs) * size_t(L.pages_per_seq)};
+  m.slot_mapping = {w + L.slot, size_t(tokens)};
+  m.logits_indices = {w + L.lidx, size_t(logits)};
   return m;
+}
+
+}  // namespace
+
+StepMetadata StepWriter::finish() const {
+  return with_spans(m_, tokens_, seqs_, logits_);
+}
+
+StepMetadata rebase_step(const StepMetadata& step, int32_t* words) {
+  StepMetadata m = step;
+  m.words = words;
+  return with_spans(m, step.total_q(), step.num_seqs(), step.num_logits());
 }
 
 }  // namespace fg

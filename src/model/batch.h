@@ -69,6 +69,10 @@ struct StepMetadata {
 
 enum class LogitsWanted { kNone, kLast, kAll };
 
+// The same step over another copy of its block (a tensor-parallel rank's): the spans point into
+// `words` ([step.layout.words]) at the same offsets; the summaries are kept.
+StepMetadata rebase_step(const StepMetadata& step, int32_t* words);
+
 // One sequence's part of a step.
 struct SequenceChunk {
   std::span<const int32_t> new_tokens;  // the tokens to run now (>= 1)

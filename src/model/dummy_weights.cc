@@ -134,11 +134,16 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
   return w;
 }
 
-Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed) {
+Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed,
+                                                 const TensorParallel& tp) {
   FG_ASSIGN_OR_RETURN(ModelConfig config, load_any_model_config(dir));
   FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
-  FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->config_, backend, seed));
+  FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
+  // A shard holds only its local shapes (each rank seeds its own values: meaningless either way).
+  FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->local_, backend, seed + uint64_t(m->shard_.rank)));
+  if (m->shard_.rank != 0)  // row-parallel biases live on rank 0 alone (tensor_parallel.h)
+    for (LayerWeights& L : m->weights_.layers) L.o_bias = L.down_bias = Tensor{};
   m->upload_rope_table();
   return m;
 }

@@ -48,7 +48,14 @@ Status check_backend_supports(const ModelConfig& c, const Backend& backend) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend) {
+Status Model::set_tensor_parallel(const TensorParallel& tp) {
+  FG_ASSIGN_OR_RETURN(shard_, make_tp_shard(config_, tp.rank(), tp.size()));
+  local_ = shard_config(config_, shard_);
+  comm_ = tp.comm;
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, const TensorParallel& tp) {
   // A .gguf file, or a folder holding one .gguf and no config.json (model/gguf_model.h).
   FG_ASSIGN_OR_RETURN(std::string gguf_path, find_gguf_model(dir));
   if (!gguf_path.empty()) {
@@ -56,7 +63,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
     FG_ASSIGN_OR_RETURN(ModelConfig config, gguf_model_config(*file));
     FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
     std::unique_ptr<Model> m(new Model(backend, std::move(config)));
-    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend));
+    FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
+    FG_ASSIGN_OR_RETURN(m->weights_,
+                        load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend, m->shard_));
     m->upload_rope_table();
     return m;
   }
@@ -64,7 +73,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
   FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   FG_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
-  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, ckpt, backend));
+  FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
+  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, SafetensorsWeightSource(ckpt), backend, m->shard_));
 
   m->upload_rope_table();
   return m;
@@ -110,7 +120,7 @@ void Model::prepare_gemms() {
 }
 
 void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = local_;  // the rank's heads and MLP rows; logits rows are full (config_)
   const size_t act = dtype_size(backend_.act_dtype());
   // Recorded graphs read the buffers (and the plan) that are about to move: drop them first.
   if (total_q > cap_tokens_ || num_logits > cap_logits_) drop_graphs();
@@ -146,7 +156,9 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
   if (num_logits > cap_logits_) {
     const size_t n = size_t(num_logits);
     sel_ = backend_.alloc(3 * n * size_t(c.hidden_size) * act);
-    logits_ = backend_.alloc(n * size_t(c.vocab_size) * sizeof(float));
+    logits_ = backend_.alloc(n * size_t(config_.vocab_size) * sizeof(float));
+    if (comm_)
+      shard_logits_ = backend_.alloc(size_t(1 + comm_->size()) * n * size_t(shard_.vocab_rows) * sizeof(float));
     cap_logits_ = num_logits;
   }
   if (meta_bytes > cap_meta_) {  // the eager path's metadata: graphs never read these
@@ -158,7 +170,7 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
 
 Status Model::validate(const StepMetadata& step, const KvCache& cache) const {
   if (cache.num_layers() != config_.num_layers || cache.layer(0).k.dtype != backend_.act_dtype() ||
-      cache.layer(0).k.size(2) != config_.num_kv_heads || cache.layer(0).k.size(3) != config_.head_dim)
+      cache.layer(0).k.size(2) != local_.num_kv_heads || cache.layer(0).k.size(3) != config_.head_dim)
     return invalid_argument("the KV cache was not made for this model and backend");
   if (step.total_q() <= 0 || step.num_seqs() <= 0) return invalid_argument("batch is empty");
   if (step.page_size != cache.page_size())
@@ -328,8 +340,30 @@ void Model::run_moe(const LayerWeights& w, const Tensor& normed, Tensor& out) {
   backend_.moe_combine(expert_out, r, out);
 }
 
+void Model::lm_head(const Tensor& normed, Tensor& logits) {
+  if (!comm_) {
+    backend_.gemm(normed, weights_.lm_head, nullptr, logits);
+    return;
+  }
+  // The rank's vocabulary shard [L, Vr], gathered as [size, L, Vr], then each rank's valid
+  // columns copied into the full rows [L, V].
+  const int64_t L = normed.shape[0], Vr = shard_.vocab_rows, V = config_.vocab_size;
+  const int N = comm_->size();
+  const size_t shard_bytes = size_t(cap_logits_) * size_t(Vr) * sizeof(float);
+  Tensor local = view_at(shard_logits_, 0, DType::kF32, {L, Vr});
+  Tensor gathered = view_at(shard_logits_, shard_bytes, DType::kF32, {N * L * Vr});
+  backend_.gemm(normed, weights_.lm_head, nullptr, local);
+  comm_->all_gather(local.reshape({L * Vr}), gathered);
+  for (int r = 0; r < N; ++r) {
+    const int64_t valid = std::clamp<int64_t>(V - r * Vr, 0, Vr);
+    backend_.copy_rows(logits.ptr<float>() + r * Vr, size_t(V) * sizeof(float),
+                       gathered.ptr<float>() + int64_t(r) * L * Vr, size_t(Vr) * sizeof(float),
+                       size_t(valid) * sizeof(float), size_t(L));
+  }
+}
+
 void Model::run_layers(const StepTensors& t, KvCache& cache) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = local_;  // the rank's heads and MLP rows (all of them without tensor parallelism)
   const DType act = backend_.act_dtype();
   const int T = t.total_q, L = t.num_logits;
 
@@ -351,7 +385,12 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
   const float attention_scale =
       c.attention_scale > 0.0 ? float(c.attention_scale) : 1.0f / std::sqrt(float(c.head_dim));
 
-  backend_.embedding(t.ids, weights_.embed, residual);
+  if (comm_) {  // each rank looks up its vocabulary shard (zeros elsewhere); the sum is the full row
+    backend_.embedding_shard(t.ids, weights_.embed, shard_.vocab0, residual);
+    comm_->all_reduce_sum(residual);
+  } else {
+    backend_.embedding(t.ids, weights_.embed, residual);
+  }
   if (c.embedding_scale != 1.0) {
     // As transformers: the scale in the weights' dtype (bf16 on cuda), then the product rounded.
     float scale = float(c.embedding_scale);
@@ -381,6 +420,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     params.softcap = float(c.attn_softcap);
     backend_.attention(*plan_, q_attn, cache.layer(l), t.attention, params, attn_out, nullptr);
     backend_.gemm(attn_out_2d, w.o, w.o_bias.defined() ? &w.o_bias : nullptr, delta);
+    if (comm_) comm_->all_reduce_sum(delta);  // row-parallel o_proj: the ranks' partial sums
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.attn_out_norm, eps, delta);
 
     backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);
@@ -392,13 +432,14 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
       backend_.gemm(normed, w.gate_up, w.gate_up_bias.defined() ? &w.gate_up_bias : nullptr, gate_up);
       gated_act(gate_up, mlp_act);
       backend_.gemm(mlp_act, w.down, w.down_bias.defined() ? &w.down_bias : nullptr, delta);
+      if (comm_) comm_->all_reduce_sum(delta);  // row-parallel down_proj
     }
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.mlp_out_norm, eps, delta);
   }
 
   if (L == 0) return;
   // Only the wanted rows go through the final norm and the vocabulary projection.
-  Tensor logits = view_at(logits_, 0, DType::kF32, {L, c.vocab_size});
+  Tensor logits = view_at(logits_, 0, DType::kF32, {L, config_.vocab_size});
   const size_t sel_bytes = size_t(cap_logits_) * size_t(c.hidden_size) * dtype_size(act);
   Tensor sel_res = view_at(sel_, 0, act, {L, c.hidden_size});
   Tensor sel_delta = view_at(sel_, sel_bytes, act, {L, c.hidden_size});
@@ -406,7 +447,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
   backend_.gather_rows(residual, t.lidx, sel_res);
   backend_.gather_rows(delta, t.lidx, sel_delta);
   backend_.add_rms_norm(sel_res, sel_delta, weights_.final_norm, eps, sel_normed);
-  backend_.gemm(sel_normed, weights_.lm_head, nullptr, logits);
+  lm_head(sel_normed, logits);
   if (c.final_softcap > 0.0) backend_.softcap(logits, float(c.final_softcap));
 }
 

@@ -28,6 +28,13 @@
 // logits rows are never returned. The
 // attention partition is planned on the host before every replay (the kernels read it from
 // memory). Eager and graph steps give the same logits up to GEMM rounding of a different row count.
+//
+// Tensor parallelism (model/tensor_parallel.h): a model loaded with a communicator is one rank's
+// shard. It holds the rank's slices of the weights and runs its local heads and MLP columns; the
+// communicator's all-reduce follows the embedding lookup, o_proj and down_proj, and an all-gather
+// assembles the full logits after the LM head. Every rank runs the same step (the caller gives
+// each rank's begin_step/forward the same shape and metadata) and the collectives are ops on the
+// backend's stream, so decode graphs record them. Without a communicator: the plain path.
 #pragma once
 
 #include <map>
@@ -41,6 +48,7 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace fg {
@@ -85,13 +93,20 @@ class Model {
   // weights to `backend` (matrices in its weight dtype, the rest in its act dtype: weights.h).
   // `dir` may instead be a .gguf file, or a folder holding one .gguf and no config.json: config
   // and weights then come from that file (model/gguf_model.h). `backend` must outlive the model.
-  static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
+  // With tp.comm: only rank tp.rank()'s shard is read and uploaded (the communicator must outlive
+  // the model); errors name what tp.size() cannot split.
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend, const TensorParallel& tp = {});
   // Reads DIR/config.json (or a GGUF file's metadata) only and fills every weight with seeded random values on the
   // device (Backend::fill_uniform), for performance work at real shapes without a checkpoint (model/dummy_weights.h;
   // defined in dummy_weights.cc).
-  static Result<std::unique_ptr<Model>> load_dummy(const std::string& dir, Backend& backend, uint64_t seed);
+  static Result<std::unique_ptr<Model>> load_dummy(const std::string& dir, Backend& backend, uint64_t seed,
+                                                   const TensorParallel& tp = {});
 
+  // The whole model's config (vocab_size is the full vocabulary: logits rows are full rows).
   const ModelConfig& config() const { return config_; }
+  // This rank's shapes (shard_config): the local heads, intermediate rows and vocabulary shard.
+  const ModelConfig& local_config() const { return local_; }
+  const TpShard& shard() const { return shard_; }
   Backend& backend() const { return backend_; }
   // The weights as loaded (the dtype each matrix is kept in depends on the backend: weights.h).
   const ModelWeights& weights() const { return weights_; }
@@ -129,8 +144,9 @@ class Model {
   DecodeGraphStats decode_graph_stats() const;
 
   // A KV cache for this model with `num_pages` pages of `page_size` tokens.
+  // A KV cache for this model with `num_pages` pages of `page_size` tokens (the rank's kv heads).
   Result<KvCache> make_kv_cache(int num_pages, int page_size) const {
-    return KvCache::create(backend_, config_, num_pages, page_size);
+    return KvCache::create(backend_, local_, num_pages, page_size);
   }
 
  private:
@@ -164,7 +180,12 @@ class Model {
     int32_t* words = nullptr;
   };
 
-  Model(Backend& backend, ModelConfig config) : backend_(backend), config_(std::move(config)) {}
+  Model(Backend& backend, ModelConfig config) : backend_(backend), config_(std::move(config)), local_(config_) {}
+  // Sets the split (tp.comm null: the whole model). Errors from make_tp_shard.
+  Status set_tensor_parallel(const TensorParallel& tp);
+  // The LM head's output in `logits` [L, vocab] f32: one GEMM, or the rank's shard then the
+  // all-gather and the strided copy into full rows.
+  void lm_head(const Tensor& normed, Tensor& logits);
   // Computes the RoPE inverse frequencies of config_ and uploads them to inv_freq_ (both loaders).
   void upload_rope_table();
   Status validate(const StepMetadata& step, const KvCache& cache) const;
@@ -191,6 +212,9 @@ class Model {
 
   Backend& backend_;
   ModelConfig config_;
+  ModelConfig local_;  // == config_ but for a tensor-parallel shard
+  TpShard shard_;
+  Communicator* comm_ = nullptr;  // null: no collectives
   ModelWeights weights_;
   Buffer inv_freq_;        // [rotary_dim / 2] f32, device; LongRoPE: [2, rotary_dim / 2] (short, long)
   Buffer local_inv_freq_;  // [rotary_dim / 2] f32, device: Gemma 3's sliding layers (else empty)
@@ -205,12 +229,13 @@ class Model {
   Buffer narrow_;    // [cap_tokens, max(q_dim, inter)] act: attention out, then silu*up
   Buffer sel_;       // [3, cap_logits, hidden] act: gathered residual, delta, normed
   // Mixture-of-experts workspace (A = cap_tokens * top_k assignments); empty for dense models.
-  Buffer moe_wide_;    // [A, max(2 * moe_inter, hidden)] act: the experts' gate|up sorted by expert,
-                       // then their down projections
-  Buffer moe_narrow_;  // [A, moe_inter] act: act(gate) * up
-  Buffer moe_meta_;    // router logits [cap_tokens, E] f32 | topk weights [cap_tokens, k] f32 | topk ids
-                       // [cap_tokens, k] i32 | offsets [E + 1] i32 | sorted [A] i32 | assign_row [A] i32
-  Buffer logits_;      // [cap_logits, vocab] f32
+  Buffer moe_wide_;      // [A, max(2 * moe_inter, hidden)] act: the experts' gate|up sorted by expert,
+                         // then their down projections
+  Buffer moe_narrow_;    // [A, moe_inter] act: act(gate) * up
+  Buffer moe_meta_;      // router logits [cap_tokens, E] f32 | topk weights [cap_tokens, k] f32 | topk ids
+                         // [cap_tokens, k] i32 | offsets [E + 1] i32 | sorted [A] i32 | assign_row [A] i32
+  Buffer logits_;        // [cap_logits, vocab] f32
+  Buffer shard_logits_;  // tensor parallel: [cap_logits, vocab_rows] f32, then [size, cap_logits, vocab_rows] gathered
   std::unique_ptr<AttentionPlan> plan_;  // the attention partition of the running step
   size_t cap_meta_ = 0;
   Buffer meta_host_;                          // staging of an eager step's metadata (pinned on cuda)

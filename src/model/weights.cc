@@ -22,14 +22,17 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// One destination tensor assembled from one or more checkpoint tensors, concatenated along dim 0.
+// One destination tensor assembled from one or more checkpoint tensors (or slices of them, for a
+// tensor-parallel shard), concatenated along dim 0, then zero rows up to `shape`.
 struct Assembly {
   Tensor* target = nullptr;
   bool matrix = false;  // a GEMM weight or the embedding table: kept in the backend's weight dtype
   std::vector<int64_t> shape;
   std::vector<WeightTensor> parts;
-  DType dtype = DType::kF32;  // what the target holds (set by upload)
-  bool plus_one = false;      // store 1 + w (Gemma's RMSNorm weights)
+  std::vector<WeightSlice> slices;  // per part
+  int64_t pad_numel = 0;            // zero elements after the parts
+  DType dtype = DType::kF32;        // what the target holds (set by upload)
+  bool plus_one = false;            // store 1 + w (Gemma's RMSNorm weights)
   size_t arena_offset = 0;
 };
 
@@ -38,7 +41,34 @@ struct AddOptions {
   bool matrix = false;              // a GEMM weight or the embedding table (see Assembly)
   bool plus_one = false;            // see Assembly
   std::vector<int64_t> view_shape;  // the target's shape when not the concatenation's (same numel)
+  int64_t rows = 0;                 // > 0: the target's rows, zero-padded past the parts' (a vocabulary shard)
 };
+
+// A checkpoint tensor the planner reads, whole or sliced.
+struct PartSpec {
+  std::string name;
+  std::vector<int64_t> shape;  // the whole tensor's expected shape
+  WeightSlice slice = {};
+};
+
+int64_t sliced_numel(const WeightTensor& t, const WeightSlice& s) {
+  if (s.dim < 0) return t.numel();
+  return t.numel() / t.shape[size_t(s.dim)] * (s.end - s.begin);
+}
+
+// The slice's values as stored: a pointer into the whole tensor `host` (rows), or into `buf`
+// (columns, gathered row by row). Reads only the slice's bytes.
+const void* read_slice(const WeightTensor& t, const WeightSlice& s, const void* host, std::vector<uint8_t>& buf) {
+  if (s.dim < 0) return host;
+  const DType dt = *t.dtype;
+  const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
+  if (s.dim == 0) return static_cast<const char*>(host) + dtype_bytes(dt, s.begin * cols);
+  const size_t row = dtype_bytes(dt, cols), skip = dtype_bytes(dt, s.begin), take = dtype_bytes(dt, s.end - s.begin);
+  buf.resize(size_t(t.shape[0]) * take);
+  for (int64_t r = 0; r < t.shape[0]; ++r)
+    std::memcpy(buf.data() + size_t(r) * take, static_cast<const char*>(host) + size_t(r) * row + skip, take);
+  return buf.data();
+}
 
 AddOptions matrix_options() {
   AddOptions o;
@@ -46,8 +76,8 @@ AddOptions matrix_options() {
   return o;
 }
 
-size_t stored_bytes(const WeightTensor& t) {
-  return dtype_bytes(*t.dtype, t.numel());
+size_t stored_bytes(const WeightTensor& t, const WeightSlice& s) {
+  return dtype_bytes(*t.dtype, sliced_numel(t, s));
 }
 
 // The dtype an assembly is kept in on `backend`: Gemma's 1 + w norm weights in f32 (as
@@ -89,14 +119,14 @@ class Planner {
  public:
   Planner(const WeightSource& source) : source_(source) {}
 
-  // Requires each named tensor with its expected shape; the target gets their row concatenation.
-  Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts,
-             const AddOptions& options = {}) {
+  // Requires each named tensor with its expected shape; the target gets the row concatenation of
+  // their slices.
+  Status add(Tensor* target, const std::vector<PartSpec>& parts, const AddOptions& options = {}) {
     Assembly a;
     a.target = target;
     a.matrix = options.matrix;
     a.plus_one = options.plus_one;
-    for (const auto& [name, shape] : parts) {
+    for (const auto& [name, shape, slice] : parts) {
       FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
       if (!t.dtype)
         return invalid_argument(t.file + ": tensor '" + t.name + "' has dtype " + t.dtype_name + ", expected " +
@@ -106,35 +136,60 @@ class Planner {
                                 shape_str(shape) + " for this " + source_.config_name());
       FG_CHECK(t.shape.back() % dtype_block_size(*t.dtype) == 0,
                "weight source gave " + t.name + " rows that are not whole blocks");
+      std::vector<int64_t> part_shape = shape;
+      if (slice.dim >= 0) {
+        FG_CHECK(slice.dim < int(shape.size()) && slice.begin >= 0 && slice.begin <= slice.end &&
+                     slice.end <= shape[size_t(slice.dim)],
+                 "weight slice outside " + t.name);
+        const int64_t block = dtype_block_size(*t.dtype);
+        if (slice.dim == 1 && (slice.begin % block != 0 || slice.end % block != 0))
+          return invalid_argument(
+              t.file + ": tensor '" + t.name + "' (" + t.dtype_name + ") cannot be split at column " +
+              std::to_string(slice.begin % block ? slice.begin : slice.end) + ": its quantized blocks hold " +
+              std::to_string(block) + " columns; use a smaller --tensor-parallel-size");
+        part_shape[size_t(slice.dim)] = slice.end - slice.begin;
+      }
       a.parts.push_back(std::move(t));
+      a.slices.push_back(slice);
       if (a.shape.empty())
-        a.shape = shape;
+        a.shape = part_shape;
       else
-        a.shape[0] += shape[0];
+        a.shape[0] += part_shape[0];
+    }
+    if (options.rows > 0) {
+      FG_CHECK(options.rows >= a.shape[0], "padded weight rows below its parts'");
+      a.pad_numel = (options.rows - a.shape[0]) * (a.shape.size() > 1 ? a.shape[1] : 1);
+      a.shape[0] = options.rows;
     }
     if (!options.view_shape.empty()) a.shape = options.view_shape;
     assemblies_.push_back(std::move(a));
     return Status::ok();
   }
 
+  // Bytes read out of the source's tensors (the slices) by upload.
+  int64_t bytes_read() const { return bytes_read_; }
+
   Status upload(Backend& backend, Buffer& arena) {
-    size_t total = 0, staging_bytes = 0, f32_values = 0;
+    size_t total = 0, staging_bytes = 0, f32_values = 0, zero_bytes = 0;
     for (Assembly& a : assemblies_) {
       a.dtype = target_dtype(a, backend);
       a.arena_offset = total;
       int64_t numel = 1;
       for (int64_t d : a.shape) numel *= d;
       total += align_up(dtype_bytes(a.dtype, numel));
-      for (const WeightTensor& p : a.parts) {
+      for (size_t i = 0; i < a.parts.size(); ++i) {
+        const WeightTensor& p = a.parts[i];
         if (*p.dtype == a.dtype && !a.plus_one) continue;
+        const size_t numel = size_t(sliced_numel(p, a.slices[i]));
         // Converted on the device from the stored form, or from f32 values made on the host.
         if (dtype_is_blocked(*p.dtype) || a.plus_one) {
-          f32_values = std::max(f32_values, size_t(p.numel()));
-          if (a.dtype != DType::kF32) staging_bytes = std::max(staging_bytes, size_t(p.numel()) * 4);
+          f32_values = std::max(f32_values, numel);
+          if (a.dtype != DType::kF32) staging_bytes = std::max(staging_bytes, numel * 4);
         } else {
-          staging_bytes = std::max(staging_bytes, stored_bytes(p));
+          staging_bytes = std::max(staging_bytes, stored_bytes(p, a.slices[i]));
         }
       }
+      zero_bytes = std::max(zero_bytes, dtype_bytes(a.dtype, a.pad_numel));
     }
     arena = backend.alloc(std::max<size_t>(total, kAlign));
     if (!arena.data() && total > 0)
@@ -144,13 +199,18 @@ class Planner {
     if (staging_bytes > 0) staging = backend.alloc(staging_bytes);
     std::vector<uint8_t> scratch;           // tensors the source reorders on the host (GGUF q/k rows)
     std::vector<float> values(f32_values);  // blocks dequantized (or 1 + w) on the host
+    std::vector<uint8_t> columns;           // a column slice gathered from the source's rows
+    const std::vector<uint8_t> zeros(zero_bytes);
     char* base = static_cast<char*>(arena.data());
     for (Assembly& a : assemblies_) {
       char* dst = base + a.arena_offset;
-      for (const WeightTensor& p : a.parts) {
-        const int64_t numel = p.numel();
+      for (size_t part = 0; part < a.parts.size(); ++part) {
+        const WeightTensor& p = a.parts[part];
+        const int64_t numel = sliced_numel(p, a.slices[part]);
         const DType stored = *p.dtype;
-        const void* host = source_.read(p, scratch);
+        const void* whole = source_.read(p, scratch);
+        const void* host = read_slice(p, a.slices[part], whole, columns);
+        bytes_read_ += int64_t(dtype_bytes(stored, numel));
         // A NaN or infinity in a weight poisons every activation it touches; refuse the file.
         if (const int64_t bad = first_non_finite(host, stored, numel); bad >= 0) {
           backend.synchronize();  // copies already queued still read the staging buffer
@@ -159,7 +219,7 @@ class Planner {
                                   "); the checkpoint is corrupt");
         }
         if (stored == a.dtype && !a.plus_one) {
-          backend.copy_from_host(dst, host, stored_bytes(p));
+          backend.copy_from_host(dst, host, dtype_bytes(stored, numel));
         } else {
           DType from = stored;
           if (dtype_is_blocked(stored) || a.plus_one) {
@@ -180,8 +240,11 @@ class Planner {
           }
         }
         // Copies are asynchronous: the host buffers are rewritten by the next part.
-        if (host == scratch.data() || host == values.data()) backend.synchronize();
+        if (whole == scratch.data() || host == columns.data() || host == values.data()) backend.synchronize();
         dst += dtype_bytes(a.dtype, numel);
+      }
+      if (a.pad_numel > 0) {  // a vocabulary shard's padding rows: zero bytes are zero values in every dtype
+        backend.copy_from_host(dst, zeros.data(), dtype_bytes(a.dtype, a.pad_numel));
       }
       Tensor& t = *a.target;
       t = Tensor{};
@@ -203,6 +266,7 @@ class Planner {
  private:
   const WeightSource& source_;
   std::vector<Assembly> assemblies_;
+  int64_t bytes_read_ = 0;
 };
 
 }  // namespace
@@ -276,6 +340,12 @@ std::string router_name(const ModelConfig& c, int l) {
 }  // namespace
 
 Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend) {
+  FG_ASSIGN_OR_RETURN(TpShard whole, make_tp_shard(c, 0, 1));
+  return load_model_weights(c, source, backend, whole);
+}
+
+Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend,
+                                        const TpShard& tp) {
   ModelWeights w;
   w.layers.resize(size_t(c.num_layers));
   Planner plan(source);
@@ -284,31 +354,58 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
   const AddOptions matrix = matrix_options();
   AddOptions norm;
   norm.plus_one = c.options.norm_plus_one;
+  // The rank's slices (tensor_parallel.h): whole tensors when tp.size == 1.
+  const bool split = tp.size > 1;
+  auto rows = [&](int64_t begin, int64_t count) {
+    return split ? WeightSlice{0, begin, begin + count} : WeightSlice{};
+  };
+  auto cols = [&](int64_t begin, int64_t count) {
+    return split ? WeightSlice{1, begin, begin + count} : WeightSlice{};
+  };
+  const WeightSlice q_rows = rows(tp.q_head0 * head_dim, tp.q_heads * head_dim);
+  const WeightSlice kv_rows = rows(tp.kv_head0 * head_dim, tp.kv_heads * head_dim);
+  const WeightSlice o_cols = cols(tp.q_head0 * head_dim, tp.q_heads * head_dim);
+  const WeightSlice inter_rows = rows(tp.inter0, tp.inter), inter_cols = cols(tp.inter0, tp.inter);
+  // Rows of fused checkpoint tensors (Phi-3): the same slices at each part's offset.
+  auto shifted = [](WeightSlice s, int64_t offset, int64_t count) {
+    return s.dim < 0 ? WeightSlice{0, offset, offset + count} : WeightSlice{0, s.begin + offset, s.end + offset};
+  };
+  const bool bias_here = tp.rank == 0;  // row-parallel biases: added once, before the all-reduce
+  AddOptions vocab = matrix;
+  vocab.rows = split ? tp.vocab_rows : 0;
+  const WeightSlice vocab_rows = rows(tp.vocab0, tp.vocab_valid);
 
-  FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}}}, matrix));
+  FG_RETURN_IF_ERROR(plan.add(&w.embed, {{"model.embed_tokens.weight", {c.vocab_size, hidden}, vocab_rows}}, vocab));
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& L = w.layers[size_t(l)];
     auto n = [l](const char* s) { return weight_name_layer(l, s); };
     FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}, norm));
     if (c.options.fused_checkpoint) {
-      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.qkv_proj.weight"), {c.qkv_dim(), hidden}}}, matrix));
+      const std::string qkv = n("self_attn.qkv_proj.weight");
+      const std::vector<int64_t> shape = {c.qkv_dim(), hidden};
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv,
+                                  {{qkv, shape, shifted(q_rows, 0, q_dim)},
+                                   {qkv, shape, shifted(kv_rows, q_dim, kv_dim)},
+                                   {qkv, shape, shifted(kv_rows, q_dim + kv_dim, kv_dim)}},
+                                  matrix));
     } else {
       FG_RETURN_IF_ERROR(plan.add(&L.qkv,
-                                  {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
-                                   {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
-                                   {n("self_attn.v_proj.weight"), {kv_dim, hidden}}},
+                                  {{n("self_attn.q_proj.weight"), {q_dim, hidden}, q_rows},
+                                   {n("self_attn.k_proj.weight"), {kv_dim, hidden}, kv_rows},
+                                   {n("self_attn.v_proj.weight"), {kv_dim, hidden}, kv_rows}},
                                   matrix));
     }
     if (c.options.qkv_bias)
-      FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}},
-                                                {n("self_attn.k_proj.bias"), {kv_dim}},
-                                                {n("self_attn.v_proj.bias"), {kv_dim}}}));
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}, q_rows},
+                                                {n("self_attn.k_proj.bias"), {kv_dim}, kv_rows},
+                                                {n("self_attn.v_proj.bias"), {kv_dim}, kv_rows}}));
     if (c.options.qk_norm) {
       FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}, norm));
       FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}, norm));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}, matrix));
-    if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
+    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}, o_cols}}, matrix));
+    if (c.options.o_bias && bias_here)
+      FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
     if (c.options.sandwich_norms) {
       FG_RETURN_IF_ERROR(plan.add(&L.attn_out_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
       FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("pre_feedforward_layernorm.weight"), {hidden}}}, norm));
@@ -317,10 +414,11 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       FG_RETURN_IF_ERROR(plan.add(&L.post_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
     }
     if (c.is_moe_layer(l)) {
+      FG_CHECK(!split, "tensor parallelism over experts (refused by make_tp_shard)");
       // The router and the stacked experts stay in the activation dtype: the MoE ops read them so.
       const int64_t E = c.moe.num_experts, mi = c.moe.intermediate_size;
       FG_RETURN_IF_ERROR(plan.add(&L.router, {{router_name(c, l), {E, hidden}}}));
-      std::vector<std::pair<std::string, std::vector<int64_t>>> gate_up, down;
+      std::vector<PartSpec> gate_up, down;
       for (int e = 0; e < E; ++e) {
         auto [gate_name, up_name, down_name] = expert_names(c, l, e);
         gate_up.push_back({gate_name, {mi, hidden}});
@@ -335,24 +433,31 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       continue;
     }
     if (c.options.fused_checkpoint) {
-      FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}}, matrix));
+      const std::string gate_up = n("mlp.gate_up_proj.weight");
+      const std::vector<int64_t> shape = {2 * inter, hidden};
+      FG_RETURN_IF_ERROR(plan.add(
+          &L.gate_up,
+          {{gate_up, shape, shifted(inter_rows, 0, inter)}, {gate_up, shape, shifted(inter_rows, inter, inter)}},
+          matrix));
     } else {
-      FG_RETURN_IF_ERROR(
-          plan.add(&L.gate_up,
-                   {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}, matrix));
+      FG_RETURN_IF_ERROR(plan.add(&L.gate_up,
+                                  {{n("mlp.gate_proj.weight"), {inter, hidden}, inter_rows},
+                                   {n("mlp.up_proj.weight"), {inter, hidden}, inter_rows}},
+                                  matrix));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, matrix));
+    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}, inter_cols}}, matrix));
     if (c.options.mlp_bias) {
-      FG_RETURN_IF_ERROR(
-          plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));
-      FG_RETURN_IF_ERROR(plan.add(&L.down_bias, {{n("mlp.down_proj.bias"), {hidden}}}));
+      FG_RETURN_IF_ERROR(plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}, inter_rows},
+                                                    {n("mlp.up_proj.bias"), {inter}, inter_rows}}));
+      if (bias_here) FG_RETURN_IF_ERROR(plan.add(&L.down_bias, {{n("mlp.down_proj.bias"), {hidden}}}));
     }
   }
   FG_RETURN_IF_ERROR(plan.add(&w.final_norm, {{"model.norm.weight", {hidden}}}, norm));
   if (!c.tie_word_embeddings)
-    FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}}}, matrix));
+    FG_RETURN_IF_ERROR(plan.add(&w.lm_head, {{"lm_head.weight", {c.vocab_size, hidden}, vocab_rows}}, vocab));
 
   FG_RETURN_IF_ERROR(plan.upload(backend, w.arena));
+  w.source_bytes = plan.bytes_read();
   if (c.tie_word_embeddings) w.lm_head = w.embed;
   return w;
 }

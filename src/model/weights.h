@@ -35,6 +35,7 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/tensor_parallel.h"
 
 namespace fg {
 
@@ -66,8 +67,16 @@ struct ModelWeights {
   Buffer arena;  // every tensor below lives in here
   Tensor embed;  // [vocab, hidden] weight
   std::vector<LayerWeights> layers;
-  Tensor final_norm;  // [hidden] act
-  Tensor lm_head;     // [vocab, hidden] weight (the same memory as embed when tied)
+  Tensor final_norm;         // [hidden] act
+  Tensor lm_head;            // [vocab, hidden] weight (the same memory as embed when tied)
+  int64_t source_bytes = 0;  // bytes read out of the checkpoint's tensors (a shard reads only its slices)
+};
+
+// Part of a checkpoint tensor: indices [begin, end) of dimension `dim` (0: rows, 1: columns of a
+// matrix); dim < 0: all of it.
+struct WeightSlice {
+  int dim = -1;
+  int64_t begin = 0, end = 0;
 };
 
 // "model.layers.3.self_attn.q_proj.weight" etc.
@@ -122,6 +131,11 @@ int64_t weight_bytes(const ModelWeights& w);
 
 // Validates and uploads every weight the config needs. Extra tensors in the checkpoint are
 // ignored. Blocks until the upload is done.
+// With a shard of a tensor-parallel split (tensor_parallel.h), only that rank's slices are read and
+// kept: the tensors above then have the shard's local shapes (shard_config), and the row-parallel
+// biases (o, down) are held by rank 0 alone.
+Result<ModelWeights> load_model_weights(const ModelConfig& config, const WeightSource& source, Backend& backend,
+                                        const TpShard& shard);
 Result<ModelWeights> load_model_weights(const ModelConfig& config, const WeightSource& source, Backend& backend);
 Result<ModelWeights> load_model_weights(const ModelConfig& config, const SafetensorsCheckpoint& ckpt, Backend& backend);
 

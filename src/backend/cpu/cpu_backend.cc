@@ -73,6 +73,14 @@ void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   copy_bytes(dst, src, bytes);
 }
 
+void CpuBackend::copy_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes,
+                           size_t rows) {
+  FG_CHECK(rows <= 1 || (dst_stride >= row_bytes && src_stride >= row_bytes),
+           "copy_rows: strides below the row length");
+  for (size_t i = 0; i < rows; ++i)
+    copy_bytes(static_cast<char*>(dst) + i * dst_stride, static_cast<const char*>(src) + i * src_stride, row_bytes);
+}
+
 // ---- elementwise: convert and fill_uniform
 
 namespace {

@@ -43,6 +43,8 @@ class CpuBackend final : public Backend {
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void copy_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes,
+                 size_t rows) override;
   void synchronize() override {}
   Buffer alloc_host(size_t bytes) override;
 
@@ -50,6 +52,7 @@ class CpuBackend final : public Backend {
   void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) override;
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;

@@ -69,19 +69,32 @@ DType CpuBackend::weight_dtype(DType stored) const {
 
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   check_view("embedding", "ids", ids, DType::kI32, 1);
-  check_weight("embedding", "table", table);
-  check_view("embedding", "out", out, DType::kF32, 2);
-  const int64_t vocab = table.shape[0], h = table.shape[1], m = ids.shape[0];
-  check_dim("embedding", "out", out, 0, m);
-  check_dim("embedding", "out", out, 1, h);
   const int32_t* idx = ids.ptr<int32_t>();
-  for (int64_t i = 0; i < m; ++i)
-    FG_CHECK(idx[i] >= 0 && idx[i] < vocab, "embedding: ids[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
-                                                " is outside table " + table.describe());
+  for (int64_t i = 0; i < ids.shape[0]; ++i)
+    FG_CHECK(idx[i] >= 0 && idx[i] < table.shape[0], "embedding: ids[" + std::to_string(i) +
+                                                         "] = " + std::to_string(idx[i]) + " is outside table " +
+                                                         table.describe());
+  embedding_shard(ids, table, 0, out);
+}
+
+void CpuBackend::embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) {
+  check_view("embedding_shard", "ids", ids, DType::kI32, 1);
+  check_weight("embedding_shard", "table", table);
+  check_view("embedding_shard", "out", out, DType::kF32, 2);
+  const int64_t vocab = table.shape[0], h = table.shape[1], m = ids.shape[0];
+  check_dim("embedding_shard", "out", out, 0, m);
+  check_dim("embedding_shard", "out", out, 1, h);
+  const int32_t* idx = ids.ptr<int32_t>();
   const cpu::WeightRows rows = weight_rows(table);
   const cpu::WeightKernels& kern = cpu::weight_kernels();
   cpu::parallel_items(pool_, m, m * h, cpu::kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) kern.decode_row(rows, idx[i], row<float>(out, i));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = int64_t(idx[i]) - first_id;
+      if (r >= 0 && r < vocab)
+        kern.decode_row(rows, r, row<float>(out, i));
+      else
+        std::fill_n(row<float>(out, i), h, 0.0f);
+    }
   });
 }
 

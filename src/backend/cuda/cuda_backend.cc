@@ -128,6 +128,17 @@ void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
+void CudaBackend::copy_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes,
+                            size_t rows) {
+  if (rows == 0 || row_bytes == 0) return;
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, rows > 1 ? dst_stride : row_bytes, src, rows > 1 ? src_stride : row_bytes,
+                               row_bytes, rows, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::bind_thread() {
+  CUDA_CHECK(cudaSetDevice(device_));
+}
+
 void CudaBackend::synchronize() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -199,6 +210,15 @@ void CudaBackend::gated_act(const Tensor& x, Tensor& out, bool gelu_tanh) {
 // ---- row movement
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  lookup_rows(ids, table, 0, /*zero_outside=*/false, out);
+}
+
+void CudaBackend::embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) {
+  lookup_rows(ids, table, first_id, /*zero_outside=*/true, out);
+}
+
+void CudaBackend::lookup_rows(const Tensor& ids, const Tensor& table, int64_t first_id, bool zero_outside,
+                              Tensor& out) {
   check_on_device(ids, "embedding ids");
   check_on_device(table, "embedding table");
   check_on_device(out, "embedding out");
@@ -210,9 +230,10 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
            "embedding: last dim must be contiguous: " + pair_desc(table, out));
   FG_CHECK(ids.shape[0] <= 1 || ids.stride[0] == 1, "embedding: ids must be contiguous");
   int64_t es = int64_t(dtype_size(out.dtype));
-  launch_gather_rows(GatherRowsParams{table.data, table.stride[0] * es, ids.ptr<const int32_t>(), out.data,
-                                      out.stride[0] * es, out.shape[0], out.shape[1] * es},
-                     stream_);
+  launch_gather_rows(
+      GatherRowsParams{table.data, table.stride[0] * es, ids.ptr<const int32_t>(), out.data, out.stride[0] * es,
+                       out.shape[0], out.shape[1] * es, first_id, zero_outside ? table.shape[0] : -1},
+      stream_);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {

@@ -33,6 +33,9 @@ class CudaBackend final : public Backend {
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void copy_rows(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes,
+                 size_t rows) override;
+  void bind_thread() override;
   void synchronize() override;
   Buffer alloc_host(size_t bytes) override;
   // cudaMemGetInfo of this device: what --gpu-memory-fraction sizes the KV cache from.
@@ -41,6 +44,7 @@ class CudaBackend final : public Backend {
   void convert(const Tensor& src, Tensor& dst) override;
   void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) override;
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
@@ -78,10 +82,13 @@ class CudaBackend final : public Backend {
   void replay_graph(Graph& graph) override;
 
   cudaStream_t stream() const { return stream_; }
+  int device_index() const { return device_; }
   const DeviceArena& arena() const { return *arena_; }
 
  private:
   void ensure_sample_capacity(int rows);
+  // embedding (ids trusted) and embedding_shard (ids outside the table's rows give zeros).
+  void lookup_rows(const Tensor& ids, const Tensor& table, int64_t first_id, bool zero_outside, Tensor& out);
   void gated_act(const Tensor& x, Tensor& out, bool gelu_tanh);
 
   int device_ = 0;

@@ -44,8 +44,10 @@ struct FillUniformParams {
 };
 void launch_fill_uniform(const FillUniformParams& p, DType dtype, cudaStream_t stream);
 
-// dst row i = src row indices[i] (or row i when indices is null), `row_bytes` bytes each.
-// Used by embedding and gather_rows; dtype-agnostic (moves bytes).
+// dst row i = src row indices[i] - index_base (or row i when indices is null), `row_bytes` bytes
+// each; with num_src_rows >= 0, an index outside [index_base, index_base + num_src_rows) writes a
+// row of zero bytes (a vocabulary shard's lookup). Used by embedding, embedding_shard and
+// gather_rows; dtype-agnostic (moves bytes).
 struct GatherRowsParams {
   const void* src = nullptr;
   int64_t src_row_stride_bytes = 0;
@@ -54,6 +56,8 @@ struct GatherRowsParams {
   int64_t dst_row_stride_bytes = 0;
   int64_t rows = 0;
   int64_t row_bytes = 0;
+  int64_t index_base = 0;
+  int64_t num_src_rows = -1;  // < 0: every index is valid (unchecked)
 };
 void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream);
 

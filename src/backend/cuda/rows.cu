@@ -61,9 +61,13 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = e / per_row;
     int64_t c = e - r * per_row;
-    int64_t src_row = p.indices ? p.indices[r] : r;
-    const C* src = reinterpret_cast<const C*>(static_cast<const char*>(p.src) + src_row * p.src_row_stride_bytes);
+    int64_t src_row = (p.indices ? p.indices[r] : r) - p.index_base;
     C* dst = reinterpret_cast<C*>(static_cast<char*>(p.dst) + r * p.dst_row_stride_bytes);
+    if (p.num_src_rows >= 0 && (src_row < 0 || src_row >= p.num_src_rows)) {
+      dst[c] = C{};
+      continue;
+    }
+    const C* src = reinterpret_cast<const C*>(static_cast<const char*>(p.src) + src_row * p.src_row_stride_bytes);
     dst[c] = src[c];
   }
 }

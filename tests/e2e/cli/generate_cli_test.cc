@@ -286,4 +286,20 @@ TEST_F(GenerateCli, SpeculativeDecodingGivesTheSameTokensAndReportsAcceptance) {
   EXPECT_NE(bad.err.find("--draft-model"), std::string::npos) << bad.err;
 }
 
+TEST_F(GenerateCli, TensorParallelGivesTheSameTokensAndRefusesBadSizes) {
+  const std::string prompt = " --prompt-ids 5,6,7,9,11 --max-new-tokens 12 --ignore-eos --json";
+  CliResult plain = run("generate --model " + kIdsModel + kCommon + prompt);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  CliResult split = run("generate --model " + kIdsModel + kCommon + " --tensor-parallel-size 2" + prompt);
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(ids_of(Json::parse(split.out)["output_ids"]), ids_of(Json::parse(plain.out)["output_ids"]));
+  for (const auto& [n, says] : std::vector<std::pair<std::string, std::string>>{
+           {"0", "--tensor-parallel-size must be at least 1"},
+           {"3", "2 attention heads cannot be split over --tensor-parallel-size 3"}}) {
+    CliResult bad = run("generate --model " + kIdsModel + kCommon + " --tensor-parallel-size " + n + prompt);
+    EXPECT_EQ(bad.exit_code, 1) << n;
+    EXPECT_NE(bad.err.find(says), std::string::npos) << bad.err;
+  }
+}
+
 }  // namespace fg::test

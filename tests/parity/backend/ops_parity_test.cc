@@ -113,6 +113,44 @@ TEST(BackendParity, EmbeddingAndGatherRowsExact) {
   }
 }
 
+// A vocabulary shard's lookup (tensor parallelism): ids outside [first, first + rows) give zero
+// rows, ids inside their row, bit for bit; and the strided row copy that assembles logits columns.
+TEST(BackendParity, EmbeddingShardAndCopyRowsExact) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(3);
+  const int64_t rows = 333, hidden = 96, n = 61, first = 400;
+  Twin table({rows, hidden}, DType::kBF16, DType::kF32);
+  table.fill_random(rng, -1.0f, 1.0f);
+  Twin ids({n}, DType::kI32, DType::kI32);
+  ids.fill_random(rng, 0.0f, 1001.0f);  // about a third inside the shard
+  Twin out({n, hidden}, DType::kBF16);
+  out.poison();
+  cpu().embedding_shard(ids.cpu, table.cpu, first, out.cpu);
+  gpu().embedding_shard(ids.gpu, table.gpu, first, out.gpu);
+  gpu().synchronize();
+  const std::vector<float> got = out.gpu_values();
+  EXPECT_EQ(got, out.cpu_values());
+  int64_t zero_rows = 0;
+  for (int64_t i = 0; i < n; ++i)
+    zero_rows +=
+        std::all_of(got.begin() + i * hidden, got.begin() + (i + 1) * hidden, [](float v) { return v == 0.0f; });
+  EXPECT_GT(zero_rows, 0);
+  EXPECT_LT(zero_rows, n);
+  out.check_guards("embedding_shard out", true);
+
+  // Columns [5, 5 + 37) of 9 rows of 64 f32 from a packed [9, 40] source at column 2.
+  Twin src({9, 40}, DType::kF32, DType::kF32);
+  src.fill_random(rng, -1.0f, 1.0f);
+  Twin dst({9, 64}, DType::kF32, DType::kF32);
+  dst.poison();
+  cpu().copy_rows(dst.cpu.ptr<float>() + 5, 64 * 4, src.cpu.ptr<float>() + 2, 40 * 4, 37 * 4, 9);
+  gpu().copy_rows(dst.gpu.ptr<float>() + 5, 64 * 4, src.gpu.ptr<float>() + 2, 40 * 4, 37 * 4, 9);
+  gpu().synchronize();
+  const std::vector<float> g = dst.gpu_values(), c = dst.cpu_values();
+  ASSERT_EQ(g.size(), c.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_TRUE(g[i] == c[i] || (std::isnan(g[i]) && std::isnan(c[i]))) << i;
+}
+
 // n distinct cache slots of `capacity` in random order; every `skip_every`-th from `skip_from`
 // is -1 (a token the write skips).
 std::vector<float> random_slots(std::mt19937_64& rng, int64_t capacity, int64_t n, size_t skip_from,
