@@ -82,6 +82,15 @@ run_all() {
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
   step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
+  # fp8 KV cache (docs/perf.md, "FP8 KV cache"): every page-16 row, bf16 and fp8 KV side by side,
+  # and offline 1k/1k throughput (batch-1 decode at 6k keys too) with a bf16 and an fp8 cache of
+  # the same memory.
+  step attention_fp8 150 $T/attention_bench --only page16 --json "$OUT/raw/attention_fp8.json"
+  for kvd in bf16 fp8; do
+    step "engine_1k1k_$kvd" 240 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 40GiB \
+      --kv-cache-dtype $kvd --num-requests 512 --prompt-len 1024 --output-len 1024 --decode-prompt-len 6000 \
+      --decode-tokens 256 --json "$OUT/raw/engine_1k1k_$kvd.json"
+  done
   step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
   # Model families (docs/perf.md, "Model families"): the grouped expert GEMM against the dense
   # ceiling, MoE decode against the floor of the bytes read and 1k/1k throughput, and Gemma-2-9B's

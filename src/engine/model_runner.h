@@ -1,6 +1,6 @@
 // ModelRunner: the StepRunner over the model layer. Owns the backend, the model and its paged KV
-// cache (sized from --kv-cache-memory, else from --gpu-memory-fraction of the device's memory; on
-// the CPU, of the host memory available, capped at what a few full-length sequences need:
+// cache (in the dtype --kv-cache-dtype resolves to; sized from --kv-cache-memory, else from --gpu-memory-fraction of
+// the device's memory; on the CPU, of the host memory available, capped at what a few full-length sequences need:
 // kvcache/kv_sizing.h). Each step's metadata is written by
 // the engine straight into the model's pinned staging (Model::begin_step), which the model uploads
 // with one copy; the forward returns the sampled rows' logits on the device.
@@ -33,6 +33,8 @@ struct ModelRunnerOptions {
   bool dummy_weights = false;    // random weights from config.json alone
   uint64_t dummy_seed = 0;
   int32_t page_size = 16;
+  std::string kv_cache_dtype = "auto";                  // auto, bf16 or fp8 (--kv-cache-dtype; model/kv_cache.h);
+                                                        // the draft model's cache gets the same dtype
   int64_t kv_cache_bytes = 0;                           // > 0: exactly this much KV memory (--kv-cache-memory)
   double gpu_memory_fraction = 0.9;                     // otherwise this share of device memory (--gpu-memory-fraction)
   int64_t activation_reserve_bytes = int64_t(1) << 30;  // kept out of the KV budget on a GPU
@@ -73,6 +75,7 @@ class ModelRunner final : public StepRunner {
   const ModelConfig& config() const { return model_->config(); }
   Model& model() { return *model_; }
   int64_t kv_cache_bytes() const { return kv_bytes_; }
+  DType kv_cache_dtype() const { return cache_->dtype(); }
   // The paged K/V tensors the runner's steps read and write (tests poison evicted pages in it).
   KvCache& kv_cache() { return *cache_; }
 

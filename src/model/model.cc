@@ -55,7 +55,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
     FG_ASSIGN_OR_RETURN(ModelConfig config, gguf_model_config(*file));
     FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
     std::unique_ptr<Model> m(new Model(backend, std::move(config)));
-    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend));
+    const std::unique_ptr<WeightSource> source = gguf_weight_source(*file, m->config_);
+    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *source, backend));
+    FG_ASSIGN_OR_RETURN(m->kv_scales_, read_checkpoint_kv_scales(m->config_, *source));
     m->upload_rope_table();
     return m;
   }
@@ -63,7 +65,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
   FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   FG_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
-  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, ckpt, backend));
+  const SafetensorsWeightSource source(ckpt);
+  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, source, backend));
+  FG_ASSIGN_OR_RETURN(m->kv_scales_, read_checkpoint_kv_scales(m->config_, source));
 
   m->upload_rope_table();
   return m;
@@ -135,7 +139,8 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
 }
 
 Status Model::validate(const StepMetadata& step, const KvCache& cache) const {
-  if (cache.num_layers() != config_.num_layers || cache.layer(0).k.dtype != backend_.act_dtype() ||
+  const DType kv_dtype = cache.layer(0).k.dtype;
+  if (cache.num_layers() != config_.num_layers || (kv_dtype != backend_.act_dtype() && kv_dtype != DType::kF8E4M3) ||
       cache.layer(0).k.size(2) != config_.num_kv_heads || cache.layer(0).k.size(3) != config_.head_dim)
     return invalid_argument("the KV cache was not made for this model and backend");
   if (step.total_q() <= 0 || step.num_seqs() <= 0) return invalid_argument("batch is empty");

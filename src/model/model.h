@@ -32,6 +32,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -123,10 +124,16 @@ class Model {
   bool decode_graphs_enabled() const { return graphs_ != nullptr; }
   DecodeGraphStats decode_graph_stats() const;
 
-  // A KV cache for this model with `num_pages` pages of `page_size` tokens.
+  // A KV cache for this model with `num_pages` pages of `page_size` tokens, in the act dtype or
+  // kF8E4M3 (an fp8 cache, scaled by the checkpoint's K/V scales when it has them: kv_cache.h).
   Result<KvCache> make_kv_cache(int num_pages, int page_size) const {
     return KvCache::create(backend_, config_, num_pages, page_size);
   }
+  Result<KvCache> make_kv_cache(int num_pages, int page_size, DType dtype) const {
+    return KvCache::create(backend_, config_, num_pages, page_size, dtype, kv_scales_);
+  }
+  // The checkpoint's calibrated K/V scales (read_checkpoint_kv_scales), or nullopt.
+  const std::optional<KvScales>& checkpoint_kv_scales() const { return kv_scales_; }
 
  private:
   // Device views of one step's metadata, shared by every layer.
@@ -187,8 +194,9 @@ class Model {
   Backend& backend_;
   ModelConfig config_;
   ModelWeights weights_;
-  Buffer inv_freq_;        // [rotary_dim / 2] f32, device; LongRoPE: [2, rotary_dim / 2] (short, long)
-  Buffer local_inv_freq_;  // [rotary_dim / 2] f32, device: Gemma 3's sliding layers (else empty)
+  std::optional<KvScales> kv_scales_;  // the checkpoint's (fp8 KV caches), when it has them
+  Buffer inv_freq_;                    // [rotary_dim / 2] f32, device; LongRoPE: [2, rotary_dim / 2] (short, long)
+  Buffer local_inv_freq_;              // [rotary_dim / 2] f32, device: Gemma 3's sliding layers (else empty)
 
   // Workspace, grown on demand (capacities in rows).
   int cap_tokens_ = 0;

@@ -31,14 +31,16 @@ int ceil_div(int64_t a, int64_t b) {
   return int((a + b - 1) / b);
 }
 
-template <typename T, int D>
+// KV: the cache element, T itself or __nv_fp8_e4m3 (no mma.sync prefill kernel reads fp8 pages).
+template <typename T, typename KV, int D>
 void set_smem_attr() {
-  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    attn::SmemLayout<D>::kBytes));
-  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    attn::PrefillSmem<D>::kBytes));
+  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, KV, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    attn::SmemLayout<D, int(sizeof(KV))>::kBytes));
+  if constexpr (std::is_same_v<T, KV>)
+    FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      attn::PrefillSmem<D>::kBytes));
 #if defined(FG_ATTN_WGMMA)
-  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, KV, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     attn::WgmmaSmem<D>::kBytes));
 #endif
 }
@@ -144,10 +146,12 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
   s.wgmma_available = major == 9 && minor == 0;
 #endif
   s.wgmma = s.wgmma_available;
-  set_smem_attr<__nv_bfloat16, 64>();
-  set_smem_attr<__nv_bfloat16, 128>();
-  set_smem_attr<__half, 64>();
-  set_smem_attr<__half, 128>();
+  set_smem_attr<__nv_bfloat16, __nv_bfloat16, 64>();
+  set_smem_attr<__nv_bfloat16, __nv_bfloat16, 128>();
+  set_smem_attr<__half, __half, 64>();
+  set_smem_attr<__half, __half, 128>();
+  set_smem_attr<__nv_bfloat16, __nv_fp8_e4m3, 64>();
+  set_smem_attr<__nv_bfloat16, __nv_fp8_e4m3, 128>();
 }
 
 void AttentionKernel::use_prefill_kernel(bool on) {
@@ -401,21 +405,25 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
 
 namespace {
 
-// Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest.
-template <typename T, int D>
+// Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest. KV as in
+// set_smem_attr (fp8 pages never go to the mma.sync prefill kernel: run() sets its grid to 0).
+template <typename T, typename KV, int D>
 void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
             cudaStream_t stream) {
   if (prefill_grid > 0 && wgmma) {
 #if defined(FG_ATTN_WGMMA)
-    attn::attention_wgmma_kernel<T, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
+    attn::attention_wgmma_kernel<T, KV, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
     FG_ATTN_CUDA(cudaGetLastError());
 #endif
   } else if (prefill_grid > 0) {
-    attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
-    FG_ATTN_CUDA(cudaGetLastError());
+    if constexpr (std::is_same_v<T, KV>) {
+      attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
+      FG_ATTN_CUDA(cudaGetLastError());
+    }
   }
   if (main_grid > 0) {
-    attn::attention_kernel<T, D><<<main_grid, attn::kThreads, attn::SmemLayout<D>::kBytes, stream>>>(kp);
+    attn::attention_kernel<T, KV, D>
+        <<<main_grid, attn::kThreads, attn::SmemLayout<D, int(sizeof(KV))>::kBytes, stream>>>(kp);
     FG_ATTN_CUDA(cudaGetLastError());
   }
   if (merge_grid > 0) {
@@ -439,15 +447,26 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   const int hkv = int(cache.k.shape[2]);
   FG_CHECK(hq == s.num_q_heads && hkv == s.num_kv_heads && d == s.head_dim,
            "attention: run() shapes differ from the plan (heads/head_dim)");
-  FG_CHECK(q.dtype == out.dtype && q.dtype == cache.k.dtype && q.dtype == cache.v.dtype &&
-               (q.dtype == DType::kBF16 || q.dtype == DType::kF16),
-           "attention: q/k/v/out must share one dtype, bf16 or f16");
+  // fp8 pages (backend.h's KvCacheLayer) with bf16 activations: e4m3 codes and a scale per kv head.
+  const bool fp8 = cache.k.dtype == DType::kF8E4M3;
+  FG_CHECK(q.dtype == out.dtype && (q.dtype == DType::kBF16 || q.dtype == DType::kF16) &&
+               cache.v.dtype == cache.k.dtype && (fp8 ? q.dtype == DType::kBF16 : q.dtype == cache.k.dtype),
+           "attention: q/out must be bf16 or f16 and the K/V cache of the same dtype, or f8_e4m3 with bf16: " +
+               q.describe() + " vs " + cache.k.describe());
+  if (fp8)
+    for (const Tensor* t : {&cache.k_scale, &cache.v_scale})
+      FG_CHECK(t->data != nullptr && t->device == Device::kCuda && t->dtype == DType::kF32 && t->ndim == 1 &&
+                   t->shape[0] == hkv && (hkv == 1 || t->stride[0] == 1),
+               "attention: an fp8 KV cache needs k_scale and v_scale [num_kv_heads] f32 on the device, got " +
+                   t->describe());
+  // Elements per 16-byte chunk of a K/V row: strides and bases must be whole chunks.
+  const int64_t ec = 16 / int64_t(dtype_size(cache.k.dtype));
   FG_CHECK(q.stride[2] == 1 && out.stride[2] == 1 && cache.k.stride[3] == 1 && cache.v.stride[3] == 1,
            "attention: the head_dim axis must be contiguous");
   for (int i = 0; i < 3; ++i)
     FG_CHECK(cache.k.stride[i] == cache.v.stride[i], "attention: k and v caches must share strides");
   FG_CHECK(q.stride[0] % 8 == 0 && q.stride[1] % 8 == 0 && out.stride[0] % 8 == 0 && out.stride[1] % 8 == 0 &&
-               cache.k.stride[0] % 8 == 0 && cache.k.stride[1] % 8 == 0 && cache.k.stride[2] % 8 == 0 &&
+               cache.k.stride[0] % ec == 0 && cache.k.stride[1] % ec == 0 && cache.k.stride[2] % ec == 0 &&
                aligned16(q.data) && aligned16(out.data) && aligned16(cache.k.data) && aligned16(cache.v.data),
            "attention: q/out/cache rows must be 16-byte aligned");
   FG_CHECK(int(cache.k.shape[1]) == batch.page_size && batch.page_size >= 1, "attention: page size mismatch");
@@ -463,15 +482,15 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.k = cache.k.data;
   kp.v = cache.v.data;
   {
-    // K/V rows are addressed in 32-bit counts of 16-byte chunks (strides are multiples of 8
-    // elements, checked above).
+    // K/V rows are addressed in 32-bit counts of 16-byte chunks (strides are whole chunks,
+    // checked above).
     int64_t span = 1;
     for (int i = 0; i < 4; ++i) span += (cache.k.shape[i] - 1) * cache.k.stride[i];
-    FG_CHECK(span / 8 < (int64_t(1) << 32), "attention: a KV cache layer of " + std::to_string(span) +
-                                                " elements exceeds the kernels' 2^35-element addressing");
+    FG_CHECK(span / ec < (int64_t(1) << 32), "attention: a KV cache layer of " + std::to_string(span) +
+                                                 " elements exceeds the kernels' 2^32-chunk addressing");
   }
-  kp.kv_page_chunks = uint32_t(cache.k.stride[0] / 8);
-  kp.kv_slot_chunks = uint32_t(cache.k.stride[1] / 8);
+  kp.kv_page_chunks = uint32_t(cache.k.stride[0] / ec);
+  kp.kv_slot_chunks = uint32_t(cache.k.stride[1] / ec);
   kp.kv_stride_head = cache.k.stride[2];
   kp.out = out.data;
   kp.out_stride_tok = out.stride[0];
@@ -514,6 +533,10 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.merges = s.d_merges;
   kp.partial_o = s.d_partial_o;
   kp.partial_lse = s.d_partial_lse;
+  if (fp8) {
+    kp.k_scale = cache.k_scale.ptr<const float>();
+    kp.v_scale = cache.v_scale.ptr<const float>();
+  }
 
   // A graph being captured must hold every launch even if this plan leaves one empty: a later
   // plan replayed through the same graph may split or have prefill tiles (every kernel loops
@@ -532,8 +555,18 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   if (wgmma) prefill_grid = std::min(prefill_grid, s.num_sms);
   int main_grid = s.num_items * hkv;
   int merge_grid = s.num_merges * hkv;
+  // fp8 pages and no wgmma kernel: the general kernel runs the prefill items too (its 128-row
+  // tile shape), since the mma.sync prefill kernel reads act-dtype pages only.
+  if (fp8 && !wgmma) {
+    kp.general_runs_prefill = 1;
+    main_grid += s.num_prefill * hkv;
+    prefill_grid = 0;
+  }
   if (capturing) {
-    prefill_grid = s.num_prefill == 0 ? 1 : wgmma ? s.num_sms : std::max(prefill_grid, 2 * s.num_sms);
+    prefill_grid = kp.general_runs_prefill ? 0
+                   : s.num_prefill == 0    ? 1
+                   : wgmma                 ? s.num_sms
+                                           : std::max(prefill_grid, 2 * s.num_sms);
     main_grid = std::max(main_grid, 1);
     merge_grid = std::max(merge_grid, 1);
     // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
@@ -542,16 +575,21 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= kMinSplitKeys) merge_grid = 0;
   }
 
-  if (q.dtype == DType::kBF16) {
+  if (fp8) {
     if (d == 64)
-      launch<__nv_bfloat16, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+      launch<__nv_bfloat16, __nv_fp8_e4m3, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
     else
-      launch<__nv_bfloat16, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+      launch<__nv_bfloat16, __nv_fp8_e4m3, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+  } else if (q.dtype == DType::kBF16) {
+    if (d == 64)
+      launch<__nv_bfloat16, __nv_bfloat16, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    else
+      launch<__nv_bfloat16, __nv_bfloat16, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   } else {
     if (d == 64)
-      launch<__half, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+      launch<__half, __half, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
     else
-      launch<__half, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+      launch<__half, __half, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   }
 }
 
