@@ -2,20 +2,26 @@
 // backend (whose fp8 cache rounds exactly as the CUDA one does). For each prompt: the greedy
 // continuation with the unquantized cache (f32 on the CPU) and with the fp8 one (identical or
 // not), and, teacher-forced along the unquantized continuation, the mean absolute difference of
-// the logits that predict each generated token and how often their argmax agrees.
+// the logits that predict each generated token and how often their argmax agrees. It also prints
+// what e4m3 at scale 1 does to the model's K/V values (per layer, over the first prompt's
+// unquantized cache: the largest magnitude, and the shares below e4m3's normal range, where
+// resolution drops, and above 448, which saturate), the data behind the scale rule.
 //   kv_fp8_quality [--model FILE] [--tokens N] [--json FILE]
 // The figure it prints is recorded in docs/perf.md ("FP8 KV cache").
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/generate.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -79,6 +85,36 @@ int main(int argc, char** argv) {
   auto model = value_or_die(fg::Model::load(model_path, *backend));
   auto tokenizer = value_or_die(fg::Tokenizer::load(model_path));
   const int64_t vocab = model->config().vocab_size;
+  {
+    const std::vector<int32_t> prompt = tokenizer->encode(kPrompts[1], true);
+    const int page = 16, pages = fg::kv_pages_for(int64_t(prompt.size()), page);
+    fg::KvCache cache = value_or_die(model->make_kv_cache(pages, page));
+    std::vector<int32_t> ids(static_cast<size_t>(pages));
+    for (int i = 0; i < pages; ++i) ids[size_t(i)] = i;
+    fg::SequenceChunk chunk;
+    chunk.new_tokens = prompt;
+    chunk.pages = ids;
+    value_or_die(model->forward(std::span<const fg::SequenceChunk>(&chunk, 1), cache));
+    backend->synchronize();
+    std::printf("K/V of the prompt \"%s\" (%zu tokens) against e4m3 at scale 1:\n", kPrompts[1], prompt.size());
+    std::printf("  layer  max|K|   max|V|   K<2^-6   V<2^-6   >448\n");
+    const int64_t n = int64_t(prompt.size()) * model->config().num_kv_heads * model->config().head_dim;
+    for (int l = 0; l < cache.num_layers(); ++l) {
+      double mk = 0, mv = 0;
+      int64_t sk = 0, sv = 0, big = 0;
+      const float* k = cache.layer(l).k.ptr<float>();  // pages 0.. in order: the prompt's rows first
+      const float* v = cache.layer(l).v.ptr<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        mk = std::max(mk, double(std::fabs(k[i])));
+        mv = std::max(mv, double(std::fabs(v[i])));
+        sk += std::fabs(k[i]) < 0.015625f;
+        sv += std::fabs(v[i]) < 0.015625f;
+        big += std::fabs(k[i]) > 448.0f || std::fabs(v[i]) > 448.0f;
+      }
+      std::printf("  %5d %8.2f %8.2f %7.1f%% %7.1f%% %6lld\n", l, mk, mv, 100.0 * double(sk) / double(n),
+                  100.0 * double(sv) / double(n), (long long)big);
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   int identical = 0;
   double sum_abs = 0, sum_mag = 0;

@@ -49,7 +49,7 @@ struct DeviceFp8Cache {
         Tensor::contiguous(static_cast<float*>(scales.data()) + kHeads, DType::kF32, Device::kCuda, {kHeads});
   }
   std::vector<uint8_t> download(Backend& g, const Buffer& b) const {
-    std::vector<uint8_t> out(size_t(bytes));
+    std::vector<uint8_t> out(static_cast<size_t>(bytes));
     g.copy_to_host(out.data(), b.data(), out.size());
     g.synchronize();
     return out;
@@ -80,7 +80,7 @@ TEST(KvFp8Parity, KvWriteEncodesEveryBf16ValueLikeTheHost) {
   }
   const std::vector<float> k_scale = {1.0f, 0.0625f}, v_scale = {8.0f, 1.0f / 1024};
   DeviceBf16 k(g, kb), v(g, vb);
-  std::vector<int32_t> slots(size_t(n));
+  std::vector<int32_t> slots(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) slots[size_t(i)] = int32_t(i);
   slots[5] = -1;  // padding: skipped
   Buffer slot_buf = g.alloc(slots.size() * 4);
@@ -123,7 +123,7 @@ TEST(KvFp8Parity, RopeKvWriteEncodesTheRotatedKeys) {
   g.copy_from_host(qbuf.data(), qb.data(), qb.size() * 2);
   Tensor q = Tensor::contiguous(qbuf.data(), DType::kBF16, Device::kCuda, {n, 4, kDim});
   DeviceBf16 k(g, kb), v(g, vb);
-  std::vector<int32_t> slots(size_t(n)), pos(size_t(n));
+  std::vector<int32_t> slots(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     slots[size_t(i)] = int32_t((i * 7) % 48);
     pos[size_t(i)] = int32_t(i * 101);
