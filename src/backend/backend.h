@@ -268,8 +268,9 @@ class Backend {
   // q: [total_q, num_q_heads, head_dim] act (strided ok), RoPE applied; out: [total_q,
   // num_q_heads, head_dim] act, contiguous; lse: optional [total_q, num_q_heads] f32 (natural log
   // of the softmax denominator, scaled scores). New tokens' K/V must already be in the cache
-  // (kv_write). An fp8 cache is read as the values it means (e4m3 * scale; CUDA: act bf16 only). Every query sees at
-  // least its own position; a row that sees no key (impossible with valid metadata) gets out = 0, lse = -inf.
+  // (kv_write). An fp8 cache is read as the values it means (e4m3 * scale; CUDA: act bf16 only).
+  // Every query sees at least its own position; a row that sees no key (impossible with valid
+  // metadata) gets out = 0, lse = -inf.
   virtual void attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache,
                          const AttentionBatch& batch, const AttentionParams& params, Tensor& out, Tensor* lse) = 0;
 

@@ -1,7 +1,7 @@
 // ModelRunner: the StepRunner over the model layer. Owns the backend, the model and its paged KV
-// cache (in the dtype --kv-cache-dtype resolves to; sized from --kv-cache-memory, else from --gpu-memory-fraction of
-// the device's memory; on the CPU, of the host memory available, capped at what a few full-length sequences need:
-// kvcache/kv_sizing.h). Each step's metadata is written by
+// cache (in the dtype --kv-cache-dtype resolves to; sized from --kv-cache-memory, else from
+// --gpu-memory-fraction of the device's memory; on the CPU, of the host memory available, capped at
+// what a few full-length sequences need: kvcache/kv_sizing.h). Each step's metadata is written by
 // the engine straight into the model's pinned staging (Model::begin_step), which the model uploads
 // with one copy; the forward returns the sampled rows' logits on the device.
 //
