@@ -100,6 +100,15 @@ run_all() {
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
   step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
+  # fp8 KV cache (docs/perf.md, "FP8 KV cache"): every page-16 row, bf16 and fp8 KV side by side,
+  # and offline 1k/1k throughput (batch-1 decode at 6k keys too) with a bf16 and an fp8 cache of
+  # the same memory.
+  step attention_fp8 150 $T/attention_bench --only page16 --json "$OUT/raw/attention_fp8.json"
+  for kvd in bf16 fp8; do
+    step "engine_1k1k_$kvd" 240 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 40GiB \
+      --kv-cache-dtype $kvd --num-requests 512 --prompt-len 1024 --output-len 1024 --decode-prompt-len 6000 \
+      --decode-tokens 256 --json "$OUT/raw/engine_1k1k_$kvd.json"
+  done
   step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
   # Model families (docs/perf.md, "Model families"): the grouped expert GEMM against the dense
   # ceiling, MoE decode against the floor of the bytes read and 1k/1k throughput, and Gemma-2-9B
@@ -116,6 +125,9 @@ run_all() {
     --json "$OUT/raw/attention_hd256.json"
   step attention_hd128_peer 120 $T/attention_bench --heads 32,16,128 --softcap 50 --quick \
     --json "$OUT/raw/attention_hd128_peer.json"
+  # fp8 KV at head_dim 256: the page-16 rows with bf16 and fp8 pages side by side.
+  step attention_hd256_fp8 150 $T/attention_bench --heads 16,8,256 --softcap 50 --only page16 \
+    --json "$OUT/raw/attention_hd256_fp8.json"
   for cfg in gemma-2-9b gemma-2-9b-nocap gemma-2-9b-hd128 gemma-2-9b-hd128-nocap; do
     step "$cfg" 90 $T/engine_bench --config bench/configs/$cfg --backend cuda --kv-cache-memory 40GiB \
       --decode-prompt-len 6000 --decode-tokens 256 --skip-throughput --json "$OUT/raw/$cfg.json"

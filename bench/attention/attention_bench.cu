@@ -10,6 +10,8 @@
 //   --only SUBSTR[,SUBSTR...]: only the rows whose "group name" contains one of them (e.g. "1x16384").
 //   --no-wgmma: prefill tiles on the mma.sync prefill kernel even on sm_90 (the Hopper wgmma
 //   kernel is the default there).
+// Rows of groups ending in "-fp8" read an fp8 KV cache (e4m3 codes, scales 1): half the KV bytes
+// of the bf16 rows beside them, which is what decode time should follow at large batch.
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV
 // set is under 240 MB the calls rotate among copies so that no call reads KV still in L2.
 #include <cublasLt.h>
@@ -193,6 +195,11 @@ double causal_pairs(int q_len, int kv) {
   return double(q_len) * (kv - q_len) + 0.5 * double(q_len) * q_len;
 }
 
+// Bytes of one KV cache element: bf16, or e4m3 for the fp8 rows.
+size_t kv_elem_bytes(bool fp8) {
+  return fp8 ? 1 : 2;
+}
+
 // A batch with its KV pool copies, q, out, ready to time.
 struct Workload {
   PagedLayout layout;
@@ -200,19 +207,32 @@ struct Workload {
   std::vector<void*> k_pools, v_pools;
   void* q = nullptr;
   void* out = nullptr;
+  float* scales = nullptr;  // fp8: [2, g_hkv] ones (K then V)
   size_t pool_bytes = 0;
+  bool fp8 = false;
 
-  Workload(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens, int page_size, uint64_t seed, int copies)
-      : layout(std::move(q_lens), std::move(kv_lens), page_size, seed), dev(layout) {
-    pool_bytes = size_t(layout.num_pages) * page_size * g_hkv * g_d * 2;
+  Workload(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens, int page_size, uint64_t seed, int copies,
+           bool fp8_kv = false)
+      : layout(std::move(q_lens), std::move(kv_lens), page_size, seed), dev(layout), fp8(fp8_kv) {
+    pool_bytes = size_t(layout.num_pages) * page_size * g_hkv * g_d * kv_elem_bytes(fp8);
     for (int c = 0; c < copies; ++c) {
       void *k, *v;
       BENCH_CUDA(cudaMalloc(&k, pool_bytes));
       BENCH_CUDA(cudaMalloc(&v, pool_bytes));
-      fill_act(k, kDt, int64_t(pool_bytes / 2), seed * 100 + 2 * c);
-      fill_act(v, kDt, int64_t(pool_bytes / 2), seed * 100 + 2 * c + 1);
+      if (fp8) {  // codes 0..111: finite e4m3 values in [0, 60]
+        fill_uniform(static_cast<uint8_t*>(k), int64_t(pool_bytes), 0.f, 111.f, seed * 100 + 2 * c);
+        fill_uniform(static_cast<uint8_t*>(v), int64_t(pool_bytes), 0.f, 111.f, seed * 100 + 2 * c + 1);
+      } else {
+        fill_act(k, kDt, int64_t(pool_bytes / 2), seed * 100 + 2 * c);
+        fill_act(v, kDt, int64_t(pool_bytes / 2), seed * 100 + 2 * c + 1);
+      }
       k_pools.push_back(k);
       v_pools.push_back(v);
+    }
+    if (fp8) {
+      const std::vector<float> ones(2 * g_hkv, 1.0f);
+      BENCH_CUDA(cudaMalloc(&scales, ones.size() * sizeof(float)));
+      BENCH_CUDA(cudaMemcpy(scales, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice));
     }
     const size_t qb = size_t(layout.total_q) * g_hq * g_d * 2;
     BENCH_CUDA(cudaMalloc(&q, qb));
@@ -225,20 +245,27 @@ struct Workload {
     for (void* p : v_pools) cudaFree(p);
     cudaFree(q);
     cudaFree(out);
+    cudaFree(scales);
   }
   KvCacheLayer cache(int i) const {
     const int c = i % int(k_pools.size());
-    return {Tensor::contiguous(k_pools[c], kDt, Device::kCuda, {layout.num_pages, layout.page_size, g_hkv, g_d}),
-            Tensor::contiguous(v_pools[c], kDt, Device::kCuda, {layout.num_pages, layout.page_size, g_hkv, g_d})};
+    const DType dt = fp8 ? DType::kF8E4M3 : kDt;
+    KvCacheLayer l{Tensor::contiguous(k_pools[c], dt, Device::kCuda, {layout.num_pages, layout.page_size, g_hkv, g_d}),
+                   Tensor::contiguous(v_pools[c], dt, Device::kCuda, {layout.num_pages, layout.page_size, g_hkv, g_d})};
+    if (fp8) {
+      l.k_scale = Tensor::contiguous(scales, DType::kF32, Device::kCuda, {g_hkv});
+      l.v_scale = Tensor::contiguous(scales + g_hkv, DType::kF32, Device::kCuda, {g_hkv});
+    }
+    return l;
   }
   Tensor q_t() const { return Tensor::contiguous(q, kDt, Device::kCuda, {layout.total_q, g_hq, g_d}); }
   Tensor out_t() const { return Tensor::contiguous(out, kDt, Device::kCuda, {layout.total_q, g_hq, g_d}); }
 };
 
-size_t kv_set_bytes(const std::vector<int32_t>& kv, int page_size) {
+size_t kv_set_bytes(const std::vector<int32_t>& kv, int page_size, bool fp8 = false) {
   size_t pages = 0;
   for (int x : kv) pages += (x + page_size - 1) / page_size;
-  return 2 * pages * page_size * g_hkv * g_d * 2;
+  return 2 * pages * page_size * g_hkv * g_d * kv_elem_bytes(fp8);
 }
 
 int copies_for(size_t set_bytes) {
@@ -264,22 +291,22 @@ AttentionParams bench_params() {
   return p;
 }
 
-// One batch in one call per step.
+// One batch in one call per step (fp8: over an fp8 KV cache).
 Row bench_batch(const std::string& group, const std::string& name, std::vector<int32_t> q_lens,
-                std::vector<int32_t> kv_lens, int page_size, cudaStream_t stream, uint64_t seed) {
+                std::vector<int32_t> kv_lens, int page_size, cudaStream_t stream, uint64_t seed, bool fp8 = false) {
   Row row{group, name};
   double pairs = 0;
   for (size_t i = 0; i < q_lens.size(); ++i) pairs += causal_pairs(q_lens[i], kv_lens[i]);
   row.flops = 4.0 * g_hq * g_d * pairs;
-  const size_t set = kv_set_bytes(kv_lens, page_size);
+  const size_t set = kv_set_bytes(kv_lens, page_size, fp8);
   row.kv_bytes = 0;
-  for (int kv : kv_lens) row.kv_bytes += 2.0 * kv * g_hkv * g_d * 2;
+  for (int kv : kv_lens) row.kv_bytes += 2.0 * kv * g_hkv * g_d * double(kv_elem_bytes(fp8));
   const int copies = copies_for(set);
   if (!fits(set * copies)) {
     row.skipped = true;
     return row;
   }
-  Workload w(q_lens, kv_lens, page_size, seed, copies);
+  Workload w(q_lens, kv_lens, page_size, seed, copies, fp8);
   BenchKernel owned(w.layout.total_q, w.layout.num_seqs());
   cuda::AttentionKernel& kernel = owned.kernel;
   kernel.use_prefill_kernel(g_prefill_kernel);
@@ -432,6 +459,20 @@ int main(int argc, char** argv) {
           rows.push_back(bench_batch("decode", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), page,
                                      stream, seed++));
       }
+  // The same decode batches over an fp8 cache (page 16): half the KV bytes.
+  for (int b : batches)
+    for (int kv : kvs) {
+      const std::string name = "B" + std::to_string(b) + " kv" + std::to_string(kv) + " page16";
+      if (want("decode-fp8", name))
+        rows.push_back(bench_batch("decode-fp8", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), 16,
+                                   stream, seed++, true));
+    }
+  for (auto [n, s] : std::vector<std::pair<int, int>>{{1, 4096}, {8, 2048}}) {
+    const std::string name = std::to_string(n) + "x" + std::to_string(s) + " causal page16";
+    if (want("prefill-fp8", name))
+      rows.push_back(bench_batch("prefill-fp8", name, std::vector<int32_t>(n, s), std::vector<int32_t>(n, s), 16,
+                                 stream, seed++, true));
+  }
   for (auto [n, s] : std::vector<std::pair<int, int>>{{1, 1024}, {1, 4096}, {1, 16384}, {8, 2048}}) {
     const std::string name = std::to_string(n) + "x" + std::to_string(s) + " causal page16";
     if (want("prefill", name))

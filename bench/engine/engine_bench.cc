@@ -41,6 +41,7 @@ struct Args {
   std::string model_dir;  // real weights instead of dummy ones
   std::string backend = "auto";
   std::string kv_cache_memory;
+  std::string kv_cache_dtype = "auto";
   double gpu_memory_fraction = 0.9;
   int page_size = 16;
   int max_batch_tokens = 8192;
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", a.model_dir, "model directory with real weights (overrides --config)");
   app.add_option("--backend", a.backend, "cpu, cuda or auto");
   app.add_option("--kv-cache-memory", a.kv_cache_memory, "KV cache size, e.g. 40GiB");
+  app.add_option("--kv-cache-dtype", a.kv_cache_dtype, "auto, bf16 or fp8 (flashgen generate's --kv-cache-dtype)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8"}));
   app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "used when --kv-cache-memory is not set");
   app.add_option("--page-size", a.page_size, "KV page size in tokens");
   app.add_option("--max-batch-tokens", a.max_batch_tokens, "new tokens per step");
@@ -130,6 +133,7 @@ int main(int argc, char** argv) {
   o.backend = a.backend;
   o.page_size = a.page_size;
   o.gpu_memory_fraction = a.gpu_memory_fraction;
+  o.kv_cache_dtype = a.kv_cache_dtype;
   o.cuda_graphs = !a.no_cuda_graphs;
   o.batch_invariant = a.batch_invariant;
   o.gemm_tuning = a.gemm_tuning;
@@ -165,14 +169,15 @@ int main(int argc, char** argv) {
   out["weight_bytes"] = weight_bytes;
   out["active_weight_bytes"] = active_bytes;
   out["kv_cache_bytes"] = runner->kv_cache_bytes();
+  out["kv_cache_dtype"] = std::string(fg::dtype_name(runner->kv_cache_dtype()));
   out["kv_pages"] = runner->kv_num_pages();
   out["page_size"] = a.page_size;
   out["tensor_parallel_size"] = runner->tensor_parallel_size();
   std::printf("engine_bench: %s (%s weights, %s) on %s%s, loaded in %.1f s\n", o.model_dir.c_str(),
               o.dummy_weights ? "dummy" : "real", fg::format_byte_size(weight_bytes).c_str(), backend.name().c_str(),
               a.batch_invariant ? ", batch-invariant" : "", since(t_load));
-  std::printf("KV cache: %d pages of %d tokens (%s)\n", runner->kv_num_pages(), a.page_size,
-              fg::format_byte_size(runner->kv_cache_bytes()).c_str());
+  std::printf("KV cache: %d pages of %d tokens (%s, %s)\n", runner->kv_num_pages(), a.page_size,
+              fg::format_byte_size(runner->kv_cache_bytes()).c_str(), fg::dtype_name(runner->kv_cache_dtype()).data());
 
   fg::EngineConfig config;
   config.scheduler.max_batch_tokens = a.max_batch_tokens;
@@ -212,7 +217,7 @@ int main(int argc, char** argv) {
     int64_t kv_read = 0;
     for (int l = 0; l < cfg.num_layers; ++l) {
       const int w = cfg.layer_sliding_window[size_t(l)];
-      kv_read += int64_t(2) * local.num_kv_heads * cfg.head_dim * int64_t(fg::dtype_size(backend.act_dtype())) *
+      kv_read += int64_t(2) * local.num_kv_heads * cfg.head_dim * int64_t(fg::dtype_size(runner->kv_cache_dtype())) *
                  (w > 0 ? std::min<int64_t>(w, mean_len) : mean_len);
     }
     // The floor: every weight byte a token reads (a mixture of experts: its top_k experts per

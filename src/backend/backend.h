@@ -81,10 +81,17 @@ class AttentionPlan {
   AttentionPlanShape shape_;
 };
 
-// One layer's paged KV cache: [num_pages, page_size, num_kv_heads, head_dim], act dtype.
+// One layer's paged KV cache: k, v [num_pages, page_size, num_kv_heads, head_dim], in the act
+// dtype or in f8_e4m3 (an fp8 KV cache). An fp8 cache stores e4m3(x / scale) (round to nearest
+// even, saturating at +-448: core/dtype.h's f32_to_f8e4m3, bit for bit on every backend) and
+// means e4m3 * scale, with one scale per kv head for K and one for V (k_scale, v_scale:
+// [num_kv_heads] f32 on the cache's device, powers of two, so that x / scale and e4m3 * scale are
+// exact); both undefined for an act-dtype cache.
 struct KvCacheLayer {
   Tensor k;
   Tensor v;
+  Tensor k_scale = {};
+  Tensor v_scale = {};
 };
 
 // Rotary embedding tables for one step. Static scalings (default, linear, llama3) are folded into
@@ -275,7 +282,8 @@ class Backend {
   virtual void moe_combine(const Tensor& y, const MoeRouting& routing, Tensor& out) = 0;
 
   // Write new K/V rows into the paged cache. k, v: [n, num_kv_heads, head_dim] act (strided ok);
-  // slot_mapping: [n] i32, slot = page * page_size + offset; slots < 0 are skipped.
+  // slot_mapping: [n] i32, slot = page * page_size + offset; slots < 0 are skipped. An fp8 cache
+  // gets f32_to_f8e4m3(x / scale) of each value (KvCacheLayer).
   virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) = 0;
 
   // rope(q, k, args) then kv_write(k, v, slot_mapping, cache), with the same results; backends
@@ -306,8 +314,9 @@ class Backend {
   // q: [total_q, num_q_heads, head_dim] act (strided ok), RoPE applied; out: [total_q,
   // num_q_heads, head_dim] act, contiguous; lse: optional [total_q, num_q_heads] f32 (natural log
   // of the softmax denominator, scaled scores). New tokens' K/V must already be in the cache
-  // (kv_write). Every query sees at least its own position; a row that sees no key (impossible
-  // with valid metadata) gets out = 0, lse = -inf.
+  // (kv_write). An fp8 cache is read as the values it means (e4m3 * scale; CUDA: act bf16 only).
+  // Every query sees at least its own position; a row that sees no key (impossible with valid
+  // metadata) gets out = 0, lse = -inf.
   virtual void attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache,
                          const AttentionBatch& batch, const AttentionParams& params, Tensor& out, Tensor* lse) = 0;
 

@@ -162,12 +162,12 @@ Status make_ranks(int n, Backend& first, const BackendOptions& options, std::vec
   return Status::ok();
 }
 
-KvCacheShape kv_shape(const ModelConfig& c, const Backend& backend, int32_t page_size) {
+KvCacheShape kv_shape(const ModelConfig& c, DType dtype, int32_t page_size) {
   KvCacheShape shape;
   shape.num_layers = c.num_layers;
   shape.num_kv_heads = c.num_kv_heads;
   shape.head_dim = c.head_dim;
-  shape.dtype = backend.act_dtype();
+  shape.dtype = dtype;
   shape.page_size = page_size;
   return shape;
 }
@@ -272,8 +272,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
     r->backend_->bind_thread();
   }
 
-  // Every rank holds its own kv heads (local_config) in the same number of pages.
-  const KvCacheShape shape = kv_shape(r->model_->local_config(), *r->backend_, o.page_size);
+  FG_ASSIGN_OR_RETURN(const DType kv_dtype, resolve_kv_cache_dtype(o.kv_cache_dtype, *r->backend_,
+                                                                   r->model_->checkpoint_kv_scales().has_value()));
+  // Every rank holds its own kv heads (local_config) in the same number of pages, of one dtype.
+  const KvCacheShape shape = kv_shape(r->model_->local_config(), kv_dtype, o.page_size);
   KvMemoryRequest req;
   req.kv_cache_bytes = o.kv_cache_bytes;
   req.gpu_memory_fraction = o.gpu_memory_fraction;
@@ -285,7 +287,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
       req.device_total_bytes = int64_t(sysconf(_SC_AVPHYS_PAGES)) * page;
       req.device_free_bytes = req.device_total_bytes;
       int64_t per_page = kv_bytes_per_page(shape);
-      if (r->draft_) per_page += kv_bytes_per_page(kv_shape(r->draft_->model_->config(), *r->backend_, o.page_size));
+      if (r->draft_) per_page += kv_bytes_per_page(kv_shape(r->draft_->model_->config(), kv_dtype, o.page_size));
       const int64_t padded_len = int64_t(kv_pages_for(r->max_model_len_, o.page_size)) * o.page_size;
       req.cap_bytes = cpu_default_kv_cap_bytes(per_page / o.page_size, padded_len);
     } else {
@@ -299,24 +301,24 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
   if (r->draft_) {
     // The same budget holds both caches, page for page.
     const int64_t t = kv_bytes_per_page(shape);
-    const int64_t d = kv_bytes_per_page(kv_shape(r->draft_->model_->config(), *r->backend_, o.page_size));
+    const int64_t d = kv_bytes_per_page(kv_shape(r->draft_->model_->config(), kv_dtype, o.page_size));
     pages = int32_t(int64_t(pages) * t / (t + d));
     if (pages < 1) return invalid_argument("the KV memory cannot hold a page of both the model and the draft model");
   }
   // Never more pages than max_model_len tokens for every sequence of a big batch could use.
   const int64_t useful = int64_t(r->max_model_len_ / o.page_size + 1) * 1024;
   pages = int32_t(std::min<int64_t>(pages, useful));
-  FG_ASSIGN_OR_RETURN(KvCache cache, r->model_->make_kv_cache(pages, o.page_size));
+  FG_ASSIGN_OR_RETURN(KvCache cache, r->model_->make_kv_cache(pages, o.page_size, kv_dtype));
   r->cache_.emplace(std::move(cache));
   r->kv_bytes_ = int64_t(pages) * kv_bytes_per_page(shape);
   if (r->draft_) {
-    FG_ASSIGN_OR_RETURN(KvCache draft_cache, r->draft_->model_->make_kv_cache(pages, o.page_size));
+    FG_ASSIGN_OR_RETURN(KvCache draft_cache, r->draft_->model_->make_kv_cache(pages, o.page_size, kv_dtype));
     r->draft_->cache_.emplace(std::move(draft_cache));
   }
   if (r->tp_) {
     for (Ranks::Rank& rank : r->tp_->ranks) {
       rank.backend->bind_thread();
-      FG_ASSIGN_OR_RETURN(KvCache rank_cache, rank.model->make_kv_cache(pages, o.page_size));
+      FG_ASSIGN_OR_RETURN(KvCache rank_cache, rank.model->make_kv_cache(pages, o.page_size, kv_dtype));
       rank.cache.emplace(std::move(rank_cache));
     }
     r->backend_->bind_thread();

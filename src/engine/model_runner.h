@@ -1,7 +1,7 @@
 // ModelRunner: the StepRunner over the model layer. Owns the backend, the model and its paged KV
-// cache (sized from --kv-cache-memory, else from --gpu-memory-fraction of the device's memory; on
-// the CPU, of the host memory available, capped at what a few full-length sequences need:
-// kvcache/kv_sizing.h). Each step's metadata is written by
+// cache (in the dtype --kv-cache-dtype resolves to; sized from --kv-cache-memory, else from
+// --gpu-memory-fraction of the device's memory; on the CPU, of the host memory available, capped at
+// what a few full-length sequences need: kvcache/kv_sizing.h). Each step's metadata is written by
 // the engine straight into the model's pinned staging (Model::begin_step), which the model uploads
 // with one copy; the forward returns the sampled rows' logits on the device.
 //
@@ -45,6 +45,8 @@ struct ModelRunnerOptions {
   bool gemm_tuning = false;      // BackendOptions::gemm_tuning (--gemm-tuning): tuned at create()
   uint64_t dummy_seed = 0;
   int32_t page_size = 16;
+  std::string kv_cache_dtype = "auto";                  // auto, bf16 or fp8 (--kv-cache-dtype; model/kv_cache.h);
+                                                        // the draft model's cache gets the same dtype
   int64_t kv_cache_bytes = 0;                           // > 0: exactly this much KV memory (--kv-cache-memory)
   double gpu_memory_fraction = 0.9;                     // otherwise this share of device memory (--gpu-memory-fraction)
   int64_t activation_reserve_bytes = int64_t(1) << 30;  // kept out of the KV budget on a GPU
@@ -86,6 +88,7 @@ class ModelRunner final : public StepRunner {
   const ModelConfig& config() const { return model_->config(); }
   Model& model() { return *model_; }
   int64_t kv_cache_bytes() const { return kv_bytes_; }
+  DType kv_cache_dtype() const { return cache_->dtype(); }
   // The paged K/V tensors the runner's steps read and write (tests poison evicted pages in it).
   KvCache& kv_cache() { return *cache_; }
   // Ranks the model is split over (1 without tensor parallelism).

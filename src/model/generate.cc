@@ -13,10 +13,11 @@ struct SequentialCache {
   std::vector<int32_t> pages;
 };
 
-Result<SequentialCache> make_sequential_cache(Model& model, int64_t tokens, int page_size) {
+Result<SequentialCache> make_sequential_cache(Model& model, int64_t tokens, int page_size,
+                                              std::optional<DType> kv_dtype) {
   if (page_size <= 0) return invalid_argument("page size must be positive, got " + std::to_string(page_size));
   int n = std::max(1, kv_pages_for(tokens, page_size));
-  FG_ASSIGN_OR_RETURN(KvCache cache, model.make_kv_cache(n, page_size));
+  FG_ASSIGN_OR_RETURN(KvCache cache, model.make_kv_cache(n, page_size, kv_dtype.value_or(model.backend().act_dtype())));
   SequentialCache s{std::move(cache), std::vector<int32_t>(size_t(n))};
   std::iota(s.pages.begin(), s.pages.end(), 0);
   return s;
@@ -43,7 +44,7 @@ Result<std::vector<int32_t>> generate(Model& model, std::span<const int32_t> pro
   Backend& backend = model.backend();
   std::vector<int32_t> seq(prompt.begin(), prompt.end());
   FG_ASSIGN_OR_RETURN(SequentialCache sc,
-                      make_sequential_cache(model, int64_t(seq.size()) + o.max_new_tokens, o.page_size));
+                      make_sequential_cache(model, int64_t(seq.size()) + o.max_new_tokens, o.page_size, o.kv_dtype));
   Buffer token_dev = backend.alloc(sizeof(int32_t));
   Tensor token = Tensor::contiguous(token_dev.data(), DType::kI32, backend.device(), {1});
   int cached = 0;
@@ -72,11 +73,11 @@ Result<std::vector<int32_t>> generate(Model& model, std::span<const int32_t> pro
 }
 
 Result<std::vector<float>> prompt_logits(Model& model, std::span<const int32_t> prompt, int page_size,
-                                         int prefill_chunk) {
+                                         int prefill_chunk, std::optional<DType> kv_dtype) {
   if (prompt.empty()) return invalid_argument("the prompt is empty");
   const int n = int(prompt.size());
   const int64_t vocab = model.config().vocab_size;
-  FG_ASSIGN_OR_RETURN(SequentialCache sc, make_sequential_cache(model, n, page_size));
+  FG_ASSIGN_OR_RETURN(SequentialCache sc, make_sequential_cache(model, n, page_size, kv_dtype));
   std::vector<float> out(size_t(n) * size_t(vocab));
   const int chunk = prefill_chunk > 0 ? prefill_chunk : n;
   for (int begin = 0; begin < n; begin += chunk) {

@@ -55,6 +55,13 @@ Status Model::set_tensor_parallel(const TensorParallel& tp) {
   return Status::ok();
 }
 
+Status Model::read_kv_scales(const WeightSource& source) {
+  FG_ASSIGN_OR_RETURN(kv_scales_, read_checkpoint_kv_scales(config_, source));
+  // Each rank's cache holds its local kv heads (replicated ones included): their scales.
+  if (kv_scales_) kv_scales_ = kv_scales_for_heads(*kv_scales_, config_.num_kv_heads, shard_.kv_head0, shard_.kv_heads);
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, const TensorParallel& tp) {
   // A .gguf file, or a folder holding one .gguf and no config.json (model/gguf_model.h).
   FG_ASSIGN_OR_RETURN(std::string gguf_path, find_gguf_model(dir));
@@ -64,8 +71,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
     FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
     std::unique_ptr<Model> m(new Model(backend, std::move(config)));
     FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
-    FG_ASSIGN_OR_RETURN(m->weights_,
-                        load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend, m->shard_));
+    const std::unique_ptr<WeightSource> source = gguf_weight_source(*file, m->config_);
+    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *source, backend, m->shard_));
+    FG_RETURN_IF_ERROR(m->read_kv_scales(*source));
     m->upload_rope_table();
     return m;
   }
@@ -74,7 +82,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
   FG_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
-  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, SafetensorsWeightSource(ckpt), backend, m->shard_));
+  const SafetensorsWeightSource source(ckpt);
+  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, source, backend, m->shard_));
+  FG_RETURN_IF_ERROR(m->read_kv_scales(source));
 
   m->upload_rope_table();
   return m;
@@ -169,7 +179,8 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
 }
 
 Status Model::validate(const StepMetadata& step, const KvCache& cache) const {
-  if (cache.num_layers() != config_.num_layers || cache.layer(0).k.dtype != backend_.act_dtype() ||
+  const DType kv_dtype = cache.layer(0).k.dtype;
+  if (cache.num_layers() != config_.num_layers || (kv_dtype != backend_.act_dtype() && kv_dtype != DType::kF8E4M3) ||
       cache.layer(0).k.size(2) != local_.num_kv_heads || cache.layer(0).k.size(3) != config_.head_dim)
     return invalid_argument("the KV cache was not made for this model and backend");
   if (step.total_q() <= 0 || step.num_seqs() <= 0) return invalid_argument("batch is empty");

@@ -39,6 +39,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -143,11 +144,18 @@ class Model {
   bool decode_graphs_enabled() const { return graphs_ != nullptr; }
   DecodeGraphStats decode_graph_stats() const;
 
-  // A KV cache for this model with `num_pages` pages of `page_size` tokens.
-  // A KV cache for this model with `num_pages` pages of `page_size` tokens (the rank's kv heads).
+  // A KV cache for this model with `num_pages` pages of `page_size` tokens (the rank's kv heads),
+  // in the act dtype or kF8E4M3 (an fp8 cache, scaled by the checkpoint's K/V scales of the rank's
+  // kv heads when it has them: kv_cache.h).
   Result<KvCache> make_kv_cache(int num_pages, int page_size) const {
     return KvCache::create(backend_, local_, num_pages, page_size);
   }
+  Result<KvCache> make_kv_cache(int num_pages, int page_size, DType dtype) const {
+    return KvCache::create(backend_, local_, num_pages, page_size, dtype, kv_scales_);
+  }
+  // The checkpoint's calibrated K/V scales (read_checkpoint_kv_scales) of the rank's kv heads,
+  // [num_layers][local num_kv_heads], or nullopt.
+  const std::optional<KvScales>& checkpoint_kv_scales() const { return kv_scales_; }
 
  private:
   // Device views of one step's metadata, shared by every layer.
@@ -183,6 +191,8 @@ class Model {
   Model(Backend& backend, ModelConfig config) : backend_(backend), config_(std::move(config)), local_(config_) {}
   // Sets the split (tp.comm null: the whole model). Errors from make_tp_shard.
   Status set_tensor_parallel(const TensorParallel& tp);
+  // kv_scales_ from the checkpoint, sliced to the rank's kv heads (after set_tensor_parallel).
+  Status read_kv_scales(const WeightSource& source);
   // The LM head's output in `logits` [L, vocab] f32: one GEMM, or the rank's shard then the
   // all-gather and the strided copy into full rows.
   void lm_head(const Tensor& normed, Tensor& logits);
@@ -216,8 +226,9 @@ class Model {
   TpShard shard_;
   Communicator* comm_ = nullptr;  // null: no collectives
   ModelWeights weights_;
-  Buffer inv_freq_;        // [rotary_dim / 2] f32, device; LongRoPE: [2, rotary_dim / 2] (short, long)
-  Buffer local_inv_freq_;  // [rotary_dim / 2] f32, device: Gemma 3's sliding layers (else empty)
+  std::optional<KvScales> kv_scales_;  // the checkpoint's, of the rank's kv heads (fp8 KV caches)
+  Buffer inv_freq_;                    // [rotary_dim / 2] f32, device; LongRoPE: [2, rotary_dim / 2] (short, long)
+  Buffer local_inv_freq_;              // [rotary_dim / 2] f32, device: Gemma 3's sliding layers (else empty)
 
   // Workspace, grown on demand (capacities in rows).
   int cap_tokens_ = 0;

@@ -12,6 +12,9 @@
 // its own position, so an empty row cannot occur with valid metadata; should one ever be asked
 // for, it gets out = 0 and lse = -inf.
 //
+// An fp8 cache (backend.h's KvCacheLayer) is read as e4m3 * scale in f32, exactly the values the
+// CUDA kernels compute with, so its results equal those of an f32 cache holding those values.
+//
 // The CPU plan (CpuAttentionPlan) holds the sequence of every q row; planning validates the
 // metadata like attention does, so a batch-builder bug fails at the first step in CI rather than
 // as wrong logits.
@@ -116,13 +119,17 @@ void CpuBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch
 
 namespace {
 
-// One layer's cache as plain pointers and element strides: [num_pages, page_size, kv_heads, head_dim].
+// One layer's cache as plain pointers and element strides: [num_pages, page_size, kv_heads, head_dim],
+// f32 or e4m3 bytes with a scale per kv head (fp8).
 struct PagedKv {
-  const float* k;
-  const float* v;
+  const char* k;
+  const char* v;
   int64_t k_page, k_slot, k_head;  // strides of k in elements
   int64_t v_page, v_slot, v_head;  // strides of v in elements
   int64_t page_size;
+  int64_t elem_bytes;    // 4 (f32) or 1 (e4m3)
+  const float* k_scale;  // [kv_heads] (fp8), else null
+  const float* v_scale;
 };
 
 // Everything one (token, head) row needs. Keys [lo, hi] (inclusive) are the visible range.
@@ -133,30 +140,56 @@ struct AttentionRow {
   int64_t lo, hi;
 };
 
-// Calls fn(j, k_row, v_row) for every visible key j in order, walking the pages.
+// Calls fn(j, k_row, v_row) for every visible key j in order, walking the pages (rows as stored).
 template <class Fn>
 inline void for_each_key(const PagedKv& kv, const AttentionRow& r, Fn&& fn) {
   const int64_t first_page = r.lo / kv.page_size, last_page = r.hi / kv.page_size;
+  const int64_t es = kv.elem_bytes;
   for (int64_t pi = first_page; pi <= last_page; ++pi) {
     const int64_t page = r.pages[pi];
     const int64_t begin = pi == first_page ? r.lo % kv.page_size : 0;
     const int64_t end = pi == last_page ? r.hi % kv.page_size : kv.page_size - 1;
-    const float* k = kv.k + page * kv.k_page + r.kv_head * kv.k_head;
-    const float* v = kv.v + page * kv.v_page + r.kv_head * kv.v_head;
-    for (int64_t o = begin; o <= end; ++o) fn(pi * kv.page_size + o, k + o * kv.k_slot, v + o * kv.v_slot);
+    const char* k = kv.k + (page * kv.k_page + r.kv_head * kv.k_head) * es;
+    const char* v = kv.v + (page * kv.v_page + r.kv_head * kv.v_head) * es;
+    for (int64_t o = begin; o <= end; ++o) fn(pi * kv.page_size + o, k + o * kv.k_slot * es, v + o * kv.v_slot * es);
   }
 }
 
-// Writes out[head_dim] and returns the lse of one row. scores: scratch of at least hi - lo + 1.
+// The f32 values of every e4m3 code (exact), for the fp8 cache's rows.
+const float* e4m3_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(256);
+    for (int i = 0; i < 256; ++i) t[size_t(i)] = f8e4m3_to_f32(uint8_t(i));
+    return t;
+  }();
+  return table.data();
+}
+
+// A cache row as f32 values: the row itself (f32 cache), or e4m3 * scale decoded into `scratch`
+// (exact: scales are powers of two).
+inline const float* row_values(const char* row, int64_t head_dim, const float* scale, float* scratch) {
+  if (scale == nullptr) return reinterpret_cast<const float*>(row);
+  const float* table = e4m3_table();
+  const float s = *scale;
+  const auto* codes = reinterpret_cast<const uint8_t*>(row);
+  for (int64_t d = 0; d < head_dim; ++d) scratch[d] = table[codes[d]] * s;
+  return scratch;
+}
+
+// Writes out[head_dim] and returns the lse of one row. scores: scratch of at least hi - lo + 1;
+// row: scratch of head_dim (an fp8 cache's decoded rows).
 float attend_row(const PagedKv& kv, const AttentionRow& r, const AttentionParams& params, int64_t head_dim,
-                 float* scores, float* out) {
+                 float* scores, float* row, float* out) {
   if (r.hi < r.lo) {
     std::fill(out, out + head_dim, 0.0f);
     return -std::numeric_limits<float>::infinity();
   }
   const float* q = r.q;
+  const float* k_scale = kv.k_scale ? kv.k_scale + r.kv_head : nullptr;
+  const float* v_scale = kv.v_scale ? kv.v_scale + r.kv_head : nullptr;
   float m = -std::numeric_limits<float>::infinity();
-  for_each_key(kv, r, [&](int64_t j, const float* k, const float*) {
+  for_each_key(kv, r, [&](int64_t j, const char* k_row, const char*) {
+    const float* k = row_values(k_row, head_dim, k_scale, row);
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * k[d];
@@ -167,7 +200,8 @@ float attend_row(const PagedKv& kv, const AttentionRow& r, const AttentionParams
   });
   std::fill(out, out + head_dim, 0.0f);
   float l = 0.0f;
-  for_each_key(kv, r, [&](int64_t j, const float*, const float* v) {
+  for_each_key(kv, r, [&](int64_t j, const char*, const char* v_row) {
+    const float* v = row_values(v_row, head_dim, v_scale, row);
     const float p = std::exp(scores[j - r.lo] - m);
     l += p;
 #pragma omp simd
@@ -185,13 +219,11 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
   FG_CHECK(p != nullptr && p->planned, "attention: the plan was not made by the CPU backend or never planned");
   check_view("attention", "q", q, DType::kF32, 3);
   check_view("attention", "out", out, DType::kF32, 3);
-  check_view("attention", "cache.k", cache.k, DType::kF32, 4);
-  check_view("attention", "cache.v", cache.v, DType::kF32, 4);
+  const bool fp8 = cpu::check_kv_cache("attention", cache);
   const int64_t total_q = q.shape[0], q_heads = q.shape[1], head_dim = q.shape[2];
   const int64_t num_pages = cache.k.shape[0], kv_heads = cache.k.shape[2];
   check_dim("attention", "q", q, 0, batch.total_q);
   for (int d = 0; d < 3; ++d) check_dim("attention", "out", out, d, q.shape[d]);
-  for (int d = 0; d < 4; ++d) check_dim("attention", "cache.v", cache.v, d, cache.k.shape[d]);
   check_dim("attention", "cache.k", cache.k, 1, batch.page_size);
   check_dim("attention", "cache.k", cache.k, 3, head_dim);
   FG_CHECK(kv_heads > 0 && q_heads % kv_heads == 0,
@@ -220,8 +252,18 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
   }
   if (total_q == 0) return;
 
-  const PagedKv kv{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.stride[0], cache.k.stride[1], cache.k.stride[2],
-                   cache.v.stride[0],    cache.v.stride[1],    cache.v.stride[2], batch.page_size};
+  const PagedKv kv{static_cast<const char*>(cache.k.data),
+                   static_cast<const char*>(cache.v.data),
+                   cache.k.stride[0],
+                   cache.k.stride[1],
+                   cache.k.stride[2],
+                   cache.v.stride[0],
+                   cache.v.stride[1],
+                   cache.v.stride[2],
+                   batch.page_size,
+                   int64_t(dtype_size(cache.k.dtype)),
+                   fp8 ? cache.k_scale.ptr<float>() : nullptr,
+                   fp8 ? cache.v_scale.ptr<float>() : nullptr};
   const int64_t group = q_heads / kv_heads;
   const int64_t window = params.sliding_window;
   int64_t max_kv = 1;
@@ -235,7 +277,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
   // Items are (token, head) rows of very different lengths: chunks of a few rows balance them.
   const int64_t items = total_q * q_heads;
   cpu::parallel_items(pool_, items, work, cpu::kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
-    std::vector<float> scores(static_cast<size_t>(max_kv));
+    std::vector<float> scores(static_cast<size_t>(max_kv)), row_scratch(static_cast<size_t>(head_dim));
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / q_heads, h = item % q_heads;
       const int64_t s = token_seq[t];
@@ -247,7 +289,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
       r.kv_head = h / group;
       r.hi = params.causal ? p : kv_len - 1;
       r.lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-      const float l = attend_row(kv, r, params, head_dim, scores.data(), row<float>(out, t, h));
+      const float l = attend_row(kv, r, params, head_dim, scores.data(), row_scratch.data(), row<float>(out, t, h));
       if (lse != nullptr) row<float>(*lse, t)[h] = l;
     }
   });

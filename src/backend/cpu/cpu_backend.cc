@@ -291,13 +291,11 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
   check_view("kv_write", "k", k, DType::kF32, 3);
   check_view("kv_write", "v", v, DType::kF32, 3);
   check_view("kv_write", "slot_mapping", slot_mapping, DType::kI32, 1);
-  check_view("kv_write", "cache.k", cache.k, DType::kF32, 4);
-  check_view("kv_write", "cache.v", cache.v, DType::kF32, 4);
+  const bool fp8 = cpu::check_kv_cache("kv_write", cache);
   const int64_t n = k.shape[0], heads = k.shape[1], head_dim = k.shape[2];
   const int64_t num_pages = cache.k.shape[0], page_size = cache.k.shape[1];
   for (int d = 0; d < 3; ++d) check_dim("kv_write", "v", v, d, k.shape[d]);
   check_dim("kv_write", "slot_mapping", slot_mapping, 0, n);
-  for (int d = 0; d < 4; ++d) check_dim("kv_write", "cache.v", cache.v, d, cache.k.shape[d]);
   check_dim("kv_write", "cache.k", cache.k, 2, heads);
   check_dim("kv_write", "cache.k", cache.k, 3, head_dim);
   const int32_t* slots = slot_mapping.ptr<int32_t>();
@@ -305,7 +303,19 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
     FG_CHECK(slots[i] < num_pages * page_size, "kv_write: slot_mapping[" + std::to_string(i) +
                                                    "] = " + std::to_string(slots[i]) + " is past the cache " +
                                                    cache.k.describe());
-  const size_t row_bytes = size_t(head_dim) * 4;
+  const size_t es = dtype_size(cache.k.dtype);
+  // One row of head_dim values into the cache: copied, or quantized as x * (1 / scale) (exact:
+  // scales are powers of two) rounded to e4m3.
+  auto store = [&](const float* src, const Tensor& dst_cache, int64_t elem, const Tensor& scales, int64_t h) {
+    char* dst = static_cast<char*>(dst_cache.data) + elem * int64_t(es);
+    if (!fp8) {
+      std::memcpy(dst, src, size_t(head_dim) * 4);
+      return;
+    }
+    const float inv = 1.0f / scales.ptr<float>()[h];
+    auto* q = reinterpret_cast<uint8_t*>(dst);
+    for (int64_t d = 0; d < head_dim; ++d) q[d] = f32_to_f8e4m3(src[d] * inv);
+  };
   cpu::parallel_items(pool_, n, n * heads * head_dim, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t slot = slots[i];
@@ -314,8 +324,8 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t dst = page * cache.k.stride[0] + offset * cache.k.stride[1] + h * cache.k.stride[2];
         const int64_t dst_v = page * cache.v.stride[0] + offset * cache.v.stride[1] + h * cache.v.stride[2];
-        std::memcpy(cache.k.ptr<float>() + dst, row<float>(k, i, h), row_bytes);
-        std::memcpy(cache.v.ptr<float>() + dst_v, row<float>(v, i, h), row_bytes);
+        store(row<float>(k, i, h), cache.k, dst, cache.k_scale, h);
+        store(row<float>(v, i, h), cache.v, dst_v, cache.v_scale, h);
       }
     }
   });

@@ -31,19 +31,20 @@ int ceil_div(int64_t a, int64_t b) {
   return int((a + b - 1) / b);
 }
 
+// KV: the cache element, T itself or __nv_fp8_e4m3 (no mma.sync prefill kernel reads fp8 pages).
 // wgmma: the device runs the wgmma kernel (other devices may not offer its shared memory).
-template <typename T, int D>
+template <typename T, typename KV, int D>
 void set_smem_attr(bool wgmma) {
-  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    attn::SmemLayout<D>::kBytes));
-  if constexpr (attn::has_wide_tiles(D)) {
+  FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_kernel<T, KV, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    attn::SmemLayout<D, int(sizeof(KV))>::kBytes));
+  if constexpr (std::is_same_v<T, KV> && attn::has_wide_tiles(D)) {
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       attn::PrefillSmem<D>::kBytes));
   }
 #if defined(FG_ATTN_WGMMA)
   if (wgmma)
-    FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      attn::WgmmaSmem<D>::kBytes));
+    FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, KV, D>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, attn::WgmmaSmem<D>::kBytes));
 #else
   (void)wgmma;
 #endif
@@ -61,8 +62,10 @@ Status head_dim_status(int head_dim, int smem_optin) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return unsupported("head_dim " + std::to_string(head_dim) +
                        " is not supported by the CUDA attention kernels (they are built for head_dim 64, 128 and 256)");
-  if (head_dim == 256 && attn::SmemLayout<256>::kBytes > smem_optin)
-    return unsupported("the CUDA attention kernels need " + std::to_string(attn::SmemLayout<256>::kBytes / 1024) +
+  // The main kernel's shared memory at 256, the larger of its bf16 and fp8 (kv_bytes 1) pages.
+  constexpr int kBytes256 = std::max(attn::SmemLayout<256>::kBytes, attn::SmemLayout<256, 1>::kBytes);
+  if (head_dim == 256 && kBytes256 > smem_optin)
+    return unsupported("the CUDA attention kernels need " + std::to_string(kBytes256 / 1024) +
                        " KB of shared memory per block at head_dim 256 and this GPU offers " +
                        std::to_string(smem_optin / 1024) + " KB");
   return Status::ok();
@@ -179,13 +182,16 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
 #endif
   s.wgmma = s.wgmma_available;
   s.smem_optin = current_device_smem_optin();
-  set_smem_attr<__nv_bfloat16, 64>(s.wgmma_available);
-  set_smem_attr<__nv_bfloat16, 128>(s.wgmma_available);
-  set_smem_attr<__half, 64>(s.wgmma_available);
-  set_smem_attr<__half, 128>(s.wgmma_available);
+  set_smem_attr<__nv_bfloat16, __nv_bfloat16, 64>(s.wgmma_available);
+  set_smem_attr<__nv_bfloat16, __nv_bfloat16, 128>(s.wgmma_available);
+  set_smem_attr<__half, __half, 64>(s.wgmma_available);
+  set_smem_attr<__half, __half, 128>(s.wgmma_available);
+  set_smem_attr<__nv_bfloat16, __nv_fp8_e4m3, 64>(s.wgmma_available);
+  set_smem_attr<__nv_bfloat16, __nv_fp8_e4m3, 128>(s.wgmma_available);
   if (head_dim_status(256, s.smem_optin).ok()) {  // else plan() refuses head_dim 256
-    set_smem_attr<__nv_bfloat16, 256>(s.wgmma_available);
-    set_smem_attr<__half, 256>(s.wgmma_available);
+    set_smem_attr<__nv_bfloat16, __nv_bfloat16, 256>(s.wgmma_available);
+    set_smem_attr<__half, __half, 256>(s.wgmma_available);
+    set_smem_attr<__nv_bfloat16, __nv_fp8_e4m3, 256>(s.wgmma_available);
   }
 }
 
@@ -297,8 +303,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       wide_keys += int64_t(n) * (batch.host_seqlens_kv[q] - q_len / 2);  // mean causal extent
     }
   }
-  const bool wgmma =
-      !s.batch_invariant && s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
+  const bool wgmma = !s.batch_invariant && s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
   // At head_dim 256 only the wgmma kernel has 128-row tiles (attn::has_wide_tiles). Wide tiles
   // make at least 1.5 waves of CTAs, so the split below never cuts them (it needs less than one).
   const bool use_wide =
@@ -459,23 +464,25 @@ namespace {
 
 // Grids of 0 skip a kernel. The prefill kernel runs first: its tiles are the longest. Head sizes
 // without the general kernel's 128-row tiles have no mma.sync prefill kernel (run() passes
-// prefill_grid 0 unless the prefill kernel is the wgmma one).
-template <typename T, int D>
+// prefill_grid 0 unless the prefill kernel is the wgmma one). KV as in set_smem_attr (fp8 pages
+// never go to the mma.sync prefill kernel: run() sets its grid to 0).
+template <typename T, typename KV, int D>
 void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
             cudaStream_t stream) {
   if (prefill_grid > 0 && wgmma) {
 #if defined(FG_ATTN_WGMMA)
-    attn::attention_wgmma_kernel<T, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
+    attn::attention_wgmma_kernel<T, KV, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
     FG_ATTN_CUDA(cudaGetLastError());
 #endif
   } else if (prefill_grid > 0) {
-    if constexpr (attn::has_wide_tiles(D)) {
+    if constexpr (std::is_same_v<T, KV> && attn::has_wide_tiles(D)) {
       attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
       FG_ATTN_CUDA(cudaGetLastError());
     }
   }
   if (main_grid > 0) {
-    attn::attention_kernel<T, D><<<main_grid, attn::kThreads, attn::SmemLayout<D>::kBytes, stream>>>(kp);
+    attn::attention_kernel<T, KV, D>
+        <<<main_grid, attn::kThreads, attn::SmemLayout<D, int(sizeof(KV))>::kBytes, stream>>>(kp);
     FG_ATTN_CUDA(cudaGetLastError());
   }
   if (merge_grid > 0) {
@@ -485,15 +492,15 @@ void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main
 }
 
 // d: a head size plan() accepted (64, 128 or 256).
-template <typename T>
+template <typename T, typename KV>
 void launch_head_dim(int d, const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
                      cudaStream_t stream) {
   if (d == 64)
-    launch<T, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    launch<T, KV, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else if (d == 128)
-    launch<T, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    launch<T, KV, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else
-    launch<T, 256>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    launch<T, KV, 256>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 bool aligned16(const void* p) {
@@ -511,15 +518,26 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   const int hkv = int(cache.k.shape[2]);
   FG_CHECK(hq == s.num_q_heads && hkv == s.num_kv_heads && d == s.head_dim,
            "attention: run() shapes differ from the plan (heads/head_dim)");
-  FG_CHECK(q.dtype == out.dtype && q.dtype == cache.k.dtype && q.dtype == cache.v.dtype &&
-               (q.dtype == DType::kBF16 || q.dtype == DType::kF16),
-           "attention: q/k/v/out must share one dtype, bf16 or f16");
+  // fp8 pages (backend.h's KvCacheLayer) with bf16 activations: e4m3 codes and a scale per kv head.
+  const bool fp8 = cache.k.dtype == DType::kF8E4M3;
+  FG_CHECK(q.dtype == out.dtype && (q.dtype == DType::kBF16 || q.dtype == DType::kF16) &&
+               cache.v.dtype == cache.k.dtype && (fp8 ? q.dtype == DType::kBF16 : q.dtype == cache.k.dtype),
+           "attention: q/out must be bf16 or f16 and the K/V cache of the same dtype, or f8_e4m3 with bf16: " +
+               q.describe() + " vs " + cache.k.describe());
+  if (fp8)
+    for (const Tensor* t : {&cache.k_scale, &cache.v_scale})
+      FG_CHECK(t->data != nullptr && t->device == Device::kCuda && t->dtype == DType::kF32 && t->ndim == 1 &&
+                   t->shape[0] == hkv && (hkv == 1 || t->stride[0] == 1),
+               "attention: an fp8 KV cache needs k_scale and v_scale [num_kv_heads] f32 on the device, got " +
+                   t->describe());
+  // Elements per 16-byte chunk of a K/V row: strides and bases must be whole chunks.
+  const int64_t ec = 16 / int64_t(dtype_size(cache.k.dtype));
   FG_CHECK(q.stride[2] == 1 && out.stride[2] == 1 && cache.k.stride[3] == 1 && cache.v.stride[3] == 1,
            "attention: the head_dim axis must be contiguous");
   for (int i = 0; i < 3; ++i)
     FG_CHECK(cache.k.stride[i] == cache.v.stride[i], "attention: k and v caches must share strides");
   FG_CHECK(q.stride[0] % 8 == 0 && q.stride[1] % 8 == 0 && out.stride[0] % 8 == 0 && out.stride[1] % 8 == 0 &&
-               cache.k.stride[0] % 8 == 0 && cache.k.stride[1] % 8 == 0 && cache.k.stride[2] % 8 == 0 &&
+               cache.k.stride[0] % ec == 0 && cache.k.stride[1] % ec == 0 && cache.k.stride[2] % ec == 0 &&
                aligned16(q.data) && aligned16(out.data) && aligned16(cache.k.data) && aligned16(cache.v.data),
            "attention: q/out/cache rows must be 16-byte aligned");
   FG_CHECK(int(cache.k.shape[1]) == batch.page_size && batch.page_size >= 1, "attention: page size mismatch");
@@ -535,15 +553,15 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.k = cache.k.data;
   kp.v = cache.v.data;
   {
-    // K/V rows are addressed in 32-bit counts of 16-byte chunks (strides are multiples of 8
-    // elements, checked above).
+    // K/V rows are addressed in 32-bit counts of 16-byte chunks (strides are whole chunks,
+    // checked above).
     int64_t span = 1;
     for (int i = 0; i < 4; ++i) span += (cache.k.shape[i] - 1) * cache.k.stride[i];
-    FG_CHECK(span / 8 < (int64_t(1) << 32), "attention: a KV cache layer of " + std::to_string(span) +
-                                                " elements exceeds the kernels' 2^35-element addressing");
+    FG_CHECK(span / ec < (int64_t(1) << 32), "attention: a KV cache layer of " + std::to_string(span) +
+                                                 " elements exceeds the kernels' 2^32-chunk addressing");
   }
-  kp.kv_page_chunks = uint32_t(cache.k.stride[0] / 8);
-  kp.kv_slot_chunks = uint32_t(cache.k.stride[1] / 8);
+  kp.kv_page_chunks = uint32_t(cache.k.stride[0] / ec);
+  kp.kv_slot_chunks = uint32_t(cache.k.stride[1] / ec);
   kp.kv_stride_head = cache.k.stride[2];
   kp.out = out.data;
   kp.out_stride_tok = out.stride[0];
@@ -586,6 +604,10 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.merges = s.d_merges;
   kp.partial_o = s.d_partial_o;
   kp.partial_lse = s.d_partial_lse;
+  if (fp8) {
+    kp.k_scale = cache.k_scale.ptr<const float>();
+    kp.v_scale = cache.v_scale.ptr<const float>();
+  }
 
   // A graph being captured must hold every launch even if this plan leaves one empty: a later
   // plan replayed through the same graph may split or have prefill tiles (every kernel loops
@@ -604,8 +626,18 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   if (wgmma) prefill_grid = std::min(prefill_grid, s.num_sms);
   int main_grid = s.num_items * hkv;
   int merge_grid = s.num_merges * hkv;
+  // fp8 pages and no wgmma kernel: the general kernel runs the prefill items too (its 128-row
+  // tile shape), since the mma.sync prefill kernel reads act-dtype pages only.
+  if (fp8 && !wgmma) {
+    kp.general_runs_prefill = 1;
+    main_grid += s.num_prefill * hkv;
+    prefill_grid = 0;
+  }
   if (capturing) {
-    prefill_grid = s.num_prefill == 0 ? 1 : wgmma ? s.num_sms : std::max(prefill_grid, 2 * s.num_sms);
+    prefill_grid = kp.general_runs_prefill ? 0
+                   : s.num_prefill == 0    ? 1
+                   : wgmma                 ? s.num_sms
+                                           : std::max(prefill_grid, 2 * s.num_sms);
     main_grid = std::max(main_grid, 1);
     merge_grid = std::max(merge_grid, 1);
     // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
@@ -617,10 +649,12 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   }
   if (!attn::has_wide_tiles(d) && !wgmma) prefill_grid = 0;  // no mma.sync prefill kernel at this head size
 
-  if (q.dtype == DType::kBF16)
-    launch_head_dim<__nv_bfloat16>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+  if (fp8)
+    launch_head_dim<__nv_bfloat16, __nv_fp8_e4m3>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+  else if (q.dtype == DType::kBF16)
+    launch_head_dim<__nv_bfloat16, __nv_bfloat16>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else
-    launch_head_dim<__half>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
+    launch_head_dim<__half, __half>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 }  // namespace fg::cuda

@@ -22,11 +22,16 @@
 // K/V rows are gathered through the block table per key position (any page size >= 1) with
 // 16-byte cp.async copies, 2 or 3 stages deep. Head sizes 64, 128 and 256; at 256 the kinds stop
 // at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>).
+// An fp8 KV cache (KV = __nv_fp8_e4m3, act bf16) is copied as stored (half the bytes) into raw
+// stages and converted once per block, after it lands, into one act-dtype K/V block in the layout
+// the MMAs read (exact: every e4m3 value is a bf16 value); the kv head's K scale is folded into the
+// score scale and its V scale into the output's 1 / l, so the MMAs never see a scale.
 // This file must never allocate or synchronize the host.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -124,7 +129,43 @@ struct KernelParams {
   const MergeItem* merges;
   float* partial_o;
   float* partial_lse;
+  // fp8 KV cache: [num_kv_heads] f32 scales (null otherwise); and whether attention_kernel also
+  // runs the prefill items (items[counts[3], counts[3] + counts[2]), right after its own) because
+  // no prefill kernel reads fp8 pages on this device.
+  const float* k_scale;
+  const float* v_scale;
+  int general_runs_prefill;
 };
+
+// The KV cache element a kernel reads: the act dtype T itself, or e4m3 (__nv_fp8_e4m3).
+template <typename KV>
+constexpr bool kv_is_fp8() {
+  return std::is_same_v<KV, __nv_fp8_e4m3>;
+}
+
+// 16 e4m3 values (one 16-byte chunk, element 0 in the lowest byte) -> the same 16 values in T
+// (bf16 or f16), as two 16-byte chunks. Exact: e4m3 -> f16 is exact, and so is f16 -> f32 -> bf16
+// for values of 4 significant bits within 2^-9 .. 448.
+template <typename T>
+__device__ __forceinline__ void e4m3x16_to(const uint4& in, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w[i] >> (16 * h)), __NV_E4M3);
+      if constexpr (std::is_same_v<T, __half>) {
+        o[2 * i + h] = uint32_t(raw.x) | (uint32_t(raw.y) << 16);
+      } else {
+        const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(__half2(raw)));
+        o[2 * i + h] = *reinterpret_cast<const uint32_t*>(&b);
+      }
+    }
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
 
 __device__ __forceinline__ TileGeom tile_geom(const KernelParams& p, const WorkItem& it, int rows, int bn) {
   TileGeom g;
@@ -380,50 +421,57 @@ constexpr int const_max(int a, int b) {
   return a > b ? a : b;
 }
 
-// Shared memory of one tile shape, in bytes: Q tile + kSt x (K, V) blocks, or the epilogue's
-// per-warp softmax states, whichever is larger.
-template <int D, typename S>
+// Shared memory of one tile shape, in bytes: Q tile + kSt x (K, V) blocks as stored (kKvBytes per
+// element) + for fp8 one converted (K, V) block, or the epilogue's per-warp softmax states,
+// whichever is larger.
+template <int D, typename S, int kKvBytes = 2>
 struct TileSmem {
   static constexpr int kQBytes = S::kRows * D * 2;
-  static constexpr int kKvBlockBytes = S::kBn * D * 2;
-  static constexpr int kMainBytes = kQBytes + S::kSt * 2 * kKvBlockBytes;
+  static constexpr int kKvBlockBytes = S::kBn * D * 2;                     // one K or V block in the act dtype
+  static constexpr int kStageBytes = 2 * S::kBn * D * kKvBytes;            // K then V as stored
+  static constexpr int kConvertedOffset = kQBytes + S::kSt * kStageBytes;  // fp8: the converted block
+  static constexpr int kMainBytes = kConvertedOffset + (kKvBytes == 1 ? 2 * kKvBlockBytes : 0);
   static constexpr int kRedStride = D + 8;  // floats per row of the epilogue's O buffer
   static constexpr int kRedBytes = S::kColWarps * S::kRows * (kRedStride + 2) * 4;
   static constexpr int kBytes = const_max(kMainBytes, kRedBytes);
 };
 
 // Dynamic shared memory of the main kernel: the largest tile shape (Shape64 at 112 KB for
-// head_dim 128, which still lets two CTAs share an SM; Shape16's 136 KB at 256, one CTA per SM).
-template <int D>
+// head_dim 128, which still lets two CTAs share an SM; 96 KB with fp8 pages; Shape16's 136 KB at
+// 256, one CTA per SM, with fp8 pages too: half-size stages plus the converted block).
+template <int D, int kKvBytes = 2>
 constexpr int main_kernel_smem_bytes() {
   using Sh = TileShapes<D>;
-  int bytes = const_max(const_max(TileSmem<D, typename Sh::S16>::kBytes, TileSmem<D, typename Sh::S32>::kBytes),
-                        TileSmem<D, typename Sh::S64>::kBytes);
-  if constexpr (has_wide_tiles(D)) bytes = const_max(bytes, TileSmem<D, typename Sh::S128>::kBytes);
+  int bytes = const_max(
+      const_max(TileSmem<D, typename Sh::S16, kKvBytes>::kBytes, TileSmem<D, typename Sh::S32, kKvBytes>::kBytes),
+      TileSmem<D, typename Sh::S64, kKvBytes>::kBytes);
+  if constexpr (has_wide_tiles(D)) bytes = const_max(bytes, TileSmem<D, typename Sh::S128, kKvBytes>::kBytes);
   return bytes;
 }
-template <int D>
+template <int D, int kKvBytes = 2>
 struct SmemLayout {
-  static constexpr int kBytes = main_kernel_smem_bytes<D>();
+  static constexpr int kBytes = main_kernel_smem_bytes<D, kKvBytes>();
 };
 
 // ---------------------------------------------------------------------------------------------
 // One tile: rows [m0, m0 + S::kRows) of a sequence's packed rows, one kv head.
 
-template <typename T, int D, typename S>
+template <typename T, typename KV, int D, typename S>
 __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkItem& it, int kvh, char* smem) {
+  constexpr bool kFp8 = kv_is_fp8<KV>();
   constexpr int kRows = S::kRows;
   constexpr int kMt = S::kMt;
   constexpr int kSt = S::kSt;
   constexpr int kColWarps = S::kColWarps;
-  constexpr int kCols = S::kBn / kColWarps;  // keys per warp per block
-  constexpr int kNi = kCols / 8;             // S n-tiles per warp and m-tile
-  constexpr int kKi = D / 16;                // k-steps of Q.K^T
-  constexpr int kDi = D / 8;                 // O n-tiles
-  constexpr int kChunks = D / 8;             // 16-byte chunks per row
-  constexpr int kRowsPerPass = kThreads / kChunks;
+  constexpr int kCols = S::kBn / kColWarps;            // keys per warp per block
+  constexpr int kNi = kCols / 8;                       // S n-tiles per warp and m-tile
+  constexpr int kKi = D / 16;                          // k-steps of Q.K^T
+  constexpr int kDi = D / 8;                           // O n-tiles
+  constexpr int kChunks = D / 8;                       // 16-byte chunks per row
+  constexpr int kKvChunks = D * int(sizeof(KV)) / 16;  // ... per K/V row as stored
+  constexpr int kRowsPerPass = kThreads / kKvChunks;
   constexpr int kR = 2 * kMt;  // accumulator rows per thread
-  using L = TileSmem<D, S>;
+  using L = TileSmem<D, S, int(sizeof(KV))>;
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -433,7 +481,13 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   const int G = p.group;
 
   T* q_s = reinterpret_cast<T*>(smem);
-  T* kv_s = reinterpret_cast<T*>(smem + L::kQBytes);
+  char* kv_raw = smem + L::kQBytes;  // kSt stages of (K, V) blocks as stored
+  // The K/V block the MMAs read: stage b % kSt itself, or (fp8) its conversion.
+  T* kv_converted = reinterpret_cast<T*>(smem + L::kConvertedOffset);
+  // fp8: the kv head's K scale, folded into the score scale (its V scale goes into 1 / l, read in
+  // the epilogue: at head_dim 256 O leaves few registers).
+  float k_scale = 1.f;
+  if constexpr (kFp8) k_scale = p.k_scale[kvh];
 
   const TileGeom geo = tile_geom(p, it, kRows, S::kBn);
 
@@ -458,10 +512,10 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // next block are fetched one block ahead (fetch_pages) so that their latency hides behind the
   // math instead of stalling the copies (this is what makes page size 1 cheap).
   constexpr int kPasses = S::kBn / kRowsPerPass;
-  const int my_row = tid / kChunks;
-  const int my_chunk = tid % kChunks;
-  const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + my_chunk;
-  const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + my_chunk;
+  const int my_row = tid / kKvChunks;
+  const int my_chunk = tid % kKvChunks;
+  const uint4* kbase = kv_head_base<KV>(p, p.k, kvh) + my_chunk;
+  const uint4* vbase = kv_head_base<KV>(p, p.v, kvh) + my_chunk;
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   int pages[kPasses];
   auto fetch_pages = [&](int b) {
@@ -474,16 +528,42 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   };
   auto load_block = [&](int b) {  // uses pages[] fetched for block b
     const int j0 = geo.block_begin + b * S::kBn;
-    T* ks = kv_s + (b % kSt) * 2 * S::kBn * D;
-    T* vs = ks + S::kBn * D;
+    char* stage = kv_raw + (b % kSt) * L::kStageBytes;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int rr = my_row + pass * kRowsPerPass;
       const int j = j0 + rr;
       const bool valid = j < geo.tile_hi;
       const uint32_t off = valid ? kv_row_chunk(p, pages[pass], j) : 0;
-      cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
-      cp_async16(smem_addr(vs + swz<D>(rr, my_chunk)), vbase + off, valid);
+      if constexpr (kFp8) {  // plain [kBn][D] byte rows; convert_block swizzles
+        char* kd = stage + rr * D + my_chunk * 16;
+        cp_async16(smem_addr(kd), kbase + off, valid);
+        cp_async16(smem_addr(kd + S::kBn * D), vbase + off, valid);
+      } else {
+        T* ks = reinterpret_cast<T*>(stage);
+        cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
+        cp_async16(smem_addr(ks + S::kBn * D + swz<D>(rr, my_chunk)), vbase + off, valid);
+      }
+    }
+  };
+  // fp8: the landed stage of block b -> kv_converted (K then V, swizzled as the MMAs read them).
+  // At head_dim 256 one chunk at a time: O's 128 registers leave no room for more in flight.
+  auto convert_chunk = [&](const char* stage, int i) {
+    const int kv = i / (S::kBn * kKvChunks), rem = i % (S::kBn * kKvChunks);
+    const int r = rem / kKvChunks, c = rem % kKvChunks;
+    uint4 lo, hi;
+    e4m3x16_to<T>(*reinterpret_cast<const uint4*>(stage + (kv * S::kBn + r) * D + c * 16), lo, hi);
+    T* dst = kv_converted + kv * S::kBn * D;
+    *reinterpret_cast<uint4*>(dst + swz<D>(r, 2 * c)) = lo;
+    *reinterpret_cast<uint4*>(dst + swz<D>(r, 2 * c + 1)) = hi;
+  };
+  auto convert_block = [&](int b) {
+    const char* stage = kv_raw + (b % kSt) * L::kStageBytes;
+    if constexpr (D == 256) {
+#pragma unroll 1
+      for (int i = tid; i < 2 * S::kBn * kKvChunks; i += kThreads) convert_chunk(stage, i);
+    } else {
+      for (int i = tid; i < 2 * S::kBn * kKvChunks; i += kThreads) convert_chunk(stage, i);
     }
   };
 
@@ -532,7 +612,14 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     }
     cp_async_commit();
 
-    const T* ks = kv_s + (b % kSt) * 2 * S::kBn * D;
+    // The block's K/V in T: its stage, or (fp8) converted now that it has landed. The previous
+    // block's MMAs are done (the barrier above), so the converted block is free.
+    const T* ks = reinterpret_cast<const T*>(kv_raw + (b % kSt) * L::kStageBytes);
+    if constexpr (kFp8) {
+      convert_block(b);
+      __syncthreads();
+      ks = kv_converted;
+    }
     const T* vs = ks + S::kBn * D;
     const int j0 = geo.block_begin + b * S::kBn;
 
@@ -579,12 +666,12 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 #pragma unroll
         for (int i = 0; i < kNi; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap_log2 * fast_tanh(s[mt][i][e] * p.softcap_in);
+          for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap_log2 * fast_tanh(s[mt][i][e] * (p.softcap_in * k_scale));
       } else {
 #pragma unroll
         for (int i = 0; i < kNi; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][i][e] *= p.scale_log2;
+          for (int e = 0; e < 4; ++e) s[mt][i][e] *= p.scale_log2 * k_scale;
       }
       if (need_mask) {
         const int ta = acc_t(ia), tb = acc_t(ib);
@@ -709,7 +796,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       acc[6] += sc * x1.z;
       acc[7] += sc * x1.w;
     }
-    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    const float inv = lsum > 0.f ? (kFp8 ? p.v_scale[kvh] : 1.f) / lsum : 0.f;
     const float lse = lsum > 0.f ? (mmax + __log2f(lsum)) * kLn2 : -INFINITY;
     const int pr = it.m0 + r;
     const int t = pr / G, g = pr - t * G;
@@ -736,26 +823,26 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 
 // grid.x: work units (item, kv head), strided so that a graph captured with one plan stays
 // correct when replayed after a plan with more or fewer items.
-template <typename T, int D>
+template <typename T, typename KV, int D>
 __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_constant__ KernelParams p) {
   extern __shared__ __align__(128) char smem[];
-  const int num_units = p.counts[0] * p.num_kv_heads;
+  const int num_units = (p.counts[0] + (p.general_runs_prefill ? p.counts[2] : 0)) * p.num_kv_heads;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
     const WorkItem it = p.items[u / p.num_kv_heads];
     const int kvh = u % p.num_kv_heads;
     using Sh = TileShapes<D>;
     if (it.kind == kRows16) {
-      attend_tile<T, D, typename Sh::S16>(p, it, kvh, smem);
+      attend_tile<T, KV, D, typename Sh::S16>(p, it, kvh, smem);
     } else if (it.kind == kRows32) {
-      attend_tile<T, D, typename Sh::S32>(p, it, kvh, smem);
+      attend_tile<T, KV, D, typename Sh::S32>(p, it, kvh, smem);
     } else if constexpr (has_wide_tiles(D)) {
       if (it.kind == kRows64) {
-        attend_tile<T, D, typename Sh::S64>(p, it, kvh, smem);
+        attend_tile<T, KV, D, typename Sh::S64>(p, it, kvh, smem);
       } else {
-        attend_tile<T, D, typename Sh::S128>(p, it, kvh, smem);
+        attend_tile<T, KV, D, typename Sh::S128>(p, it, kvh, smem);
       }
     } else {
-      attend_tile<T, D, typename Sh::S64>(p, it, kvh, smem);  // plan() makes no 128-row tiles here
+      attend_tile<T, KV, D, typename Sh::S64>(p, it, kvh, smem);  // plan() makes no 128-row tiles here
     }
     __syncthreads();
   }

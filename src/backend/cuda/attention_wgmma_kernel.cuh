@@ -24,6 +24,10 @@
 // bytes, 16-byte chunk c of the row at ((c ^ (r & 7)) * 16): the hardware's 128-byte swizzle, so
 // descriptors use swizzle mode 1 with 1024-byte 8-row groups (SBO) and panels 1024-aligned.
 // Items it runs are never split (plan() guarantees it), so it always writes out/lse directly.
+// An fp8 KV cache (KV = __nv_fp8_e4m3): the producer loads each K/V block's e4m3 rows into
+// registers (before it waits for the stage to be free), converts them to bf16 (exact) and stores
+// them swizzled into the same stage layout, then fences them for the async proxy and arrives; the
+// consumers fold the kv head's K scale into S and its V scale into 1 / l.
 // This file must never allocate or synchronize the host.
 #pragma once
 
@@ -102,7 +106,64 @@ __device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
 }
 
+__device__ __forceinline__ void st_shared16(uint32_t addr, const uint4& v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// fp8 pages: K/V block b of a tile into `stage` as bf16, as load_block's cp.async would have
+// laid out the act-dtype rows. Thread tid handles 16-byte e4m3 chunk tid % (D / 16) of rows
+// tid / (D / 16) + k * (128 / (D / 16)). The rows are loaded into registers kBatch passes at a
+// time, the first batch before waiting for the stage to be free: every pass up to head_dim 128;
+// at 256 (eight passes, 64 registers of K/V alone) two, within the producer's 40 registers.
 template <typename T, int D>
+__device__ __forceinline__ void wg_load_fp8_block(const KernelParams& p, const TileGeom& g, const int* bt,
+                                                  const uint4* kbase, const uint4* vbase, int b, uint32_t empty_bar,
+                                                  uint32_t empty_parity, uint32_t full_bar, uint32_t k_stage) {
+  using L = WgmmaSmem<D>;
+  constexpr int kChunks8 = D / 16;              // 16-byte e4m3 chunks per row
+  constexpr int kRowsPerPass = 128 / kChunks8;  // 32 (head_dim 64), 16 (128) or 8 (256)
+  constexpr int kPasses = kWgBn / kRowsPerPass;
+  constexpr int kBatch = D <= 128 ? kPasses : 2;
+  static_assert(kPasses % kBatch == 0, "batches cover the block");
+  const int c = threadIdx.x % kChunks8;
+  const int r0 = threadIdx.x / kChunks8;
+  const int j0 = g.block_begin + b * kWgBn;
+#pragma unroll 1
+  for (int p0 = 0; p0 < kPasses; p0 += kBatch) {
+    uint4 kr[kBatch], vr[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int j = j0 + r0 + (p0 + i) * kRowsPerPass;
+      kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
+      if (j < g.tile_hi) {
+        const uint32_t off = kv_row_chunk(p, __ldg(bt + page_index(p, j)), j);
+        kr[i] = __ldg(kbase + off);
+        vr[i] = __ldg(vbase + off);
+      }
+    }
+    if (p0 == 0) mbar_wait(empty_bar, empty_parity);
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int r = r0 + (p0 + i) * kRowsPerPass;
+#pragma unroll
+      for (int kv = 0; kv < 2; ++kv) {
+        uint4 lo, hi;
+        e4m3x16_to<T>(kv == 0 ? kr[i] : vr[i], lo, hi);
+        const uint32_t row = k_stage + kv * L::kKvBytes + r * 128;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int cc = 2 * c + h;  // bf16 chunk of the row
+          st_shared16(row + (cc >> 3) * L::kKvPanel + (((cc & 7) ^ (r & 7)) << 4), h == 0 ? lo : hi);
+        }
+      }
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // st.shared -> the wgmma reads
+  mbar_arrive(full_bar);
+}
+
+template <typename T, typename KV, int D>
 __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base, int first, int num_units) {
   using L = WgmmaSmem<D>;
   constexpr int kStages = L::kStages;
@@ -131,24 +192,32 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     const int kvh = u % p.num_kv_heads;
     const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
 
-    const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + c;
-    const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + c;
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
-    auto load_block = [&](int b) {                                         // K/V block b -> the next ring stage
-      mbar_wait(base + L::kBarOffset + 8 * (kStages + stage), phase ^ 1);  // empty[stage]
-      const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel;
-      const uint32_t v_dst = k_dst + L::kKvBytes;
-      const int j0 = g.block_begin + b * kWgBn;
+    auto load_block = [&](int b) {  // K/V block b -> the next ring stage
+      const uint32_t empty_bar = base + L::kBarOffset + 8 * (kStages + stage);
+      const uint32_t full_bar = base + L::kBarOffset + 8 * stage;
+      if constexpr (kv_is_fp8<KV>()) {
+        wg_load_fp8_block<T, D>(p, g, bt, kv_head_base<KV>(p, p.k, kvh) + tid % (D / 16),
+                                kv_head_base<KV>(p, p.v, kvh) + tid % (D / 16), b, empty_bar, phase ^ 1, full_bar,
+                                base + L::kKvOffset + stage * L::kStageBytes);
+      } else {
+        const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + c;
+        const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + c;
+        mbar_wait(empty_bar, phase ^ 1);
+        const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel;
+        const uint32_t v_dst = k_dst + L::kKvBytes;
+        const int j0 = g.block_begin + b * kWgBn;
 #pragma unroll
-      for (int pass = 0; pass < kWgBn / kRowsPerPass; ++pass) {
-        const int r = r0 + pass * kRowsPerPass;
-        const int j = j0 + r;
-        const bool valid = j < g.tile_hi;
-        const uint32_t off = valid ? kv_row_chunk(p, __ldg(bt + page_index(p, j)), j) : 0;
-        cp_async16(k_dst + r * 128 + row_off(pass), kbase + off, valid);
-        cp_async16(v_dst + r * 128 + row_off(pass), vbase + off, valid);
+        for (int pass = 0; pass < kWgBn / kRowsPerPass; ++pass) {
+          const int r = r0 + pass * kRowsPerPass;
+          const int j = j0 + r;
+          const bool valid = j < g.tile_hi;
+          const uint32_t off = valid ? kv_row_chunk(p, __ldg(bt + page_index(p, j)), j) : 0;
+          cp_async16(k_dst + r * 128 + row_off(pass), kbase + off, valid);
+          cp_async16(v_dst + r * 128 + row_off(pass), vbase + off, valid);
+        }
+        mbar_arrive_cp_async(full_bar);
       }
-      mbar_arrive_cp_async(base + L::kBarOffset + 8 * stage);  // full[stage]
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
@@ -172,7 +241,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
   }
 }
 
-template <typename T, int D>
+template <typename T, typename KV, int D>
 __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base, int first, int num_units) {
   using L = WgmmaSmem<D>;
   constexpr int kStages = L::kStages;
@@ -212,6 +281,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     const uint32_t q_addr = base + qb * L::kQBytes + 64 * wg * 128;
     const int ta = min((it.m0 + row_a) / G, it.q_len - 1);
     const int tb = min((it.m0 + row_b) / G, it.q_len - 1);
+    // fp8 pages: S is scaled by the kv head's K scale before the softmax, O by its V scale.
+    const float k_scale = kv_is_fp8<KV>() ? p.k_scale[kvh] : 1.f;
+    const float v_scale = kv_is_fp8<KV>() ? p.v_scale[kvh] : 1.f;
 
     float o[kDi][4];
 #pragma unroll
@@ -256,6 +328,12 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     // P into p_out and returns the factors O must be rescaled by before this block's P V.
     auto softmax = [&](int b, uint32_t(&p_out)[kPk][4], float& alpha0, float& alpha1) {
       const int j0 = g.block_begin + b * kWgBn;
+      if constexpr (kv_is_fp8<KV>()) {
+#pragma unroll
+        for (int i = 0; i < kNi; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[i][e] *= k_scale;
+      }
       softmax_step(
           s, p, sc, j0, lane, (j0 + kWgBn - 1 > g.min_hi) || (j0 < g.max_lo),
           [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
@@ -358,7 +436,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
       if (r >= g.rows_valid) continue;
       const float l = h == 0 ? l0 : l1;
       const float m = h == 0 ? m0 : m1;
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? v_scale / l : 0.f;
       const int pr = it.m0 + r;
       const int t = pr / G, gg = pr - t * G;
       const int head = kvh * G + gg;
@@ -380,7 +458,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 // grid.x: persistent CTAs (at most one per SM); units (prefill item, kv head) strided over them,
 // counts[2] items from items[counts[3]] as attention_prefill_kernel. Launched only on sm_90 by a
 // build that includes sm_90a (attention.cu checks both); elsewhere the body is empty.
-template <typename T, int D>
+template <typename T, typename KV, int D>
 __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) char smem_raw[];
@@ -406,10 +484,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __
   // registers (128 x 40 + 256 x 232 = 64,512 of the 65,536 the launch bounds leave 384 threads).
   if (threadIdx.x < 128) {
     if constexpr (D == 256) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    wg_producer<T, D>(p, base, first, num_units);
+    wg_producer<T, KV, D>(p, base, first, num_units);
   } else {
     if constexpr (D == 256) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-    wg_consumer<T, D>(p, base, first, num_units);
+    wg_consumer<T, KV, D>(p, base, first, num_units);
   }
 #endif
 }

@@ -266,9 +266,18 @@ KvWriteParams kv_write_params(const Tensor& k, const Tensor& v, const Tensor& sl
   FG_CHECK(cache.k.ndim == 4 && same_shape(cache.k, cache.v) && cache.k.stride == cache.v.stride,
            "kv_write: caches must be [num_pages, page_size, num_kv_heads, head_dim] with one layout: " +
                pair_desc(cache.k, cache.v));
-  FG_CHECK(cache.k.shape[2] == k.shape[1] && cache.k.shape[3] == k.shape[2] && k.dtype == cache.k.dtype &&
-               v.dtype == cache.v.dtype && k.dtype == v.dtype,
+  const bool fp8 = cache.k.dtype == DType::kF8E4M3;
+  FG_CHECK(cache.k.shape[2] == k.shape[1] && cache.k.shape[3] == k.shape[2] && k.dtype == v.dtype &&
+               cache.k.dtype == cache.v.dtype &&
+               (fp8 ? is_float_type(k.dtype) && k.dtype != DType::kF32 : k.dtype == cache.k.dtype),
            "kv_write: k/v do not match the cache: " + pair_desc(k, cache.k));
+  if (fp8)
+    for (const Tensor* t : {&cache.k_scale, &cache.v_scale}) {
+      check_on_device(*t, "kv_write cache scale");
+      FG_CHECK(t->dtype == DType::kF32 && t->ndim == 1 && t->shape[0] == k.shape[1] &&
+                   (t->shape[0] <= 1 || t->stride[0] == 1),
+               "kv_write: an fp8 cache needs k_scale and v_scale [num_kv_heads] f32: " + t->describe());
+    }
   FG_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.ndim == 1 && slot_mapping.shape[0] == k.shape[0] &&
                (slot_mapping.shape[0] <= 1 || slot_mapping.stride[0] == 1),
            "kv_write: slot_mapping must be [n] i32 contiguous: " + slot_mapping.describe());
@@ -292,6 +301,11 @@ KvWriteParams kv_write_params(const Tensor& k, const Tensor& v, const Tensor& sl
   p.head_dim = int(k.shape[2]);
   p.page_size = int(cache.k.shape[1]);
   p.elem_bytes = int(dtype_size(k.dtype));
+  p.act = k.dtype;
+  if (fp8) {
+    p.k_scale = cache.k_scale.ptr<const float>();
+    p.v_scale = cache.v_scale.ptr<const float>();
+  }
   return p;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -38,6 +39,13 @@ __device__ __forceinline__ T from_f32(float v) {
     static_assert(std::is_same_v<T, __nv_bfloat16>);
     return __float2bfloat16_rn(v);
   }
+}
+
+// An fp8 KV cache's code of x: e4m3(x * (1 / scale)), rounded to nearest even and saturating at
+// +-448 (NaN stays NaN), exactly core/dtype.h's f32_to_f8e4m3(x / scale) for the power-of-two
+// scales the caches use (1 / scale and the product are exact).
+__device__ __forceinline__ uint8_t to_e4m3(float x, float scale) {
+  return uint8_t(__nv_cvt_float_to_fp8(x * (1.0f / scale), __NV_SATFINITE, __NV_E4M3));
 }
 
 // Element offset of row r of a RowView.

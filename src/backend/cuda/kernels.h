@@ -77,7 +77,9 @@ struct RmsNormParams {
 void launch_rms_norm(const RmsNormParams& p, DType act, cudaStream_t stream);
 
 // Paged KV write: for token i with slot s = slots[i] >= 0, page = s / page_size, offset = s %
-// page_size, cache[page, offset, h, :] = src[i, h, :] for k and v. Moves `elem_bytes` elements.
+// page_size, cache[page, offset, h, :] = src[i, h, :] for k and v. Moves `elem_bytes` elements;
+// with k_scale set (an fp8 cache) stores e4m3(src * (1 / scale[h])) instead, rounded to nearest
+// even and saturating (cvt.satfinite: the host's f32_to_f8e4m3 bit for bit), src being `act`.
 struct KvWriteParams {
   const void* k = nullptr;
   int64_t k_stride_token = 0;
@@ -96,6 +98,9 @@ struct KvWriteParams {
   int head_dim = 0;
   int page_size = 0;
   int elem_bytes = 2;
+  const float* k_scale = nullptr;  // fp8 cache: [num_kv_heads] f32; null: a plain copy
+  const float* v_scale = nullptr;
+  DType act = DType::kBF16;  // the dtype of k and v (read when quantizing)
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 

@@ -1,6 +1,7 @@
 // Row-moving kernels: gather by index (embedding lookup, logits-row gather) and the paged KV write
 // by slot mapping. Pure data movement in the widest access (16, 8, 4, 2 or 1 bytes) that the
-// pointers and strides allow, so results are bit-exact copies.
+// pointers and strides allow, so results are bit-exact copies; except into an fp8 KV cache, where
+// each value is quantized (kv_write_fp8_kernel).
 #include "backend/cuda/kernel_util.cuh"
 
 namespace fg::cuda {
@@ -99,6 +100,27 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   }
 }
 
+// fp8 cache: one thread per value, quantized as kernel_util.cuh's to_e4m3.
+template <typename T>
+__global__ void kv_write_fp8_kernel(KvWriteParams p) {
+  const int64_t total = int64_t(p.n) * p.num_kv_heads * p.head_dim;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = e / p.head_dim;
+    const int64_t d = e - row * p.head_dim;
+    const int64_t token = row / p.num_kv_heads;
+    const int head = int(row - token * p.num_kv_heads);
+    const int32_t slot = p.slots[token];
+    if (slot < 0) continue;
+    const int64_t page = slot / p.page_size;
+    const int64_t offset = slot - page * p.page_size;
+    const int64_t ce = page * p.cache_stride_page + offset * p.cache_stride_slot + head * p.cache_stride_head + d;
+    const T k = static_cast<const T*>(p.k)[token * p.k_stride_token + head * p.k_stride_head + d];
+    const T v = static_cast<const T*>(p.v)[token * p.v_stride_token + head * p.v_stride_head + d];
+    static_cast<uint8_t*>(p.k_cache)[ce] = to_e4m3(to_f32(k), p.k_scale[head]);
+    static_cast<uint8_t*>(p.v_cache)[ce] = to_e4m3(to_f32(v), p.v_scale[head]);
+  }
+}
+
 int64_t addr(const void* p) {
   return int64_t(reinterpret_cast<uintptr_t>(p));
 }
@@ -116,6 +138,14 @@ void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream) {
 
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
   if (p.n == 0 || p.num_kv_heads == 0 || p.head_dim == 0) return;
+  if (p.k_scale != nullptr) {
+    dispatch_act(p.act, [&]<class T>() {
+      kv_write_fp8_kernel<T>
+          <<<grid_for(int64_t(p.n) * p.num_kv_heads * p.head_dim, kThreads), kThreads, 0, stream>>>(p);
+      CUDA_CHECK_LAUNCH();
+    });
+    return;
+  }
   int64_t eb = p.elem_bytes;
   int w = widest_chunk({addr(p.k), addr(p.v), addr(p.k_cache), addr(p.v_cache), p.k_stride_token * eb,
                         p.k_stride_head * eb, p.v_stride_token * eb, p.v_stride_head * eb, p.cache_stride_page * eb,

@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "kvcache/kv_sizing.h"
 #include "model/generate.h"
 #include "support/engine_test_util.h"
 
@@ -158,6 +159,58 @@ TEST_F(EngineModel, CancellingHalfMidFlightLeavesThePoolFull) {
   EXPECT_EQ(s.pages.free + s.pages.cached, pages);
   EXPECT_EQ(s.pages.held, 0);
   EXPECT_EQ(s.finished, 64);
+}
+
+}  // namespace
+}  // namespace fg
+
+namespace fg {
+namespace {
+
+// --kv-cache-dtype fp8 on the CPU: the same KV memory holds 4x the tokens of the f32 cache (2x
+// those of a bf16 one), and every request's greedy tokens equal the single-sequence reference run
+// with an fp8 cache (quantization is per value, so batching does not change it), also when the
+// pool is small enough to preempt.
+TEST(EngineModelFp8Kv, ServesRequestsWithTwiceTheTokensOfBf16) {
+  const int64_t kv_bytes = int64_t(1) << 20;
+  auto f32 = test::make_cpu_runner("llama", kv_bytes, 4);
+  ModelRunnerOptions o;
+  o.model_dir = test::model_fixture("llama");
+  o.backend = "cpu";
+  o.page_size = 4;
+  o.kv_cache_bytes = kv_bytes;
+  o.kv_cache_dtype = "fp8";
+  auto fp8 = ModelRunner::create(o);
+  ASSERT_TRUE(f32 && fp8.is_ok()) << fp8.status().to_string();
+  EXPECT_EQ((*fp8)->kv_cache_dtype(), DType::kF8E4M3);
+  EXPECT_EQ((*fp8)->kv_num_pages(), 4 * f32->kv_num_pages());
+  const ModelConfig& c = (*fp8)->config();
+  KvCacheShape bf16{c.num_layers, c.num_kv_heads, c.head_dim, DType::kBF16, 4};
+  KvMemoryRequest req;
+  req.kv_cache_bytes = kv_bytes;
+  EXPECT_EQ((*fp8)->kv_num_pages(), 2 * *kv_num_pages(bf16, req));
+
+  std::vector<Request> requests = mixed(24, 5, (*fp8)->vocab_size());
+  std::vector<std::vector<int32_t>> want;
+  for (const Request& r : requests) {
+    GenerateOptions g;
+    g.max_new_tokens = *r.params.max_new_tokens;
+    g.kv_dtype = DType::kF8E4M3;
+    auto ids = generate((*fp8)->model(), r.prompt_ids, g);
+    ASSERT_TRUE(ids.is_ok());
+    want.push_back(*ids);
+  }
+  EngineConfig config;
+  config.scheduler.max_batch_tokens = 64;
+  expect_matches(run_engine(**fp8, config, requests), want);
+
+  // A pool of a few sequences' worth: preemption recomputes into fp8 pages again.
+  o.kv_cache_bytes = int64_t(160) * ((*fp8)->kv_cache_bytes() / ((*fp8)->kv_num_pages() * 4));
+  auto small = ModelRunner::create(o);
+  ASSERT_TRUE(small.is_ok());
+  const EngineRun run = run_engine(**small, config, requests);
+  expect_matches(run, want);
+  EXPECT_GT(run.stats.preemptions, 0);
 }
 
 }  // namespace

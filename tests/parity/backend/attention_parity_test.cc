@@ -5,6 +5,10 @@
 // strided q, LSE output. The CPU reference's work per case is bounded (kMaxCaseMacs) so the whole
 // sweep runs in about a minute on the GPU machine.
 //
+// fp8 KV rows (AttentionFp8*): the same cases over an fp8 cache (e4m3 codes, a power-of-two scale
+// per kv head) whose codes both backends read; the CPU reference dequantizes them exactly, so the
+// tolerances are the bf16 ones.
+//
 // Environment: FG_PARITY_SEED changes the random draw (default 2026); the seed of each case is
 // printed with its failure so any case can be replayed.
 #include <gtest/gtest.h>
@@ -37,6 +41,7 @@ struct AttnCase {
   bool causal = true;
   bool lse = false;
   bool strided_q = false;
+  bool fp8 = false;  // fp8 KV cache
   uint64_t seed = 0;
 
   std::string describe() const {
@@ -46,7 +51,7 @@ struct AttnCase {
     os << "seqs " << q_lens.size() << " max_q " << max_q << " max_kv " << max_kv << " page " << page_size
        << " kv_heads " << num_kv_heads << " group " << group << " head_dim " << head_dim << " window " << window
        << " softcap " << softcap << (causal ? " causal" : " non-causal") << (lse ? " lse" : "")
-       << (strided_q ? " strided-q" : "") << " seed " << seed;
+       << (strided_q ? " strided-q" : "") << (fp8 ? " fp8-kv" : "") << " seed " << seed;
     return os.str();
   }
 
@@ -111,6 +116,46 @@ void run_case(const AttnCase& c) {
   k_cache.fill_random(rng, -1.0f, 1.0f);
   v_cache.fill_random(rng, -1.0f, 1.0f);
   const int64_t q_row = c.strided_q ? int64_t(hq + 2 * hk) * d : int64_t(hq) * d;
+  // fp8 pages: those values quantized with a power-of-two scale per kv head (2^-7 / 2^-8: values
+  // below 1 use e4m3's whole range), the same codes on both backends; the arbiter below reads
+  // the dequantized values.
+  std::vector<float> kv_k = k_cache.cpu_values(), kv_v = v_cache.cpu_values();
+  std::vector<uint8_t> k8, v8;
+  std::vector<float> scales(2 * size_t(hk));
+  Buffer k8_gpu, v8_gpu, scales_gpu;
+  KvCacheLayer cache_c{k_cache.cpu, v_cache.cpu}, cache_g{k_cache.gpu, v_cache.gpu};
+  if (c.fp8) {
+    for (int h = 0; h < hk; ++h) {
+      scales[size_t(h)] = std::ldexp(1.0f, -7 - h % 2);
+      scales[size_t(hk + h)] = std::ldexp(1.0f, -8 + h % 2);
+    }
+    k8.resize(kv_k.size());
+    v8.resize(kv_v.size());
+    for (size_t e = 0; e < kv_k.size(); ++e) {
+      const size_t h = (e / size_t(d)) % size_t(hk);
+      k8[e] = f32_to_f8e4m3(kv_k[e] / scales[h]);
+      v8[e] = f32_to_f8e4m3(kv_v[e] / scales[size_t(hk) + h]);
+      kv_k[e] = f8e4m3_to_f32(k8[e]) * scales[h];
+      kv_v[e] = f8e4m3_to_f32(v8[e]) * scales[size_t(hk) + h];
+    }
+    Backend& g = *backends().gpu;
+    k8_gpu = g.alloc(k8.size());
+    v8_gpu = g.alloc(v8.size());
+    scales_gpu = g.alloc(scales.size() * 4);
+    g.copy_from_host(k8_gpu.data(), k8.data(), k8.size());
+    g.copy_from_host(v8_gpu.data(), v8.data(), v8.size());
+    g.copy_from_host(scales_gpu.data(), scales.data(), scales.size() * 4);
+    g.synchronize();
+    const std::initializer_list<int64_t> shape = {num_pages, c.page_size, hk, d};
+    cache_c = {Tensor::contiguous(k8.data(), DType::kF8E4M3, Device::kCpu, shape),
+               Tensor::contiguous(v8.data(), DType::kF8E4M3, Device::kCpu, shape),
+               Tensor::contiguous(scales.data(), DType::kF32, Device::kCpu, {hk}),
+               Tensor::contiguous(scales.data() + hk, DType::kF32, Device::kCpu, {hk})};
+    cache_g = {Tensor::contiguous(k8_gpu.data(), DType::kF8E4M3, Device::kCuda, shape),
+               Tensor::contiguous(v8_gpu.data(), DType::kF8E4M3, Device::kCuda, shape),
+               Tensor::contiguous(scales_gpu.data(), DType::kF32, Device::kCuda, {hk}),
+               Tensor::contiguous(static_cast<float*>(scales_gpu.data()) + hk, DType::kF32, Device::kCuda, {hk})};
+  }
   Twin q({total_q, hq, d}, DType::kBF16, DType::kF32, {q_row, d, 1});
   q.fill_random(rng, -2.0f, 2.0f);
   Twin out({total_q, hq, d}, DType::kBF16);
@@ -144,7 +189,6 @@ void run_case(const AttnCase& c) {
   params.softcap = c.softcap;
 
   AttentionBatch bc = batch_for(false), bg = batch_for(true);
-  KvCacheLayer cache_c{k_cache.cpu, v_cache.cpu}, cache_g{k_cache.gpu, v_cache.gpu};
   Backend& cpu = *backends().cpu;
   Backend& gpu = *backends().gpu;
   const AttentionPlanShape plan_shape{hq, hk, d, std::max(1, bc.total_q), std::max(1, bc.num_seqs)};
@@ -179,7 +223,7 @@ void run_case(const AttnCase& c) {
                   << c.kv_lens[size_t(worst_seq)] << ", first row " << cu[size_t(worst_seq)] << "): relative error "
                   << worst_err;
   }
-  const std::vector<float> qv = q.cpu_values(), kv_k = k_cache.cpu_values(), kv_v = v_cache.cpu_values();
+  const std::vector<float> qv = q.cpu_values();
   auto naive_row = [&](int t, int h, std::vector<double>& o) {
     int s = int(std::upper_bound(cu.begin(), cu.end(), t) - cu.begin()) - 1;
     int q_len = c.q_lens[size_t(s)], kv_len = c.kv_lens[size_t(s)];
@@ -357,8 +401,49 @@ std::vector<AttnCase> fixed_cases() {
   return cases;
 }
 
+// The fp8 KV rows: every edge case (head_dim 256 included), long prefills (128-row tiles: the
+// prefill kernels' fp8 paths, at head_dim 128 and 256) and a share of the random draw.
+constexpr int kRandomFp8Cases = 60;
+std::vector<AttnCase> fp8_fixed_cases() {
+  std::vector<AttnCase> cases = fixed_cases();
+  AttnCase long_prefill = make({1500, 1}, {1600, 5000}, 16, 2, 4, 128);
+  long_prefill.softcap = 20.0f;
+  long_prefill.lse = true;
+  cases.push_back(long_prefill);
+  AttnCase odd_pages = make({1100}, {1100}, 3, 1, 8, 64);
+  odd_pages.window = 300;
+  cases.push_back(odd_pages);
+  // head_dim 256 (the edge cases above hold its decodes, splits and 64-row tiles): a prefill chunk
+  // long enough for 128-row tiles, which only the wgmma kernel takes at 256 (its producer converts
+  // fp8 rows two passes at a time); elsewhere the general kernel's 64-row tiles.
+  AttnCase g2_prefill = make({1600}, {2200}, 16, 8, 2, 256);
+  g2_prefill.window = 1024;
+  g2_prefill.softcap = 50.0f;
+  g2_prefill.lse = true;
+  cases.push_back(g2_prefill);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    cases[i].fp8 = true;
+    cases[i].seed = 5000 + i;
+  }
+  return cases;
+}
+
 class AttentionFixed : public ::testing::TestWithParam<int> {};
 class AttentionSweep : public ::testing::TestWithParam<int> {};
+class AttentionFp8Fixed : public ::testing::TestWithParam<int> {};
+class AttentionFp8Sweep : public ::testing::TestWithParam<int> {};
+
+TEST_P(AttentionFp8Fixed, MatchesCpu) {
+  FG_REQUIRE_GPU();
+  run_case(fp8_fixed_cases()[size_t(GetParam())]);
+}
+
+TEST_P(AttentionFp8Sweep, MatchesCpu) {
+  FG_REQUIRE_GPU();
+  AttnCase c = random_case(sweep_seed() * 1000033ull + uint64_t(GetParam()));
+  c.fp8 = true;
+  run_case(c);
+}
 
 TEST_P(AttentionFixed, MatchesCpu) {
   FG_REQUIRE_GPU();
@@ -387,6 +472,8 @@ TEST(AttentionSupports, HeadDimsOfTheKernels) {
 
 INSTANTIATE_TEST_SUITE_P(Edge, AttentionFixed, ::testing::Range(0, int(fixed_cases().size())));
 INSTANTIATE_TEST_SUITE_P(Random, AttentionSweep, ::testing::Range(0, kRandomCases));
+INSTANTIATE_TEST_SUITE_P(Edge, AttentionFp8Fixed, ::testing::Range(0, int(fp8_fixed_cases().size())));
+INSTANTIATE_TEST_SUITE_P(Random, AttentionFp8Sweep, ::testing::Range(0, kRandomFp8Cases));
 
 }  // namespace
 }  // namespace fg::parity

@@ -11,6 +11,7 @@
 //  - BatchInvariantCuda.*: on a GPU, 32 probes alone vs inside a 256-request batch, with dummy
 //    weights at Llama-3.2-1B's shapes (bench/configs), CUDA graphs on, prompts chunked by a
 //    1024-token budget. Skipped when no GPU is found.
+//  - *.Fp8KvCache*: the same over an fp8 KV cache (--kv-cache-dtype fp8).
 // Each case also runs without the flag and REPORTS (never asserts) whether the probes then differ,
 // which shows whether the case could fail at all on this machine.
 #include <gtest/gtest.h>
@@ -140,25 +141,19 @@ void check_invariance(ModelRunnerOptions options, const std::vector<Request>& ba
   }
 }
 
-// The dense llama fixture and a mixture of experts (whose experts get other rows in other steps).
-TEST(BatchInvariantCpu, ProbesAloneEqualProbesInsideABatchOf64) {
-  for (const char* fixture : {"llama", "qwen3_moe"}) {
-    SCOPED_TRACE(fixture);
-    ModelRunnerOptions o;
-    o.model_dir = test::model_fixture(fixture);
-    o.backend = "cpu";
-    o.page_size = 4;
-    o.kv_cache_bytes = int64_t(64) << 20;
-    const std::vector<Request> batch = make_requests(64, 256, 23, 1, 60, 16, 64);
-    std::vector<size_t> probes;
-    for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
-    check_invariance(o, batch, probes, 4096, 48, 30);
-  }
+// A CPU fixture with 4-token pages and 64 MiB of KV cache.
+ModelRunnerOptions cpu_options(const char* fixture) {
+  ModelRunnerOptions o;
+  o.model_dir = test::model_fixture(fixture);
+  o.backend = "cpu";
+  o.page_size = 4;
+  o.kv_cache_bytes = int64_t(64) << 20;
+  return o;
 }
 
-TEST(BatchInvariantCuda, ThirtyTwoRequestsAloneEqualThemInsideA256RequestBatch) {
-  if (const auto cuda = make_cuda_backend(0); !cuda.is_ok())
-    GTEST_SKIP() << kNoGpu << " (" << cuda.status().message() << ")";
+// Dummy weights at Llama-3.2-1B's shapes on the GPU, decode graphs up to `graph_batch` sequences,
+// prompts chunked by a 1024-token budget.
+ModelRunnerOptions cuda_options(int32_t graph_batch) {
   ModelRunnerOptions o;
   o.model_dir = std::string(FG_SOURCE_DIR) + "/bench/configs/llama-3.2-1b";
   o.dummy_weights = true;
@@ -168,11 +163,54 @@ TEST(BatchInvariantCuda, ThirtyTwoRequestsAloneEqualThemInsideA256RequestBatch) 
   o.kv_cache_bytes = int64_t(8) << 30;
   o.max_model_len = 2048;
   o.max_step_tokens = 1024;
-  o.max_graph_batch = 256;
+  o.max_graph_batch = graph_batch;
+  return o;
+}
+
+// The dense llama fixture and a mixture of experts (whose experts get other rows in other steps).
+TEST(BatchInvariantCpu, ProbesAloneEqualProbesInsideABatchOf64) {
+  for (const char* fixture : {"llama", "qwen3_moe"}) {
+    SCOPED_TRACE(fixture);
+    const ModelRunnerOptions o = cpu_options(fixture);
+    const std::vector<Request> batch = make_requests(64, 256, 23, 1, 60, 16, 64);
+    std::vector<size_t> probes;
+    for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
+    check_invariance(o, batch, probes, 4096, 48, 30);
+  }
+}
+
+// With an fp8 KV cache (--kv-cache-dtype fp8): pages are written and read per element, so the
+// probes' cached K/V, and what attention makes of them, do not depend on the batch either.
+TEST(BatchInvariantCpu, Fp8KvCacheProbesAloneEqualProbesInsideABatchOf64) {
+  ModelRunnerOptions o = cpu_options("llama");
+  o.kv_cache_dtype = "fp8";
+  const std::vector<Request> batch = make_requests(64, 256, 31, 1, 60, 16, 64);
+  std::vector<size_t> probes;
+  for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
+  check_invariance(o, batch, probes, 4096, 48, 30);
+}
+
+TEST(BatchInvariantCuda, ThirtyTwoRequestsAloneEqualThemInsideA256RequestBatch) {
+  if (const auto cuda = make_cuda_backend(0); !cuda.is_ok())
+    GTEST_SKIP() << kNoGpu << " (" << cuda.status().message() << ")";
+  const ModelRunnerOptions o = cuda_options(256);
   const std::vector<Request> batch = make_requests(256, 32000, 29, 16, 700, 24, 64);
   std::vector<size_t> probes;
   for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
   check_invariance(o, batch, probes, 1024, 1024, 200);
+}
+
+// The fp8 KV cache on the GPU (kv_write quantizing, the general kernel converting fp8 blocks in
+// shared memory): 16 probes alone vs inside a 128-request batch.
+TEST(BatchInvariantCuda, Fp8KvCacheSixteenRequestsAloneEqualThemInsideA128RequestBatch) {
+  if (const auto cuda = make_cuda_backend(0); !cuda.is_ok())
+    GTEST_SKIP() << kNoGpu << " (" << cuda.status().message() << ")";
+  ModelRunnerOptions o = cuda_options(128);
+  o.kv_cache_dtype = "fp8";
+  const std::vector<Request> batch = make_requests(128, 32000, 37, 16, 700, 24, 64);
+  std::vector<size_t> probes;
+  for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
+  check_invariance(o, batch, probes, 1024, 1024, 100);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 //    replayed, logits within bf16 tolerance (2e-2 of max|logit|) of eager steps on the same
 //    tokens, and the engine (ModelRunner with cuda_graphs on vs off) giving the same greedy tokens
 //    for a mixed batch of requests. Skipped when no GPU is found.
+//  - *Fp8Kv*: the same over an fp8 KV cache (--kv-cache-dtype fp8): its scales are read in place by
+//    the recorded graphs.
 //
 // Greedy tokens are compared where they can be: a step whose two best logits are closer than the
 // tolerance is a tie that rounding may break either way, so tokens must agree everywhere else.
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "backend/backend.h"
@@ -136,9 +139,11 @@ bool page0_intact(Backend& backend, KvCache& cache) {
 
 // Eager steps, then the same tokens through the decode graph path; compares every decode step.
 void check_fixture(Backend& backend, const std::string& name, int num_seqs, const DecodeGraphOptions& options,
-                   float tolerance, bool expect_padded, int min_prompt = 2) {
+                   float tolerance, bool expect_padded, int min_prompt = 2,
+                   std::optional<DType> kv_dtype = std::nullopt) {
   SCOPED_TRACE(name + ", " + std::to_string(num_seqs) + " sequences, graph batch cap " +
-               std::to_string(options.max_batch_size));
+               std::to_string(options.max_batch_size) + (kv_dtype ? ", fp8 KV" : ""));
+  const DType cache_dtype = kv_dtype.value_or(backend.act_dtype());
   auto loaded = Model::load(model_fixture(name), backend);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   Model& model = **loaded;
@@ -148,7 +153,7 @@ void check_fixture(Backend& backend, const std::string& name, int num_seqs, cons
   const int pages_per_seq = kv_pages_for(min_prompt + 18 + steps + 1, kPageSize);
   const int num_pages = 1 + num_seqs * pages_per_seq;
 
-  auto eager_cache = model.make_kv_cache(num_pages, kPageSize);
+  auto eager_cache = model.make_kv_cache(num_pages, kPageSize, cache_dtype);
   ASSERT_TRUE(eager_cache.is_ok());
   const DecodeRun eager = run_decode(model, *eager_cache, prompts, steps, pages_per_seq, nullptr);
   ASSERT_EQ(int(eager.logits.size()), steps);
@@ -156,7 +161,7 @@ void check_fixture(Backend& backend, const std::string& name, int num_seqs, cons
   DecodeGraphOptions o = options;
   o.max_pages_per_seq = pages_per_seq;
   ASSERT_TRUE(model.enable_decode_graphs(o).is_ok());
-  auto graph_cache = model.make_kv_cache(num_pages, kPageSize);
+  auto graph_cache = model.make_kv_cache(num_pages, kPageSize, cache_dtype);
   ASSERT_TRUE(graph_cache.is_ok());
   poison_page0(backend, *graph_cache);
   const DecodeRun graph = run_decode(model, *graph_cache, prompts, steps, pages_per_seq, &eager.fed);
@@ -360,6 +365,27 @@ TEST(DecodeGraphCuda, ReplaysMatchEager) {
   check_fixture(*cuda, "gemma2_hd256", 1, o, kCudaTolerance, true, 300);  // head_dim 256's merge in a graph
 }
 
+TEST(DecodeGraphCpu, Fp8KvPaddedStepsMatchEager) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  DecodeGraphOptions o;
+  o.capture = false;
+  o.max_batch_size = 8;
+  for (const char* name : {"llama", "gemma2", "qwen3_moe"})
+    check_fixture(*cpu, name, 3, o, kCpuTolerance, true, 2, DType::kF8E4M3);
+}
+
+TEST(DecodeGraphCuda, Fp8KvReplaysMatchEager) {
+  std::unique_ptr<Backend> cuda = cuda_or_null();
+  if (!cuda) GTEST_SKIP() << kNoGpu;
+  DecodeGraphOptions o;
+  o.capture = true;
+  o.max_batch_size = 16;
+  for (const char* name : {"llama", "qwen2", "gemma2", "mixtral"})
+    check_fixture(*cuda, name, 5, o, kCudaTolerance, true, 2, DType::kF8E4M3);
+  check_fixture(*cuda, "llama", 1, o, kCudaTolerance, true, 300, DType::kF8E4M3);  // split-KV in the graph
+  check_fixture(*cuda, "chat_llama", 3, o, kCudaTolerance, true, 400, DType::kF8E4M3);
+}
+
 TEST(DecodeGraphCuda, GpuMemoryInfoIsReported) {
   std::unique_ptr<Backend> cuda = cuda_or_null();
   if (!cuda) GTEST_SKIP() << kNoGpu;
@@ -373,8 +399,10 @@ TEST(DecodeGraphCuda, GpuMemoryInfoIsReported) {
 // on and off. Where the outputs part, the eager model's logits on the common prefix must show a
 // tie (top-2 margin within the bf16 tolerance); anywhere else the tokens must be equal.
 // `spec`: the second run speculates (n-gram, k = 4) with verification graphs, the first does not.
-void check_engine_tokens(bool graphs_in_first, SpecMethod spec, const std::string& fixture = "llama") {
-  SCOPED_TRACE(fixture);
+// `kv_cache_dtype`: --kv-cache-dtype of both runs (the tie check reads logits with that cache too).
+void check_engine_tokens(bool graphs_in_first, SpecMethod spec, const std::string& fixture = "llama",
+                         const std::string& kv_cache_dtype = "auto") {
+  SCOPED_TRACE(fixture + " " + kv_cache_dtype);
   if (!cuda_or_null()) GTEST_SKIP() << kNoGpu;
   std::mt19937 rng(11);
   std::vector<Request> requests;
@@ -393,6 +421,7 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec, const std::strin
     o.backend = "cuda";
     o.page_size = 8;
     o.kv_cache_bytes = int64_t(16) << 20;
+    o.kv_cache_dtype = kv_cache_dtype;
     o.cuda_graphs = graphs;
     o.max_graph_batch = 32;
     o.graph_max_query_len = method == SpecMethod::kOff ? 1 : 5;
@@ -452,7 +481,8 @@ void check_engine_tokens(bool graphs_in_first, SpecMethod spec, const std::strin
     if (k == off[i].output_ids.size()) continue;
     std::vector<int32_t> prefix = requests[i].prompt_ids;
     prefix.insert(prefix.end(), off[i].output_ids.begin(), off[i].output_ids.begin() + std::ptrdiff_t(k));
-    auto logits = prompt_logits(**reference, prefix, 16);
+    auto logits = prompt_logits(**reference, prefix, 16, 0,
+                                kv_cache_dtype == "fp8" ? std::optional<DType>(DType::kF8E4M3) : std::nullopt);
     ASSERT_TRUE(logits.is_ok());
     const float* row = logits->data() + (prefix.size() - 1) * size_t(vocab);
     float scale = 0.0f;
@@ -468,6 +498,10 @@ TEST(DecodeGraphCuda, EngineTokensMatchWithGraphsOnAndOff) {
 
 // The newer families through the engine (prefix cache on, chunked prefill) with and without decode
 // graphs: MoE layers, soft-capping, local/global RoPE and LongRoPE recorded into graphs.
+TEST(DecodeGraphCuda, Fp8KvEngineTokensMatchWithGraphsOnAndOff) {
+  check_engine_tokens(false, SpecMethod::kOff, "llama", "fp8");
+}
+
 TEST(DecodeGraphCuda, NewFamiliesEngineTokensMatchWithGraphsOnAndOff) {
   for (const char* fixture : {"mixtral", "qwen3_moe", "gemma2", "gemma3", "phi3", "gemma2_hd256"})
     check_engine_tokens(false, SpecMethod::kOff, fixture);

@@ -7,7 +7,8 @@
 //    tokens equal through the engine (ModelRunner with --tensor-parallel-size) on fixtures and on a
 //    synthetic model with more heads (kv heads < N: replicated; a vocabulary N does not divide:
 //    padded); decode steps padded to a graph bucket (the CUDA graph layout, run eagerly) equal too;
-//    each rank reads only its slices; bad splits are refused by name.
+//    each rank reads only its slices; bad splits are refused by name; an fp8 KV cache holds each
+//    rank's kv heads with their checkpoint scales and matches TP = 1 with fp8 KV.
 //  - TensorParallelCuda.*: on GPUs, TP = 1 through the NCCL path against the plain path (one GPU),
 //    and TP = 2/4/8 against TP = 1 within bf16 tolerance (skipped with fewer GPUs than that).
 #include <gtest/gtest.h>
@@ -46,6 +47,9 @@ struct SynthOptions {
   int heads = 4, kv_heads = 2, head_dim = 16, hidden = 64, inter = 96, layers = 2;
   int vocab = 250;
   bool biases = true;  // attention_bias (q/k/v/o) and mlp_bias (gate/up/down)
+  // Per kv head: every layer's self_attn.k_scale and v_scale (an fp8 KV cache's calibrated
+  // scales); empty: none.
+  std::vector<float> kv_scales;
 };
 
 void write_synthetic_model(const std::string& dir, const SynthOptions& o) {
@@ -87,6 +91,10 @@ void write_synthetic_model(const std::string& dir, const SynthOptions& o) {
   }
   add("model.norm.weight", {h});
   add("lm_head.weight", {o.vocab, h});
+  if (!o.kv_scales.empty())
+    for (int l = 0; l < o.layers; ++l)
+      for (const char* kind : {"k", "v"})
+        add("model.layers." + std::to_string(l) + ".self_attn." + kind + "_scale", {o.kv_heads});
   std::mt19937 rng(7);
   std::string header = "{", data;
   for (const auto& [name, shape] : tensors) {
@@ -95,7 +103,10 @@ void write_synthetic_model(const std::string& dir, const SynthOptions& o) {
     const bool norm = name.find("norm") != std::string::npos;
     std::uniform_real_distribution<float> dist(norm ? 0.8f : -0.25f, norm ? 1.2f : 0.25f);
     std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = dist(rng);
+    if (name.find("_scale") != std::string::npos)
+      v = o.kv_scales;
+    else
+      for (float& x : v) x = dist(rng);
     const size_t begin = data.size();
     data.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
     header += std::string(header.size() > 1 ? ", " : "") + "\"" + name + "\": {\"dtype\": \"F32\", \"shape\": [";
@@ -140,7 +151,9 @@ struct Shards {
 
 // padded_decode: decode steps take the decode-graph path (fixed buffers, padded to a bucket) run
 // eagerly (DecodeGraphOptions::capture = false), as on CUDA but without recording.
-Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true, bool padded_decode = false) {
+// kv_dtype: the KV caches' (kF32, the CPU's act dtype, or kF8E4M3).
+Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true, bool padded_decode = false,
+                           DType kv_dtype = DType::kF32) {
   Shards s;
   if (with_comm) s.comms = make_local_communicators(n);
   for (int r = 0; r < n; ++r) {
@@ -156,7 +169,7 @@ Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true,
       g.capture = false;
       FG_RETURN_IF_ERROR(rank.model->enable_decode_graphs(g));
     }
-    FG_ASSIGN_OR_RETURN(KvCache cache, rank.model->make_kv_cache(64, kPageSize));
+    FG_ASSIGN_OR_RETURN(KvCache cache, rank.model->make_kv_cache(64, kPageSize, kv_dtype));
     rank.cache.emplace(std::move(cache));
     s.ranks.push_back(std::move(rank));
   }
@@ -264,6 +277,52 @@ TEST(TensorParallelCpu, PaddedDecodeStepsMatchTheWholeModel) {
   expect_close(run_steps(*split, 3, 5), run_steps(*whole, 3, 5), whole->ranks[0].model->config().vocab_size,
                kCpuTolerance);
   EXPECT_EQ(split->ranks[1].model->decode_graph_stats().padded_steps, 5);
+}
+
+// An fp8 KV cache under TP: each rank's cache holds its kv heads (2 kv heads: split at TP 2,
+// replicated at TP 4) with the checkpoint's scales of those heads, and the logits equal TP 1's
+// with fp8 KV within the TP tolerance. Head 1's scale 64 puts its K/V codes among e4m3's
+// subnormals (about 3 significant bits), so a rank reading head 0's scale 1 for it would give
+// other logits: the model with scales {1, 1} is shown to differ by more than the tolerance.
+TEST(TensorParallelCpu, Fp8KvCacheAtTp2And4MatchesTp1) {
+  SynthOptions o;
+  o.kv_scales = {1.0f, 64.0f};
+  const std::string dir = synthetic_model("fp8_kv", o);
+  auto whole = load_shards(dir, 1, /*with_comm=*/false, false, DType::kF8E4M3);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  EXPECT_EQ(whole->ranks[0].cache->dtype(), DType::kF8E4M3);
+  const int64_t vocab = whole->ranks[0].model->config().vocab_size;
+  const std::vector<float> reference = run_steps(*whole, 3, 4);
+  for (int n : {2, 4}) {
+    SCOPED_TRACE("TP " + std::to_string(n));
+    auto split = load_shards(dir, n, /*with_comm=*/true, false, DType::kF8E4M3);
+    ASSERT_TRUE(split.is_ok()) << split.status().to_string();
+    for (int r = 0; r < n; ++r) {
+      const KvCache& cache = *split->ranks[size_t(r)].cache;
+      const int heads = 2 / std::min(n, 2);  // local kv heads: 1 at TP 2 and (replicated) at TP 4
+      const int head0 = r * 2 / n;           // the first one's global index
+      ASSERT_EQ(cache.layer(0).k.size(2), heads);
+      std::vector<float> want;
+      for (int l = 0; l < o.layers; ++l)
+        for (int h = 0; h < heads; ++h) want.push_back(o.kv_scales[size_t(head0 + h)]);
+      EXPECT_EQ(cache.scales().k, want) << "rank " << r;
+      EXPECT_EQ(cache.scales().v, want) << "rank " << r;
+    }
+    expect_close(run_steps(*split, 3, 4), reference, vocab, kCpuTolerance);
+  }
+  // The scales matter: the same weights with scale 1 on both heads give other logits.
+  SynthOptions ones = o;
+  ones.kv_scales = {1.0f, 1.0f};
+  auto unscaled = load_shards(synthetic_model("fp8_kv_ones", ones), 1, /*with_comm=*/false, false, DType::kF8E4M3);
+  ASSERT_TRUE(unscaled.is_ok()) << unscaled.status().to_string();
+  const std::vector<float> other = run_steps(*unscaled, 3, 4);
+  ASSERT_EQ(other.size(), reference.size());
+  float diff = 0.0f, scale = 0.0f;
+  for (size_t i = 0; i < other.size(); ++i) {
+    diff = std::max(diff, std::fabs(other[i] - reference[i]));
+    scale = std::max(scale, std::fabs(reference[i]));
+  }
+  EXPECT_GT(diff, 10 * kCpuTolerance * scale);
 }
 
 TEST(TensorParallelCpu, EachRankReadsOnlyItsSlices) {

@@ -4,7 +4,12 @@
 // odd ones, GQA 1/4/8, q_len 1..hundreds, kv_len up to 40k (split-KV), window, softcap, lse,
 // strided q, bf16 and f16, head_dim 64, 128 and 256. Outputs are poisoned with NaN and guarded by
 // sentinel rows; unused KV slots hold NaN so reads past a sequence's keys show up. One case also
-// captures a CUDA graph under one plan and replays it after a plan that splits.
+// captures a CUDA graph under one plan and replays it after a plan that splits. fp8 rows: the KV
+// cache holds e4m3 codes with a power-of-two scale per kv head, and the reference reads
+// code * scale exactly as the CPU backend does (every kernel: decode, split-KV, both prefill paths,
+// graph replay).
+#include <cuda_fp8.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -20,9 +25,10 @@ constexpr int kGuardRows = 3;
 constexpr uint16_t kSentinel = 0x7b7b;
 
 // Writes random values into the KV rows a sequence owns (positions < kv_len), through the table.
-template <typename T>
-__global__ void fill_kv_rows_kernel(T* k, T* v, const int32_t* bt, int max_pages, const int32_t* kv_lens, int page_size,
-                                    int hkv, int d, uint64_t seed) {
+// E = uint8_t: an fp8 cache, the same values stored as e4m3(x / scale) with scales [2, hkv] (K, V).
+template <typename E>
+__global__ void fill_kv_rows_kernel(E* k, E* v, const int32_t* bt, int max_pages, const int32_t* kv_lens, int page_size,
+                                    int hkv, int d, uint64_t seed, const float* scales) {
   const int s = blockIdx.y;
   const int64_t row_elems = int64_t(hkv) * d;
   const int64_t n = int64_t(kv_lens[s]) * row_elems;
@@ -32,18 +38,35 @@ __global__ void fill_kv_rows_kernel(T* k, T* v, const int32_t* bt, int max_pages
     const int page = bt[int64_t(s) * max_pages + pos / page_size];
     const int64_t dst = (int64_t(page) * page_size + pos % page_size) * row_elems + e;
     const uint64_t key = (uint64_t(s) << 40) ^ uint64_t(i);
-    k[dst] = T((hash_u32(seed * 31 + key) >> 8) * (2.0f / 16777216.0f) - 1.0f);
-    v[dst] = T((hash_u32(seed * 37 + key + 0x5555) >> 8) * (2.0f / 16777216.0f) - 1.0f);
+    const float kx = (hash_u32(seed * 31 + key) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    const float vx = (hash_u32(seed * 37 + key + 0x5555) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    if constexpr (std::is_same_v<E, uint8_t>) {
+      const int kvh = int(e / d);
+      k[dst] = uint8_t(__nv_cvt_float_to_fp8(kx / scales[kvh], __NV_SATFINITE, __NV_E4M3));
+      v[dst] = uint8_t(__nv_cvt_float_to_fp8(vx / scales[hkv + kvh], __NV_SATFINITE, __NV_E4M3));
+    } else {
+      k[dst] = E(kx);
+      v[dst] = E(vx);
+    }
   }
 }
 
-// f32 reference: grid (total_q, hq), 128 threads, each owning channels tid and tid + 128 (d <= 256).
-// out: [total_q, hq, d] f32; lse: [total_q, hq] f32.
+// A K or V element as f32: T as is, or (scales set: an fp8 cache) e4m3 code * scale.
 template <typename T>
-__global__ void reference_kernel(const T* q, int64_t q_stride_tok, const T* k, const T* v, const int32_t* bt,
+__device__ __forceinline__ float kv_value(const void* base, int64_t i, const float* scale) {
+  if (scale == nullptr) return float(static_cast<const T*>(base)[i]);
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<const uint8_t*>(base)[i], __NV_E4M3);
+  return __half2float(__half(h)) * *scale;
+}
+
+// f32 reference: grid (total_q, hq), 128 threads, each owning channels tid and tid + 128 (d <= 256).
+// out: [total_q, hq, d] f32; lse: [total_q, hq] f32. k_scale / v_scale: [hkv] for an fp8 cache
+// (k, v hold codes), null otherwise.
+template <typename T>
+__global__ void reference_kernel(const T* q, int64_t q_stride_tok, const void* k, const void* v, const int32_t* bt,
                                  int max_pages, const int32_t* cu, const int32_t* kv_lens, const int32_t* seq_of,
                                  int page_size, int hq, int hkv, int d, float scale, int causal, int window,
-                                 float softcap, float* out, float* lse) {
+                                 float softcap, float* out, float* lse, const float* k_scale, const float* v_scale) {
   __shared__ float w[128];
   __shared__ float red[128];
   const int tok = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
@@ -53,15 +76,17 @@ __global__ void reference_kernel(const T* q, int64_t q_stride_tok, const T* k, c
   const int pos = kv - q_len + (tok - cu[s]);
   const int kvh = h / (hq / hkv);
   const T* qr = q + int64_t(tok) * q_stride_tok + int64_t(h) * d;
-  auto row_ptr = [&](const T* base, int j) {
+  auto row_index = [&](int j) {
     const int page = bt[int64_t(s) * max_pages + j / page_size];
-    return base + ((int64_t(page) * page_size + j % page_size) * hkv + kvh) * d;
+    return ((int64_t(page) * page_size + j % page_size) * hkv + kvh) * d;
   };
+  const float* ks = k_scale ? k_scale + kvh : nullptr;
+  const float* vs = v_scale ? v_scale + kvh : nullptr;
   auto visible = [&](int j) { return j < kv && (!causal || j <= pos) && (window <= 0 || pos - j < window); };
   auto score = [&](int j) {
-    const T* kr = row_ptr(k, j);
+    const int64_t kr = row_index(j);
     float acc = 0.f;
-    for (int e = 0; e < d; ++e) acc += float(qr[e]) * float(kr[e]);
+    for (int e = 0; e < d; ++e) acc += float(qr[e]) * kv_value<T>(k, kr + e, ks);
     acc *= scale;
     if (softcap > 0.f) acc = softcap * tanhf(acc / softcap);
     return acc;
@@ -85,9 +110,9 @@ __global__ void reference_kernel(const T* q, int64_t q_stride_tok, const T* k, c
     for (int jj = 0; jj < 128 && c + jj < kv; ++jj) {
       sum += w[jj];
       if (w[jj] == 0.f) continue;
-      const T* vr = row_ptr(v, c + jj);
+      const int64_t vr = row_index(c + jj);
       for (int i = 0; i < 2; ++i)
-        if (tid + 128 * i < d) acc[i] += w[jj] * float(vr[tid + 128 * i]);
+        if (tid + 128 * i < d) acc[i] += w[jj] * kv_value<T>(v, vr + tid + 128 * i, vs);
     }
     __syncthreads();
   }
@@ -108,6 +133,7 @@ struct CheckCase {
   std::vector<int32_t> kv_lens_capture;
   // Prefill tiles on the mma.sync prefill kernel even where the wgmma one is available.
   bool mma_prefill = false;
+  bool fp8 = false;  // an fp8 KV cache (bf16 only)
 };
 
 float to_f32(uint16_t x, DType dt) {
@@ -123,16 +149,34 @@ bool run_case(const CheckCase& c, uint64_t seed, bool verbose) {
   const int total_q = layout.total_q;
   const int64_t row_elems = int64_t(c.hkv) * c.d;
   const size_t pool_elems = size_t(layout.num_pages) * c.page_size * row_elems;
-  T *k = nullptr, *v = nullptr, *qbuf = nullptr, *outbuf = nullptr;
-  float *lsebuf = nullptr, *ref_out = nullptr, *ref_lse = nullptr;
+  void *k = nullptr, *v = nullptr;
+  T *qbuf = nullptr, *outbuf = nullptr;
+  float *lsebuf = nullptr, *ref_out = nullptr, *ref_lse = nullptr, *scales = nullptr;
   int32_t* seq_of = nullptr;
-  BENCH_CUDA(cudaMalloc(&k, pool_elems * sizeof(T)));
-  BENCH_CUDA(cudaMalloc(&v, pool_elems * sizeof(T)));
-  BENCH_CUDA(cudaMemset(k, 0xff, pool_elems * sizeof(T)));  // NaN everywhere a sequence does not own
-  BENCH_CUDA(cudaMemset(v, 0xff, pool_elems * sizeof(T)));
+  const size_t kv_elem = c.fp8 ? 1 : sizeof(T);
+  BENCH_CUDA(cudaMalloc(&k, pool_elems * kv_elem));
+  BENCH_CUDA(cudaMalloc(&v, pool_elems * kv_elem));
+  // NaN everywhere a sequence does not own (0xffff in bf16 / f16, 0xff in e4m3).
+  BENCH_CUDA(cudaMemset(k, 0xff, pool_elems * kv_elem));
+  BENCH_CUDA(cudaMemset(v, 0xff, pool_elems * kv_elem));
+  if (c.fp8) {
+    // Powers of two per kv head, K then V: 2^-7 and 2^-8 keep values below 1 in e4m3's range.
+    std::vector<float> h(2 * size_t(c.hkv));
+    for (int i = 0; i < c.hkv; ++i) {
+      h[size_t(i)] = std::ldexp(1.0f, -7 - i % 2);
+      h[size_t(c.hkv + i)] = std::ldexp(1.0f, -8 + i % 2);
+    }
+    BENCH_CUDA(cudaMalloc(&scales, h.size() * sizeof(float)));
+    BENCH_CUDA(cudaMemcpy(scales, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
   {
     dim3 grid(64, n);
-    fill_kv_rows_kernel<T><<<grid, 256>>>(k, v, dev.d_bt, layout.max_pages, dev.d_kv, c.page_size, c.hkv, c.d, seed);
+    if (c.fp8)
+      fill_kv_rows_kernel<uint8_t><<<grid, 256>>>(static_cast<uint8_t*>(k), static_cast<uint8_t*>(v), dev.d_bt,
+                                                  layout.max_pages, dev.d_kv, c.page_size, c.hkv, c.d, seed, scales);
+    else
+      fill_kv_rows_kernel<T><<<grid, 256>>>(static_cast<T*>(k), static_cast<T*>(v), dev.d_bt, layout.max_pages,
+                                            dev.d_kv, c.page_size, c.hkv, c.d, seed, nullptr);
     BENCH_CUDA(cudaGetLastError());
   }
   const int q_row = c.strided_q ? (c.hq + 2 * c.hkv) * c.d : c.hq * c.d;
@@ -163,8 +207,13 @@ bool run_case(const CheckCase& c, uint64_t seed, bool verbose) {
   q.stride[0] = q_row;
   Tensor out = Tensor::contiguous(outbuf + kGuardRows * out_row, dt, Device::kCuda, {total_q, c.hq, c.d});
   Tensor lse = Tensor::contiguous(lsebuf + kGuardRows * c.hq, DType::kF32, Device::kCuda, {total_q, c.hq});
-  KvCacheLayer cache{Tensor::contiguous(k, dt, Device::kCuda, {layout.num_pages, c.page_size, c.hkv, c.d}),
-                     Tensor::contiguous(v, dt, Device::kCuda, {layout.num_pages, c.page_size, c.hkv, c.d})};
+  const DType kv_dt = c.fp8 ? DType::kF8E4M3 : dt;
+  KvCacheLayer cache{Tensor::contiguous(k, kv_dt, Device::kCuda, {layout.num_pages, c.page_size, c.hkv, c.d}),
+                     Tensor::contiguous(v, kv_dt, Device::kCuda, {layout.num_pages, c.page_size, c.hkv, c.d})};
+  if (c.fp8) {
+    cache.k_scale = Tensor::contiguous(scales, DType::kF32, Device::kCuda, {c.hkv});
+    cache.v_scale = Tensor::contiguous(scales + c.hkv, DType::kF32, Device::kCuda, {c.hkv});
+  }
 
   // The fills ran on the legacy stream; the kernels below run on a non-blocking one.
   BENCH_CUDA(cudaDeviceSynchronize());
@@ -197,7 +246,8 @@ bool run_case(const CheckCase& c, uint64_t seed, bool verbose) {
   }
   reference_kernel<T><<<dim3(std::max(total_q, 1), c.hq), 128, 0, stream>>>(
       qbuf, q_row, k, v, dev.d_bt, layout.max_pages, dev.d_cu, dev.d_kv, seq_of, c.page_size, c.hq, c.hkv, c.d,
-      c.params.scale, c.params.causal, c.params.sliding_window, c.params.softcap, ref_out, ref_lse);
+      c.params.scale, c.params.causal, c.params.sliding_window, c.params.softcap, ref_out, ref_lse, scales,
+      scales == nullptr ? nullptr : scales + c.hkv);
   BENCH_CUDA(cudaGetLastError());
   BENCH_CUDA(cudaStreamSynchronize(stream));
 
@@ -251,6 +301,7 @@ bool run_case(const CheckCase& c, uint64_t seed, bool verbose) {
   cudaFree(ref_out);
   cudaFree(ref_lse);
   cudaFree(seq_of);
+  cudaFree(scales);
   return ok;
 }
 
@@ -260,12 +311,12 @@ bool run_any(const CheckCase& c, uint64_t seed, bool verbose) {
 
 std::string describe(const CheckCase& c) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%s d%d h%d/%d ps%d n%d maxq%d maxkv%d%s%s%s%s%s%s", dtype_name(c.dtype).data(), c.d,
+  std::snprintf(buf, sizeof buf, "%s d%d h%d/%d ps%d n%d maxq%d maxkv%d%s%s%s%s%s%s%s", dtype_name(c.dtype).data(), c.d,
                 c.hq, c.hkv, c.page_size, int(c.q_lens.size()), *std::max_element(c.q_lens.begin(), c.q_lens.end()),
                 *std::max_element(c.kv_lens.begin(), c.kv_lens.end()), c.params.causal ? "" : " noncausal",
                 c.params.sliding_window ? " win" : "", c.params.softcap > 0 ? " cap" : "",
                 c.strided_q ? " strided" : "", c.kv_lens_capture.empty() ? "" : " graph",
-                c.mma_prefill ? " mma.sync" : "");
+                c.mma_prefill ? " mma.sync" : "", c.fp8 ? " fp8-kv" : "");
   return buf;
 }
 
@@ -518,6 +569,18 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.page_size = 64;
     add_both(c);  // graph captured and replayed with prefill tiles and decodes in one call
   }
+  // fp8 KV rows: every bf16 targeted case again over an fp8 cache (decode split many ways, both
+  // prefill paths: wgmma, and the general kernel's 128-row tiles where the mma.sync prefill kernel
+  // would have run; graphs replayed under plans with splits and prefill tiles; odd pages, window,
+  // softcap, strided q), head_dim 256 included (the wgmma kernel's producer converting in two
+  // batches per block, the general kernel's 64-row tiles and splits).
+  for (size_t i = 0, targeted = cases.size(); i < targeted; ++i) {
+    if (cases[i].dtype != DType::kBF16) continue;
+    CheckCase c = cases[i];
+    c.fp8 = true;
+    c.name.clear();
+    add(c);
+  }
   std::mt19937_64 rng(seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
   for (int i = 0; i < num_random; ++i) {
@@ -552,6 +615,7 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     if (rng() % 3 == 0) c.params.softcap = pick({5, 30});
     c.want_lse = rng() % 4 != 0;
     c.strided_q = rng() % 3 == 0;
+    c.fp8 = c.dtype == DType::kBF16 && rng() % 3 == 0;
     add(c);
   }
   int failed = 0;

@@ -34,6 +34,15 @@ TEST(KvSizing, PagesFromAnExplicitBudget) {
   EXPECT_NE(tiny.status().message().find("--kv-cache-memory"), std::string::npos);
 }
 
+TEST(KvSizing, Fp8PagesAreHalfTheBytesOfBf16) {
+  KvCacheShape bf16{32, 8, 128, DType::kBF16, 16}, fp8{32, 8, 128, DType::kF8E4M3, 16};
+  EXPECT_EQ(kv_bytes_per_page(fp8), 2ll * 32 * 16 * 8 * 128);  // 1 MiB: one byte per value
+  EXPECT_EQ(2 * kv_bytes_per_page(fp8), kv_bytes_per_page(bf16));
+  KvMemoryRequest req;
+  req.kv_cache_bytes = 10ll << 30;
+  EXPECT_EQ(*kv_num_pages(fp8, req), 2 * *kv_num_pages(bf16, req));  // twice the tokens in the same memory
+}
+
 TEST(KvSizing, PagesFromAMemoryFraction) {
   KvCacheShape shape{2, 2, 64, DType::kF32, 4};  // 8 KiB per page
   KvMemoryRequest req;
