@@ -197,11 +197,14 @@ TEST(BatchInvariantCuda, ThirtyTwoRequestsAloneEqualThemInsideA256RequestBatch) 
   const std::vector<Request> batch = make_requests(256, 32000, 29, 16, 700, 24, 64);
   std::vector<size_t> probes;
   for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
-  check_invariance(o, batch, probes, 1024, 1024, 200);
+  // Requests finish (24-64 tokens) while later prompts still prefill, so the 256 are never all in
+  // one step: the widest step held 122 sequences on an H200; ask for 96.
+  check_invariance(o, batch, probes, 1024, 1024, 96);
 }
 
 // The fp8 KV cache on the GPU (kv_write quantizing, the general kernel converting fp8 blocks in
-// shared memory): 16 probes alone vs inside a 128-request batch.
+// shared memory): 16 probes alone vs inside a 128-request batch (never all in one step either:
+// ask for a 48-wide one).
 TEST(BatchInvariantCuda, Fp8KvCacheSixteenRequestsAloneEqualThemInsideA128RequestBatch) {
   if (const auto cuda = make_cuda_backend(0); !cuda.is_ok())
     GTEST_SKIP() << kNoGpu << " (" << cuda.status().message() << ")";
@@ -210,7 +213,7 @@ TEST(BatchInvariantCuda, Fp8KvCacheSixteenRequestsAloneEqualThemInsideA128Reques
   const std::vector<Request> batch = make_requests(128, 32000, 37, 16, 700, 24, 64);
   std::vector<size_t> probes;
   for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
-  check_invariance(o, batch, probes, 1024, 1024, 100);
+  check_invariance(o, batch, probes, 1024, 1024, 48);
 }
 
 }  // namespace
