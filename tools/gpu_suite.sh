@@ -100,7 +100,10 @@ run_all() {
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
   step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
-  step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
+  # HF_DIAGNOSE="gemma2 ...": per-position errors of those fixtures (tools/hf_live_parity.py --diagnose)
+  local diag=()
+  for fx in ${HF_DIAGNOSE:-}; do diag+=(--diagnose "$fx"); done
+  step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen "${diag[@]}" --json "$OUT/raw/hf_live.json"
   # Model families (docs/perf.md, "Model families"): the grouped expert GEMM against the dense
   # ceiling, MoE decode against the floor of the bytes read and 1k/1k throughput, and Gemma-2-9B
   # with and without soft-capping: at its real head_dim 256 and at the -hd128 shape (the same
