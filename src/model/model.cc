@@ -36,7 +36,7 @@ Tensor view_at(const Buffer& b, size_t byte_offset, DType dtype, std::initialize
 Status check_backend_supports(const ModelConfig& c, const Backend& backend) {
   // The CUDA attention kernels are instantiated for a few head sizes only: refuse at load rather
   // than abort at the first step.
-  if (Status st = backend.attention_supports(int(c.head_dim)); !st.ok())
+  if (Status st = backend.attention_supports(int(c.head_dim)); !st.is_ok())
     return unsupported(c.dir + " (" + c.architecture + "): " + st.message() + " on the " + backend.name() +
                        " backend; use --backend cpu");
   // The grouped expert GEMM moves rows in 16-byte chunks.

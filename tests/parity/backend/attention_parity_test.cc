@@ -373,13 +373,13 @@ TEST_P(AttentionSweep, MatchesCpu) {
 // The head sizes the CUDA kernels are built for run; others are refused by name (a model loader
 // asks before uploading weights); the CPU reference takes any size.
 TEST(AttentionSupports, HeadDimsOfTheKernels) {
-  EXPECT_TRUE(backends().cpu->attention_supports(96).ok());
+  EXPECT_TRUE(backends().cpu->attention_supports(96).is_ok());
   FG_REQUIRE_GPU();
   Backend& gpu = *backends().gpu;
-  for (int d : {64, 128, 256}) EXPECT_TRUE(gpu.attention_supports(d).ok()) << "head_dim " << d;
+  for (int d : {64, 128, 256}) EXPECT_TRUE(gpu.attention_supports(d).is_ok()) << "head_dim " << d;
   for (int d : {32, 96, 192, 512}) {
     const Status st = gpu.attention_supports(d);
-    EXPECT_FALSE(st.ok()) << "head_dim " << d;
+    EXPECT_FALSE(st.is_ok()) << "head_dim " << d;
     EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.message();
     EXPECT_NE(st.message().find("head_dim " + std::to_string(d)), std::string::npos) << st.message();
   }

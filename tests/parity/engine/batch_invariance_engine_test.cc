@@ -172,7 +172,9 @@ TEST(BatchInvariantCuda, ThirtyTwoRequestsAloneEqualThemInsideA256RequestBatch) 
   const std::vector<Request> batch = make_requests(256, 32000, 29, 16, 700, 24, 64);
   std::vector<size_t> probes;
   for (size_t i = 0; i < batch.size(); i += 8) probes.push_back(i);
-  check_invariance(o, batch, probes, 1024, 1024, 200);
+  // Requests finish (24-64 tokens) while later prompts still prefill, so the 256 are never all in
+  // one step: the widest step held 122 sequences on an H200; ask for 96.
+  check_invariance(o, batch, probes, 1024, 1024, 96);
 }
 
 }  // namespace
