@@ -47,7 +47,7 @@ Status check_backend_supports(const ModelConfig& c, const Backend& backend) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, const WeightLoadOptions& options) {
   // A .gguf file, or a folder holding one .gguf and no config.json (model/gguf_model.h).
   FG_ASSIGN_OR_RETURN(std::string gguf_path, find_gguf_model(dir));
   if (!gguf_path.empty()) {
@@ -55,7 +55,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
     FG_ASSIGN_OR_RETURN(ModelConfig config, gguf_model_config(*file));
     FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
     std::unique_ptr<Model> m(new Model(backend, std::move(config)));
-    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend));
+    FG_ASSIGN_OR_RETURN(m->weights_,
+                        load_model_weights(m->config_, *gguf_weight_source(*file, m->config_), backend, options));
     m->upload_rope_table();
     return m;
   }
@@ -63,7 +64,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
   FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   FG_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
-  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, ckpt, backend));
+  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, ckpt, backend, options));
 
   m->upload_rope_table();
   return m;

@@ -84,7 +84,9 @@ class Model {
   // weights to `backend` (matrices in its weight dtype, the rest in its act dtype: weights.h).
   // `dir` may instead be a .gguf file, or a folder holding one .gguf and no config.json: config
   // and weights then come from that file (model/gguf_model.h). `backend` must outlive the model.
-  static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
+  // `options`: quantization at load (`--quantization fp8`: weights.h, WeightLoadOptions).
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend,
+                                             const WeightLoadOptions& options = {});
   // Reads DIR/config.json (or a GGUF file's metadata) only and fills every weight with seeded random values on the
   // device (Backend::fill_uniform), for performance work at real shapes without a checkpoint (model/dummy_weights.h;
   // defined in dummy_weights.cc).

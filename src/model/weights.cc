@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "core/dequant.h"
@@ -28,6 +29,7 @@ struct Assembly {
   bool matrix = false;  // a GEMM weight or the embedding table: kept in the backend's weight dtype
   std::vector<int64_t> shape;
   std::vector<WeightTensor> parts;
+  bool quantize_fp8 = false;  // float parts become FP8 with per-channel scales (--quantization fp8)
   DType dtype = DType::kF32;  // what the target holds (set by upload)
   bool plus_one = false;      // store 1 + w (Gemma's RMSNorm weights)
   size_t arena_offset = 0;
@@ -37,17 +39,25 @@ struct Assembly {
 struct AddOptions {
   bool matrix = false;              // a GEMM weight or the embedding table (see Assembly)
   bool plus_one = false;            // see Assembly
+  bool linear = false;              // a linear layer's weight (what --quantization fp8 quantizes)
   std::vector<int64_t> view_shape;  // the target's shape when not the concatenation's (same numel)
 };
 
-AddOptions matrix_options() {
+AddOptions matrix_options(bool linear) {
   AddOptions o;
   o.matrix = true;
+  o.linear = linear;
   return o;
 }
 
 size_t stored_bytes(const WeightTensor& t) {
   return dtype_bytes(*t.dtype, t.numel());
+}
+
+// The dtype a part is kept as before the backend's choice: f8_e4m3 for the float parts an
+// assembly quantizes, else as stored.
+DType part_dtype(const Assembly& a, const WeightTensor& p) {
+  return a.quantize_fp8 && !dtype_is_blocked(*p.dtype) ? DType::kF8E4M3 : *p.dtype;
 }
 
 // The dtype an assembly is kept in on `backend`: Gemma's 1 + w norm weights in f32 (as
@@ -57,9 +67,9 @@ size_t stored_bytes(const WeightTensor& t) {
 DType target_dtype(const Assembly& a, const Backend& backend) {
   if (a.plus_one) return DType::kF32;  // 1 + w would lose w's low bits in bf16
   if (!a.matrix) return backend.act_dtype();
-  const DType first = *a.parts.front().dtype;
+  const DType first = part_dtype(a, a.parts.front());
   for (const WeightTensor& p : a.parts)
-    if (*p.dtype != first) return backend.weight_dtype(DType::kF32);
+    if (part_dtype(a, p) != first) return backend.weight_dtype(DType::kF32);
   return backend.weight_dtype(first);
 }
 
@@ -81,13 +91,14 @@ int64_t first_non_finite(const void* data, DType dtype, int64_t n) {
     case DType::kF32: return first_non_finite_bits<uint32_t>(data, n, 0x7f800000u);
     case DType::kF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7c00));
     case DType::kBF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7f80));
+    case DType::kF8E4M3: return first_non_finite_bits<uint8_t>(data, n, uint8_t(0x7f));  // S.1111.111 is NaN
     default: return -1;
   }
 }
 
 class Planner {
  public:
-  Planner(const WeightSource& source) : source_(source) {}
+  Planner(const WeightSource& source, const WeightLoadOptions& options) : source_(source), options_(options) {}
 
   // Requires each named tensor with its expected shape; the target gets their row concatenation.
   Status add(Tensor* target, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts,
@@ -96,6 +107,7 @@ class Planner {
     a.target = target;
     a.matrix = options.matrix;
     a.plus_one = options.plus_one;
+    a.quantize_fp8 = options.linear && options_.quantization == LoadQuantization::kFp8;
     for (const auto& [name, shape] : parts) {
       FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
       if (!t.dtype)
@@ -121,14 +133,17 @@ class Planner {
     size_t total = 0, staging_bytes = 0, f32_values = 0;
     for (Assembly& a : assemblies_) {
       a.dtype = target_dtype(a, backend);
+      // FP8 matrices reach every backend as their exact f32 values (weights.h); keeping the codes
+      // would need their scales next to them.
+      FG_CHECK(a.dtype != DType::kF8E4M3, backend.name() + " asked to keep FP8 codes without their scales");
       a.arena_offset = total;
       int64_t numel = 1;
       for (int64_t d : a.shape) numel *= d;
       total += align_up(dtype_bytes(a.dtype, numel));
       for (const WeightTensor& p : a.parts) {
-        if (*p.dtype == a.dtype && !a.plus_one) continue;
+        if (as_stored(a, p)) continue;
         // Converted on the device from the stored form, or from f32 values made on the host.
-        if (dtype_is_blocked(*p.dtype) || a.plus_one) {
+        if (host_values(a, p)) {
           f32_values = std::max(f32_values, size_t(p.numel()));
           if (a.dtype != DType::kF32) staging_bytes = std::max(staging_bytes, size_t(p.numel()) * 4);
         } else {
@@ -143,7 +158,8 @@ class Planner {
     Buffer staging;
     if (staging_bytes > 0) staging = backend.alloc(staging_bytes);
     std::vector<uint8_t> scratch;           // tensors the source reorders on the host (GGUF q/k rows)
-    std::vector<float> values(f32_values);  // blocks dequantized (or 1 + w) on the host
+    std::vector<float> values(f32_values);  // blocks or FP8 dequantized (or 1 + w) on the host
+    std::vector<float> scales;              // an FP8 part's scales
     char* base = static_cast<char*>(arena.data());
     for (Assembly& a : assemblies_) {
       char* dst = base + a.arena_offset;
@@ -158,12 +174,23 @@ class Planner {
                                   std::to_string(bad) + " (of " + std::to_string(numel) +
                                   "); the checkpoint is corrupt");
         }
-        if (stored == a.dtype && !a.plus_one) {
+        if (as_stored(a, p)) {
           backend.copy_from_host(dst, host, stored_bytes(p));
         } else {
           DType from = stored;
-          if (dtype_is_blocked(stored) || a.plus_one) {
-            dequantize(stored, host, values.data(), numel);
+          if (host_values(a, p)) {
+            if (stored == DType::kF8E4M3) {
+              if (Status s = source_.read_fp8_scales(p, scales); !s.is_ok()) {
+                backend.synchronize();
+                return s;
+              }
+              fp8_dequantize(static_cast<const uint8_t*>(host), scales.data(), p.shape[0], numel / p.shape[0],
+                             p.fp8_blocks, values.data());
+            } else {
+              dequantize(stored, host, values.data(), numel);
+            }
+            if (part_dtype(a, p) == DType::kF8E4M3 && stored != DType::kF8E4M3)
+              fp8_quantize_rows(values.data(), p.shape[0], numel / p.shape[0], nullptr, nullptr);
             // 1 + w in f32, as transformers computes (1.0 + weight.float())
             if (a.plus_one)
               for (int64_t i = 0; i < numel; ++i) values[size_t(i)] += 1.0f;
@@ -201,7 +228,18 @@ class Planner {
   }
 
  private:
+  // Whether a part is copied as its stored bytes.
+  static bool as_stored(const Assembly& a, const WeightTensor& p) {
+    return *p.dtype == a.dtype && part_dtype(a, p) == a.dtype && !a.plus_one;
+  }
+  // Whether a part that is not kept as stored gets its values made on the host as f32 (then
+  // copied or converted on the device): dequantized blocks or FP8, FP8 quantization, 1 + w.
+  static bool host_values(const Assembly& a, const WeightTensor& p) {
+    return dtype_is_blocked(*p.dtype) || *p.dtype == DType::kF8E4M3 || part_dtype(a, p) == DType::kF8E4M3 || a.plus_one;
+  }
+
   const WeightSource& source_;
+  const WeightLoadOptions& options_;
   std::vector<Assembly> assemblies_;
 };
 
@@ -231,11 +269,59 @@ Result<WeightTensor> SafetensorsWeightSource::find(const std::string& hf_name) c
   if (t->dtype && (*t->dtype == DType::kF32 || *t->dtype == DType::kF16 || *t->dtype == DType::kBF16))
     w.dtype = *t->dtype;
   w.handle = t;
+  if (t->dtype != DType::kF8E4M3) return w;
+
+  // An FP8 weight: its scales must be there, in the shape config.json's format gives them.
+  const std::string where = t->file + ": tensor '" + t->name + "' is F8_E4M3";
+  if (!quant_.quantized()) return invalid_argument(where + " but config.json has no FP8 quantization_config");
+  if (quant_.is_ignored(hf_name))
+    return invalid_argument(where + " but quantization_config lists its module as not quantized");
+  if (t->shape.size() != 2) return invalid_argument(where + " with shape " + t->shape_string() + "; expected a matrix");
+  const int64_t n = t->shape[0], k = t->shape[1];
+  w.fp8_blocks = quant_.method == WeightQuantization::kFp8Block ? Fp8Blocks{quant_.block_rows, quant_.block_cols}
+                                                                : Fp8Blocks{1, k};
+  const std::vector<int64_t> scale_shape = {fp8_scale_rows(n, w.fp8_blocks), fp8_scale_cols(k, w.fp8_blocks)};
+  auto scale = ckpt_.get(quant_.scale_name(hf_name));
+  if (!scale.is_ok()) return invalid_argument(where + " and has no scale tensor: " + scale.status().message());
+  const SafetensorsTensor* st = scale.value();
+  // compressed-tensors writes per-channel scales as [n, 1]; [n] is the same values.
+  const bool shape_ok = st->shape == scale_shape ||
+                        (quant_.method == WeightQuantization::kFp8Channel && st->shape == std::vector<int64_t>{n});
+  if (!shape_ok)
+    return invalid_argument(st->file + ": scale tensor '" + st->name + "' has shape " + st->shape_string() +
+                            ", expected " + shape_str(scale_shape) + " for " + weight_quantization_name(quant_.method) +
+                            " of a " + t->shape_string() + " weight");
+  if (!(st->dtype == DType::kF32 || st->dtype == DType::kBF16 || st->dtype == DType::kF16))
+    return invalid_argument(st->file + ": scale tensor '" + st->name + "' has dtype " + st->dtype_name +
+                            ", expected F32, BF16 or F16");
+  w.dtype = DType::kF8E4M3;
+  w.scale_handle = st;
   return w;
 }
 
 const void* SafetensorsWeightSource::read(const WeightTensor& t, std::vector<uint8_t>&) const {
   return static_cast<const SafetensorsTensor*>(t.handle)->data;
+}
+
+std::string SafetensorsWeightSource::loadable_types() const {
+  return quant_.quantized() ? "F32, F16, BF16 or F8_E4M3" : "F32, F16 or BF16";
+}
+
+Status WeightSource::read_fp8_scales(const WeightTensor& t, std::vector<float>&) const {
+  return internal_error(t.file + ": tensor '" + t.name + "' is FP8 but its source has no scales");
+}
+
+Status SafetensorsWeightSource::read_fp8_scales(const WeightTensor& t, std::vector<float>& scales) const {
+  const auto& s = *static_cast<const SafetensorsTensor*>(t.scale_handle);
+  const int64_t n = s.numel();
+  scales.resize(size_t(n));
+  dequantize(*s.dtype, s.data, scales.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    if (!(std::isfinite(scales[size_t(i)]) && scales[size_t(i)] > 0.0f))
+      return invalid_argument(s.file + ": tensor '" + s.name + "' holds the scale " +
+                              std::to_string(scales[size_t(i)]) + " at element " + std::to_string(i) +
+                              "; FP8 scales must be finite and positive");
+  return Status::ok();
 }
 
 int64_t weight_bytes(const ModelWeights& w) {
@@ -249,8 +335,9 @@ int64_t weight_bytes(const ModelWeights& w) {
   return total;
 }
 
-Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend) {
-  return load_model_weights(c, SafetensorsWeightSource(ckpt), backend);
+Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend,
+                                        const WeightLoadOptions& options) {
+  return load_model_weights(c, SafetensorsWeightSource(ckpt, c.quant), backend, options);
 }
 
 namespace {
@@ -275,13 +362,14 @@ std::string router_name(const ModelConfig& c, int l) {
 
 }  // namespace
 
-Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend) {
+Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend,
+                                        const WeightLoadOptions& options) {
   ModelWeights w;
   w.layers.resize(size_t(c.num_layers));
-  Planner plan(source);
+  Planner plan(source, options);
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
-  const AddOptions matrix = matrix_options();
+  const AddOptions matrix = matrix_options(false), linear = matrix_options(true);
   AddOptions norm;
   norm.plus_one = c.options.norm_plus_one;
 
@@ -291,13 +379,13 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
     auto n = [l](const char* s) { return weight_name_layer(l, s); };
     FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}, norm));
     if (c.options.fused_checkpoint) {
-      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.qkv_proj.weight"), {c.qkv_dim(), hidden}}}, matrix));
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.qkv_proj.weight"), {c.qkv_dim(), hidden}}}, linear));
     } else {
       FG_RETURN_IF_ERROR(plan.add(&L.qkv,
                                   {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
                                    {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
                                    {n("self_attn.v_proj.weight"), {kv_dim, hidden}}},
-                                  matrix));
+                                  linear));
     }
     if (c.options.qkv_bias)
       FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}},
@@ -307,7 +395,7 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}, norm));
       FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}, norm));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}, matrix));
+    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}, linear));
     if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
     if (c.options.sandwich_norms) {
       FG_RETURN_IF_ERROR(plan.add(&L.attn_out_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
@@ -328,6 +416,7 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
         down.push_back({down_name, {hidden, mi}});
       }
       AddOptions stacked_gate_up, stacked_down;
+      stacked_gate_up.linear = stacked_down.linear = true;
       stacked_gate_up.view_shape = {E, 2 * mi, hidden};
       stacked_down.view_shape = {E, hidden, mi};
       FG_RETURN_IF_ERROR(plan.add(&L.expert_gate_up, gate_up, stacked_gate_up));
@@ -335,13 +424,13 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       continue;
     }
     if (c.options.fused_checkpoint) {
-      FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}}, matrix));
+      FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}}, linear));
     } else {
       FG_RETURN_IF_ERROR(
           plan.add(&L.gate_up,
-                   {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}, matrix));
+                   {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}, linear));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, matrix));
+    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, linear));
     if (c.options.mlp_bias) {
       FG_RETURN_IF_ERROR(
           plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));
