@@ -32,6 +32,9 @@ struct ModelRunnerOptions {
   std::string backend = "auto";  // cpu, cuda or auto
   bool dummy_weights = false;    // random weights from config.json alone
   uint64_t dummy_seed = 0;
+  // --quantization fp8: the checkpoint's float linear weights are quantized at load (model/weights.h,
+  // WeightLoadOptions); the draft model's too. Not with dummy_weights.
+  LoadQuantization quantization = LoadQuantization::kNone;
   int32_t page_size = 16;
   int64_t kv_cache_bytes = 0;                           // > 0: exactly this much KV memory (--kv-cache-memory)
   double gpu_memory_fraction = 0.9;                     // otherwise this share of device memory (--gpu-memory-fraction)

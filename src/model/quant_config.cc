@@ -1,9 +1,12 @@
 // quantization_config -> QuantConfig (see quant_config.h). Every error is one line naming
 // config.json and the field.
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "model/quant_config.h"
 
+#include <pcre2.h>
+
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 namespace fg {
 namespace {
@@ -12,6 +15,43 @@ using Json = nlohmann::json;
 
 // The block size FP8 checkpoints ship with and the CUDA GEMMs are built for.
 constexpr int64_t kFp8Block = 128;
+
+// A module-name pattern of a quantization_config, compiled with PCRE2 (Python's re syntax, which
+// both formats' patterns are written in). config.json is untrusted: matching runs under a match
+// limit, so a pattern that backtracks without end cannot hang the loader.
+class NamePattern {
+ public:
+  // Null when `regex` does not compile.
+  static std::unique_ptr<NamePattern> compile(const std::string& regex) {
+    int err = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.data()), regex.size(), 0, &err, &offset, nullptr);
+    if (code == nullptr) return nullptr;
+    return std::unique_ptr<NamePattern>(new NamePattern(code));
+  }
+  ~NamePattern() { pcre2_code_free(code_); }
+  NamePattern(const NamePattern&) = delete;
+  NamePattern& operator=(const NamePattern&) = delete;
+
+  // Whether the pattern matches at the start of `name` (Python's re.match); false too when the
+  // match limit is reached.
+  bool matches_start(const std::string& name) const {
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
+    pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+    pcre2_set_match_limit(ctx, 100000);
+    pcre2_set_depth_limit(ctx, 1000);
+    const int rc =
+        pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, PCRE2_ANCHORED, md, ctx);
+    pcre2_match_context_free(ctx);
+    pcre2_match_data_free(md);
+    return rc >= 0;
+  }
+
+ private:
+  explicit NamePattern(pcre2_code* code) : code_(code) {}
+  pcre2_code* code_;
+};
 
 std::string show(const Json& v) {
   return v.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -69,9 +109,9 @@ class QuantFields {
 // transformers' fine-grained FP8 (FineGrainedFP8Config).
 Result<QuantConfig> parse_finegrained(const Json& q, const std::string& path) {
   QuantFields f(q, path, "quantization_config.");
-  FG_RETURN_IF_ERROR(f.only({"quant_method", "activation_scheme", "weight_block_size", "modules_to_not_convert",
-                             "ignored_layers", "modules_to_convert", "fmt", "dequantize", "scale_fmt",
-                             "expert_dtype"}));
+  FG_RETURN_IF_ERROR(
+      f.only({"quant_method", "activation_scheme", "weight_block_size", "modules_to_not_convert", "ignored_layers",
+              "modules_to_convert", "fmt", "dequantize", "scale_fmt", "expert_dtype"}));
   FG_RETURN_IF_ERROR(f.expect_string("activation_scheme", "dynamic", false));
   FG_RETURN_IF_ERROR(f.expect_string("fmt", "e4m3", false));
   FG_RETURN_IF_ERROR(f.expect_string("scale_fmt", "float", false));
@@ -88,8 +128,9 @@ Result<QuantConfig> parse_finegrained(const Json& q, const std::string& path) {
     if (!(b.is_array() && b.size() == 2 && b[0] == kFp8Block && b[1] == kFp8Block))
       return f.refuse("weight_block_size", "[128, 128]");
   } else if (q.contains("weight_block_size")) {
-    return unsupported(path + ": quantization_config.weight_block_size = null (one scale per tensor) is not "
-                              "supported (flashgen reads [128, 128])");
+    return unsupported(path +
+                       ": quantization_config.weight_block_size = null (one scale per tensor) is not "
+                       "supported (flashgen reads [128, 128])");
   }
   FG_RETURN_IF_ERROR(f.string_list("modules_to_not_convert", c.ignored));
   FG_RETURN_IF_ERROR(f.string_list("ignored_layers", c.ignored));
@@ -122,9 +163,9 @@ Status check_fp8_args(const Json& args, const std::string& path, const std::stri
 // compressed-tensors "float-quantized": FP8 weights per channel, activations per token, dynamic.
 Result<QuantConfig> parse_compressed_tensors(const Json& q, const std::string& path) {
   QuantFields f(q, path, "quantization_config.");
-  FG_RETURN_IF_ERROR(f.only({"quant_method", "format", "config_groups", "ignore", "kv_cache_scheme",
-                             "quantization_status", "sparsity_config", "global_compression_ratio", "version",
-                             "transform_config"}));
+  FG_RETURN_IF_ERROR(
+      f.only({"quant_method", "format", "config_groups", "ignore", "kv_cache_scheme", "quantization_status",
+              "sparsity_config", "global_compression_ratio", "version", "transform_config"}));
   FG_RETURN_IF_ERROR(f.expect_string("format", "float-quantized", true));
   FG_RETURN_IF_ERROR(f.expect_string("quantization_status", "compressed", false));
   FG_RETURN_IF_ERROR(f.expect_value("kv_cache_scheme", nullptr));
@@ -153,14 +194,9 @@ Result<QuantConfig> parse_compressed_tensors(const Json& q, const std::string& p
   c.method = WeightQuantization::kFp8Channel;
   c.quant_method = "compressed-tensors";
   FG_RETURN_IF_ERROR(f.string_list("ignore", c.ignored));
-  for (const std::string& pattern : c.ignored) {
-    if (pattern.rfind("re:", 0) != 0) continue;
-    try {
-      std::regex check(pattern.substr(3));
-    } catch (const std::regex_error&) {
+  for (const std::string& pattern : c.ignored)
+    if (pattern.rfind("re:", 0) == 0 && !NamePattern::compile(pattern.substr(3)))
       return invalid_argument(path + ": quantization_config.ignore entry '" + pattern + "' is not a valid regex");
-    }
-  }
   return c;
 }
 
@@ -191,18 +227,20 @@ bool QuantConfig::is_ignored(const std::string& weight_name) const {
   for (const std::string& p : ignored) {
     if (method == WeightQuantization::kFp8Channel) {
       // compressed-tensors: the whole name, or a regex matched from the start of it.
-      if (p.rfind("re:", 0) == 0 ? std::regex_search(module, std::regex("^(?:" + p.substr(3) + ")")) : p == module)
-        return true;
+      if (p.rfind("re:", 0) != 0) {
+        if (p == module) return true;
+        continue;
+      }
+      const auto re = NamePattern::compile(p.substr(3));
+      if (re && re->matches_start(module)) return true;
       continue;
     }
     // transformers: from the start up to a module boundary (as a regex), or a suffix.
     if (module.ends_with(p)) return true;
-    try {
-      const std::string boundary = p.ends_with(".") ? "" : "(?=\\.|$)";
-      if (std::regex_search(module, std::regex("^(?:" + p + ")" + boundary))) return true;
-    } catch (const std::regex_error&) {
-      // Not a regex: a plain name, already compared as a suffix; from the start:
-      if (module.rfind(p, 0) == 0 && (module.size() == p.size() || module[p.size()] == '.')) return true;
+    if (const auto re = NamePattern::compile("(?:" + p + ")(?:(?<=\\.)|(?=\\.|$))")) {
+      if (re->matches_start(module)) return true;
+    } else if (module.rfind(p, 0) == 0 && (module.size() == p.size() || module[p.size()] == '.')) {
+      return true;  // not a regex: a plain name from the start
     }
   }
   return false;
@@ -210,8 +248,7 @@ bool QuantConfig::is_ignored(const std::string& weight_name) const {
 
 Result<QuantConfig> parse_quant_config(const std::string& json_text, const std::string& path) {
   const Json q = Json::parse(json_text, nullptr, false);
-  if (q.is_discarded() || !q.is_object())
-    return invalid_argument(path + ": quantization_config must be a JSON object");
+  if (q.is_discarded() || !q.is_object()) return invalid_argument(path + ": quantization_config must be a JSON object");
   if (!q.contains("quant_method") || !q.at("quant_method").is_string())
     return invalid_argument(path + ": quantization_config.quant_method must be a string");
   const std::string method = q.at("quant_method").get<std::string>();

@@ -1,11 +1,10 @@
 // FP8 checkpoints on the CPU backend (model/quant_config.h, model/fp8_weights.h): the two
 // published formats (fine-grained 128 x 128 block scales, compressed-tensors per-channel scales)
 // load as their exact dequantized values, which tools/make_fp8_fixtures.py wrote as an f32 twin of
-// each fixture: the weights are bit for bit the twin's, so the logits are the twin's (the issue's
-// bound is 1e-3 relative; exact weights give exactly equal logits on the same kernels) and so are the
-// greedy ids. Checkpoints that contradict their quantization_config, and quantization_configs
-// flashgen does not read, are refused by name. `--quantization fp8` (WeightLoadOptions) turns a bf16
-// checkpoint's linear weights into exactly their per-channel e4m3 rounding.
+// each fixture: the weights are bit for bit the twin's (so are the logits and greedy ids:
+// tests/parity/model/fp8_checkpoint_parity_test.cc). Checkpoints that contradict their quantization_config, and
+// quantization_configs flashgen does not read, are refused by name. `--quantization fp8` (WeightLoadOptions) turns a
+// bf16 checkpoint's linear weights into exactly their per-channel e4m3 rounding.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,8 +14,8 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "backend/backend.h"
 #include "model/config.h"
@@ -51,8 +50,8 @@ std::vector<int32_t> test_prompt() {
 class Fp8Weights : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fg_fp8_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("fg_fp8_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
     backend_ = make_cpu_backend();
   }
@@ -98,8 +97,8 @@ class Fp8Weights : public ::testing::Test {
   std::unique_ptr<Backend> backend_;
 };
 
-// Both formats: every linear weight is bit for bit the twin's f32 value, and the logits (prefill
-// and decode paths) and greedy ids are the twin's.
+// Both formats: every linear weight is bit for bit the twin's f32 value (the logits and greedy ids,
+// then equal too: tests/parity/model/fp8_checkpoint_parity_test.cc, on the CPU and on CUDA).
 TEST_F(Fp8Weights, BothFormatsLoadAsTheirExactDequantizedTwins) {
   for (const std::string format : {"fp8_block", "fp8_channel"}) {
     SCOPED_TRACE(format);
@@ -121,34 +120,9 @@ TEST_F(Fp8Weights, BothFormatsLoadAsTheirExactDequantizedTwins) {
     }
     // The embedding table (bf16 in both) is kept as stored.
     EXPECT_EQ(fp8->weights().embed.dtype, DType::kBF16);
-
-    const std::vector<int32_t> prompt = test_prompt();
-    for (int chunk : {0, 1}) {  // the whole prompt in one step (prefill), then one token per step (decode)
-      auto got = prompt_logits(*fp8, prompt, 16, chunk);
-      auto ref = prompt_logits(*twin, prompt, 16, chunk);
-      ASSERT_TRUE(got.is_ok() && ref.is_ok());
-      ASSERT_EQ(got->size(), ref->size());
-      float max_diff = 0.0f, max_ref = 0.0f;
-      for (size_t i = 0; i < got->size(); ++i) {
-        ASSERT_TRUE(std::isfinite((*got)[i]));
-        max_diff = std::max(max_diff, std::fabs((*got)[i] - (*ref)[i]));
-        max_ref = std::max(max_ref, std::fabs((*ref)[i]));
-      }
-      EXPECT_EQ(max_diff, 0.0f) << "chunk " << chunk << ": logits differ from the twin's (max |ref| " << max_ref << ")";
-    }
-    GenerateOptions g;
-    g.max_new_tokens = 16;
-    auto ids = generate(*fp8, std::span(prompt).first(7), g);
-    auto ref_ids = generate(*twin, std::span(prompt).first(7), g);
-    ASSERT_TRUE(ids.is_ok() && ref_ids.is_ok());
-    EXPECT_EQ(*ids, *ref_ids);
-    EXPECT_EQ(ids->size(), 16u);
   }
 }
 
-// `--quantization fp8` on a bf16 checkpoint: each linear weight row becomes e4m3(w / s) * s with
-// s = amax(row) / 448, computed here from the checkpoint's own bytes; the embedding table and the
-// LM head stay as stored.
 TEST_F(Fp8Weights, QuantizationAtLoadIsPerChannelE4m3RoundingOfTheOriginal) {
   const std::string dir = test::model_fixture("llama_bf16");
   WeightLoadOptions options;
@@ -213,22 +187,25 @@ TEST_F(Fp8Weights, QuantizationAtLoadIsPerChannelE4m3RoundingOfTheOriginal) {
 }
 
 TEST_F(Fp8Weights, Fp8TensorsWithoutQuantizationConfigAreRefused) {
-  expect_refused(edited_copy("fp8_channel", [](Json& c) { c.erase("quantization_config"); }, nullptr),
-                 ErrorCode::kInvalidArgument, {"model.layers.0.self_attn.q_proj.weight", "F8_E4M3", "quantization_config"});
+  expect_refused(edited_copy(
+                     "fp8_channel", [](Json& c) { c.erase("quantization_config"); }, nullptr),
+                 ErrorCode::kInvalidArgument,
+                 {"model.layers.0.self_attn.q_proj.weight", "F8_E4M3", "quantization_config"});
 }
 
 TEST_F(Fp8Weights, FP8WeightOfAModuleListedAsNotQuantizedIsRefused) {
   expect_refused(edited_copy(
                      "fp8_block",
                      [](Json& c) {
-                       c["quantization_config"]["modules_to_not_convert"] = Json::array({"model.layers.1.mlp.down_proj"});
+                       c["quantization_config"]["modules_to_not_convert"] =
+                           Json::array({"model.layers.1.mlp.down_proj"});
                      },
                      nullptr),
                  ErrorCode::kInvalidArgument, {"model.layers.1.mlp.down_proj.weight", "not quantized"});
-  expect_refused(edited_copy(
-                     "fp8_channel", [](Json& c) { c["quantization_config"]["ignore"] = Json::array({"re:.*o_proj"}); },
-                     nullptr),
-                 ErrorCode::kInvalidArgument, {"model.layers.0.self_attn.o_proj.weight", "not quantized"});
+  expect_refused(
+      edited_copy(
+          "fp8_channel", [](Json& c) { c["quantization_config"]["ignore"] = Json::array({"re:.*o_proj"}); }, nullptr),
+      ErrorCode::kInvalidArgument, {"model.layers.0.self_attn.o_proj.weight", "not quantized"});
 }
 
 TEST_F(Fp8Weights, MissingOrMisshapenScalesAreRefused) {
@@ -240,7 +217,10 @@ TEST_F(Fp8Weights, MissingOrMisshapenScalesAreRefused) {
                              }),
                  ErrorCode::kInvalidArgument, {"model.layers.0.mlp.up_proj.weight", "no scale tensor"});
   // [2, 2] scales declared as [4, 1] (same bytes): the 128 x 128 blocks of a [160, 160] weight are [2, 2].
-  expect_refused(edited_copy("fp8_block", nullptr, [&](Json& h, std::string&) { h[scale]["shape"] = {4, 1}; }),
+  expect_refused(edited_copy("fp8_block", nullptr,
+                             [&](Json& h, std::string&) {
+                               h[scale]["shape"] = {4, 1};
+                             }),
                  ErrorCode::kInvalidArgument, {scale.c_str(), "[4, 1]", "[2, 2]"});
 }
 
@@ -289,7 +269,8 @@ TEST(Fp8QuantConfig, ReadsBothFormats) {
   EXPECT_EQ(block->quant.method, WeightQuantization::kFp8Block);
   EXPECT_EQ(block->quant.block_rows, 128);
   EXPECT_EQ(block->quant.block_cols, 128);
-  EXPECT_EQ(block->quant.scale_name("model.layers.0.mlp.up_proj.weight"), "model.layers.0.mlp.up_proj.weight_scale_inv");
+  EXPECT_EQ(block->quant.scale_name("model.layers.0.mlp.up_proj.weight"),
+            "model.layers.0.mlp.up_proj.weight_scale_inv");
   auto channel = parse_model_config(config_with(compressed_tensors()), "config.json");
   ASSERT_TRUE(channel.is_ok()) << channel.status().to_string();
   EXPECT_EQ(channel->quant.method, WeightQuantization::kFp8Channel);
@@ -316,6 +297,10 @@ TEST(Fp8QuantConfig, IgnoredModulesFollowEachFormatsRule) {
   EXPECT_TRUE(ct.is_ignored("model.layers.3.mlp.gate.weight"));
   EXPECT_FALSE(ct.is_ignored("model.layers.3.mlp.gate_proj.weight"));
   EXPECT_FALSE(ct.is_ignored("model.lm_head.weight"));
+  // config.json is untrusted: a pattern that backtracks exponentially gives up at the match limit.
+  ct.ignored = {"re:(a|aa)+$"};
+  EXPECT_FALSE(ct.is_ignored(std::string(60, 'a') + "b.weight"));
+  EXPECT_TRUE(ct.is_ignored("aaaa.weight"));
 }
 
 TEST(Fp8QuantConfig, RefusesWhatItDoesNotReadByName) {
