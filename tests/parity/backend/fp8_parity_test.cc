@@ -1,0 +1,158 @@
+// FP8 ops (Backend::quantize_rows_fp8, Backend::gemm_fp8) on CUDA against the CPU reference.
+//
+// Quantization is bit for bit the reference's: the same f32 divisions and the same
+// round-to-nearest-even e4m3 encoding. The GEMM's products of two e4m3 values are exact in f32, so
+// the GPU and the reference differ only by the order (and width) of the f32 accumulation and by the
+// GPU's bf16 output:
+//   |gpu - ref| <= 2^-8 |ref| (bf16 rounding)  +  k * 2^-20 * sum_l |x_l w_l| * sx * sw
+// (2^-20 leaves room for tensor-core accumulators narrower than f32's 2^-24 per addition).
+// The whole path from bf16 activations is also checked against the unquantized product
+// x @ (w_codes * sw)^T: per-token e4m3 rounding moves each activation by at most half an e4m3 step,
+// 2^-4 |x_l| for normal codes and 2^-10 sx below 2^-6 sx (the subnormal step is 2^-9 sx), so
+//   |fp8 path - exact| <= sum_l |w_l| (2^-4 |x_l| + 2^-10 sx) + the GEMM bound above.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include "parity_harness.h"
+
+namespace fg::parity {
+namespace {
+
+Backend& cpu() {
+  return *backends().cpu;
+}
+Backend& gpu() {
+  return *backends().gpu;
+}
+
+// An FP8-op operand on both backends: host bytes (the CPU tensor points at them) and a device copy.
+struct Operand {
+  std::vector<uint8_t> host;
+  Buffer dev;
+  Tensor on_cpu, on_gpu;
+
+  Operand(std::vector<int64_t> shape, DType dtype) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    host.assign(dtype_bytes(dtype, n), 0);
+    dev = gpu().alloc(std::max<size_t>(host.size(), 16));
+    for (auto [t, data, device] : {std::tuple{&on_cpu, static_cast<void*>(host.data()), Device::kCpu},
+                                   std::tuple{&on_gpu, dev.data(), Device::kCuda}})
+      *t = shape.size() == 1 ? Tensor::contiguous(data, dtype, device, {shape[0]})
+                             : Tensor::contiguous(data, dtype, device, {shape[0], shape[1]});
+  }
+  void upload() {
+    gpu().copy_from_host(dev.data(), host.data(), host.size());
+    gpu().synchronize();
+  }
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> out(host.size());
+    gpu().copy_to_host(out.data(), dev.data(), out.size());
+    gpu().synchronize();
+    return out;
+  }
+  float f32(int64_t i) const {
+    float v;
+    std::memcpy(&v, host.data() + 4 * i, 4);
+    return v;
+  }
+};
+
+// Random e4m3 codes, never NaN (0x7f, 0xff).
+void random_codes(std::mt19937_64& rng, std::vector<uint8_t>& codes) {
+  for (uint8_t& c : codes) {
+    do c = uint8_t(rng()); while ((c & 0x7f) == 0x7f);
+  }
+}
+
+TEST(BackendParity, Fp8QuantizeRowsIsTheReferenceBitForBit) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(17);
+  struct Case {
+    int64_t m, k, pad;
+  };
+  for (const Case c : {Case{1, 16, 0}, Case{7, 160, 8}, Case{33, 4096, 0}, Case{5, 100, 3}}) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " pad " + std::to_string(c.pad));
+    Twin x({c.m, c.k}, DType::kBF16, DType::kF32, {c.k + c.pad, 1});
+    x.fill_random(rng, -3.0f, 3.0f);
+    if (c.m > 2) {  // an all-zero row (scale 1) and one of tiny values (subnormal codes)
+      std::vector<float> v = x.cpu_values();
+      for (int64_t j = 0; j < c.k; ++j) {
+        v[size_t(j)] = 0.0f;
+        v[size_t(c.k + j)] = v[size_t(c.k + j)] * 1e-3f;
+      }
+      x.set(v);
+    }
+    Operand codes({c.m, c.k}, DType::kF8E4M3), scales({c.m}, DType::kF32);
+    cpu().quantize_rows_fp8(x.cpu, codes.on_cpu, scales.on_cpu);
+    gpu().quantize_rows_fp8(x.gpu, codes.on_gpu, scales.on_gpu);
+    gpu().synchronize();
+    EXPECT_TRUE(codes.download() == codes.host) << "e4m3 codes differ from the reference";
+    EXPECT_TRUE(scales.download() == scales.host) << "scales differ from the reference";
+    if (c.m > 2) {
+      EXPECT_EQ(scales.f32(0), 1.0f);
+    }
+    x.check_unchanged("quantize_rows_fp8 x");
+  }
+}
+
+TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(18);
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case c : {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384},
+                       Case{300, 512, 1024}, Case{3, 48, 48}}) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
+    Twin x({c.m, c.k}, DType::kBF16);
+    x.fill_random(rng, -2.0f, 2.0f);
+    Operand xq({c.m, c.k}, DType::kF8E4M3), xs({c.m}, DType::kF32);
+    Operand w({c.n, c.k}, DType::kF8E4M3), ws({c.n}, DType::kF32);
+    random_codes(rng, w.host);
+    std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+    for (int64_t j = 0; j < c.n; ++j) {
+      const float s = scale(rng);
+      std::memcpy(ws.host.data() + 4 * j, &s, 4);
+    }
+    w.upload();
+    ws.upload();
+    Twin out({c.m, c.n}, DType::kBF16);
+    out.poison();
+    cpu().quantize_rows_fp8(x.cpu, xq.on_cpu, xs.on_cpu);
+    cpu().gemm_fp8(xq.on_cpu, xs.on_cpu, w.on_cpu, ws.on_cpu, out.cpu);
+    gpu().quantize_rows_fp8(x.gpu, xq.on_gpu, xs.on_gpu);
+    gpu().gemm_fp8(xq.on_gpu, xs.on_gpu, w.on_gpu, ws.on_gpu, out.gpu);
+    gpu().synchronize();
+    out.check_guards("gemm_fp8 out", true);
+
+    const std::vector<float> got = out.gpu_values(), ref = out.cpu_values(), xv = x.cpu_values();
+    int64_t over_gemm = 0, over_quant = 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      const float sx = xs.f32(i);
+      for (int64_t j = 0; j < c.n; ++j) {
+        const float sw = ws.f32(j);
+        double abs_products = 0.0, exact = 0.0, quant_bound = 0.0;
+        for (int64_t l = 0; l < c.k; ++l) {
+          const double wl = double(f8e4m3_to_f32(w.host[size_t(j * c.k + l)])) * sw;
+          const double xl = double(f8e4m3_to_f32(xq.host[size_t(i * c.k + l)])) * sx;
+          abs_products += std::fabs(xl * wl);
+          exact += double(xv[size_t(i * c.k + l)]) * wl;
+          quant_bound += std::fabs(wl) * (0.0625 * std::fabs(double(xv[size_t(i * c.k + l)])) + sx / 1024.0);
+        }
+        const double r = ref[size_t(i * c.n + j)], g = got[size_t(i * c.n + j)];
+        const double gemm_bound = std::fabs(r) / 256.0 + double(c.k) * std::ldexp(abs_products, -20) + 1e-30;
+        over_gemm += !(std::fabs(g - r) <= gemm_bound);
+        over_quant += !(std::fabs(g - exact) <= quant_bound + gemm_bound);
+      }
+    }
+    EXPECT_EQ(over_gemm, 0) << "outputs beyond the accumulation bound of the reference";
+    EXPECT_EQ(over_quant, 0) << "outputs beyond the activation-rounding bound of the exact product";
+  }
+}
+
+}  // namespace
+}  // namespace fg::parity
