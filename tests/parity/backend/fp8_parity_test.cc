@@ -64,7 +64,8 @@ struct Operand {
 // Random e4m3 codes, never NaN (0x7f, 0xff).
 void random_codes(std::mt19937_64& rng, std::vector<uint8_t>& codes) {
   for (uint8_t& c : codes) {
-    do c = uint8_t(rng()); while ((c & 0x7f) == 0x7f);
+    do c = uint8_t(rng());
+    while ((c & 0x7f) == 0x7f);
   }
 }
 
