@@ -72,6 +72,8 @@ run_all() {
 
   OUT=$OUT/raw step parity 300 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
+  step engine_fp8 200 $T/engine_bench --config $CFG --backend cuda --quantization fp8 --kv-cache-memory 80GiB \
+    --prompt-len 1024 --output-len 1024 --json "$OUT/raw/engine_fp8.json"
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
   step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \

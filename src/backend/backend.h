@@ -152,9 +152,10 @@ class Backend {
   virtual std::string name() const = 0;
   virtual DType act_dtype() const = 0;
   // The dtype this backend keeps a weight matrix (gemm's w, embedding's table) in when the
-  // checkpoint stores it as `stored` (f32, f16, bf16 or a block-quantized dtype): `stored` itself
-  // when gemm and embedding compute on it directly, else a dtype the loader converts it to
-  // (the act dtype by default).
+  // checkpoint stores it as `stored` (f32, f16, bf16, a block-quantized dtype, or f8_e4m3 for a
+  // scaled FP8 matrix): `stored` itself when gemm (gemm_fp8 for f8_e4m3) and embedding compute on
+  // it directly, else a dtype the loader converts it to (the act dtype by default). f8_e4m3 may
+  // be answered only by a backend with supports_fp8_gemm().
   virtual DType weight_dtype(DType stored) const {
     (void)stored;
     return act_dtype();

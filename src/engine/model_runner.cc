@@ -38,17 +38,9 @@ StepRunner* ModelRunner::draft() {
 namespace {
 
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, const ModelRunnerOptions& o, Backend& backend) {
-  if (o.dummy_weights) {
-    // Dummy weights are random already, and every backend keeps FP8 weights as their dequantized
-    // values (model/weights.h): quantizing them would change neither speed nor meaning.
-    if (o.quantization != LoadQuantization::kNone)
-      return unsupported(
-          "--quantization fp8 does not apply to --dummy-weights: no backend computes on FP8 weights "
-          "yet (they are kept as their dequantized values), so it would measure nothing new");
-    return Model::load_dummy(dir, backend, o.dummy_seed);
-  }
   WeightLoadOptions load;
   load.quantization = o.quantization;
+  if (o.dummy_weights) return Model::load_dummy(dir, backend, o.dummy_seed, load);
   return Model::load(dir, backend, load);
 }
 

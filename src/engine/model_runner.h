@@ -33,7 +33,8 @@ struct ModelRunnerOptions {
   bool dummy_weights = false;    // random weights from config.json alone
   uint64_t dummy_seed = 0;
   // --quantization fp8: the checkpoint's float linear weights are quantized at load (model/weights.h,
-  // WeightLoadOptions); the draft model's too. Not with dummy_weights.
+  // WeightLoadOptions); the draft model's too. Dummy weights: FP8 where the backend computes on
+  // FP8 weights (CUDA), refused elsewhere (model/dummy_weights.h).
   LoadQuantization quantization = LoadQuantization::kNone;
   int32_t page_size = 16;
   int64_t kv_cache_bytes = 0;                           // > 0: exactly this much KV memory (--kv-cache-memory)

@@ -88,6 +88,19 @@ void Model::upload_rope_table() {
   if (config_.local_rope) local_inv_freq_ = upload(rope_inv_freq(*config_.local_rope, config_.rotary_dim));
 }
 
+void Model::linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out) {
+  if (w.dtype != DType::kF8E4M3) {
+    backend_.gemm(x, w, bias.defined() ? &bias : nullptr, out);
+    return;
+  }
+  FG_CHECK(!bias.defined() && w_scale.defined(), "FP8 codes are kept only with scales and without a bias");
+  const int64_t m = x.shape[0], k = x.shape[1];
+  Tensor codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
+  Tensor scales = view_at(fp8_scales_, 0, DType::kF32, {m});
+  backend_.quantize_rows_fp8(x, codes, scales);
+  backend_.gemm_fp8(codes, scales, w, w_scale, out);
+}
+
 void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
   const ModelConfig& c = config_;
   const size_t act = dtype_size(backend_.act_dtype());
@@ -110,6 +123,13 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
       moe_wide_ = backend_.alloc(a * std::max(2 * mi, size_t(c.hidden_size)) * act);
       moe_narrow_ = backend_.alloc(a * mi * act);
       moe_meta_ = backend_.alloc(4 * (t * E + 2 * t * k + E + 1 + 2 * a));
+    }
+    bool fp8 = false;
+    for (const LayerWeights& L : weights_.layers)
+      for (const Tensor* w : {&L.qkv, &L.o, &L.gate_up, &L.down}) fp8 = fp8 || w->dtype == DType::kF8E4M3;
+    if (fp8) {  // the e4m3 codes of a linear layer's input, per token: K is hidden, q_dim or inter
+      fp8_x_ = backend_.alloc(t * size_t(std::max({c.hidden_size, c.q_dim(), inter})));
+      fp8_scales_ = backend_.alloc(t * sizeof(float));
     }
     // A step has at most one sequence per token; graphs recorded with the old plan go with it.
     plan_.reset();
@@ -345,7 +365,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     else
       backend_.add_rms_norm(residual, delta, w.input_norm, eps, normed);
 
-    backend_.gemm(normed, w.qkv, w.qkv_bias.defined() ? &w.qkv_bias : nullptr, qkv);
+    linear(normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
     if (c.options.qk_norm) {
       backend_.rms_norm(q, w.q_norm, eps, q);
       backend_.rms_norm(k, w.k_norm, eps, k);
@@ -359,7 +379,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     params.sliding_window = window;
     params.softcap = float(c.attn_softcap);
     backend_.attention(*plan_, q_attn, cache.layer(l), t.attention, params, attn_out, nullptr);
-    backend_.gemm(attn_out_2d, w.o, w.o_bias.defined() ? &w.o_bias : nullptr, delta);
+    linear(attn_out_2d, w.o, w.o_scale, w.o_bias, delta);
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.attn_out_norm, eps, delta);
 
     backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);
@@ -368,9 +388,9 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     } else {
       Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
       Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
-      backend_.gemm(normed, w.gate_up, w.gate_up_bias.defined() ? &w.gate_up_bias : nullptr, gate_up);
+      linear(normed, w.gate_up, w.gate_up_scale, w.gate_up_bias, gate_up);
       gated_act(gate_up, mlp_act);
-      backend_.gemm(mlp_act, w.down, w.down_bias.defined() ? &w.down_bias : nullptr, delta);
+      linear(mlp_act, w.down, w.down_scale, w.down_bias, delta);
     }
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.mlp_out_norm, eps, delta);
   }

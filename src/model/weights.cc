@@ -29,7 +29,9 @@ struct Assembly {
   bool matrix = false;  // a GEMM weight or the embedding table: kept in the backend's weight dtype
   std::vector<int64_t> shape;
   std::vector<WeightTensor> parts;
-  bool quantize_fp8 = false;  // float parts become FP8 with per-channel scales (--quantization fp8)
+  bool quantize_fp8 = false;     // float parts become FP8 with per-channel scales (--quantization fp8)
+  Tensor* fp8_scales = nullptr;  // where the [n] f32 scales go if the backend keeps the FP8 codes
+  size_t scale_offset = 0;
   DType dtype = DType::kF32;  // what the target holds (set by upload)
   bool plus_one = false;      // store 1 + w (Gemma's RMSNorm weights)
   size_t arena_offset = 0;
@@ -40,6 +42,7 @@ struct AddOptions {
   bool matrix = false;              // a GEMM weight or the embedding table (see Assembly)
   bool plus_one = false;            // see Assembly
   bool linear = false;              // a linear layer's weight (what --quantization fp8 quantizes)
+  Tensor* fp8_scales = nullptr;     // the scales' target, for a linear weight without a bias
   std::vector<int64_t> view_shape;  // the target's shape when not the concatenation's (same numel)
 };
 
@@ -70,7 +73,13 @@ DType target_dtype(const Assembly& a, const Backend& backend) {
   const DType first = part_dtype(a, a.parts.front());
   for (const WeightTensor& p : a.parts)
     if (part_dtype(a, p) != first) return backend.weight_dtype(DType::kF32);
-  return backend.weight_dtype(first);
+  const DType kept = backend.weight_dtype(first);
+  if (kept != DType::kF8E4M3) return kept;
+  // Codes are kept only with one scale per output channel, for a GEMM that takes them.
+  bool per_channel = a.fp8_scales != nullptr && a.shape.back() % 16 == 0;
+  for (const WeightTensor& p : a.parts)
+    per_channel = per_channel && (*p.dtype != DType::kF8E4M3 || p.fp8_blocks.rows == 1);
+  return per_channel ? kept : backend.weight_dtype(DType::kF32);
 }
 
 // Index of the first NaN or infinity among n values, or -1. Tests the exponent bits, so it reads
@@ -108,6 +117,7 @@ class Planner {
     a.matrix = options.matrix;
     a.plus_one = options.plus_one;
     a.quantize_fp8 = options.linear && options_.quantization == LoadQuantization::kFp8;
+    a.fp8_scales = options.fp8_scales;
     for (const auto& [name, shape] : parts) {
       FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
       if (!t.dtype)
@@ -133,13 +143,16 @@ class Planner {
     size_t total = 0, staging_bytes = 0, f32_values = 0;
     for (Assembly& a : assemblies_) {
       a.dtype = target_dtype(a, backend);
-      // FP8 matrices reach every backend as their exact f32 values (weights.h); keeping the codes
-      // would need their scales next to them.
-      FG_CHECK(a.dtype != DType::kF8E4M3, backend.name() + " asked to keep FP8 codes without their scales");
       a.arena_offset = total;
       int64_t numel = 1;
       for (int64_t d : a.shape) numel *= d;
       total += align_up(dtype_bytes(a.dtype, numel));
+      if (a.dtype == DType::kF8E4M3) {
+        a.scale_offset = total;
+        total += align_up(size_t(a.shape[0]) * 4);
+        for (const WeightTensor& p : a.parts) f32_values = std::max(f32_values, size_t(p.numel()));
+        continue;
+      }
       for (const WeightTensor& p : a.parts) {
         if (as_stored(a, p)) continue;
         // Converted on the device from the stored form, or from f32 values made on the host.
@@ -163,6 +176,10 @@ class Planner {
     char* base = static_cast<char*>(arena.data());
     for (Assembly& a : assemblies_) {
       char* dst = base + a.arena_offset;
+      if (a.dtype == DType::kF8E4M3) {
+        FG_RETURN_IF_ERROR(upload_fp8_codes(backend, a, base, scratch, values, scales));
+        continue;
+      }
       for (const WeightTensor& p : a.parts) {
         const int64_t numel = p.numel();
         const DType stored = *p.dtype;
@@ -210,24 +227,69 @@ class Planner {
         if (host == scratch.data() || host == values.data()) backend.synchronize();
         dst += dtype_bytes(a.dtype, numel);
       }
-      Tensor& t = *a.target;
-      t = Tensor{};
-      t.data = base + a.arena_offset;
-      t.dtype = a.dtype;
-      t.device = backend.device();
-      t.ndim = int(a.shape.size());
-      int64_t stride = 1;
-      for (int d = t.ndim - 1; d >= 0; --d) {
-        t.shape[size_t(d)] = a.shape[size_t(d)];
-        t.stride[size_t(d)] = stride;
-        stride *= a.shape[size_t(d)];
-      }
+      set_view(*a.target, base + a.arena_offset, a.dtype, a.shape, backend.device());
     }
     backend.synchronize();  // the staging buffer and the file mapping may go after this
     return Status::ok();
   }
 
  private:
+  // An assembly kept as e4m3 codes with per-channel scales: checkpoint codes copied as stored, float
+  // parts quantized on the host (fp8_quantize_rows); the scales of all parts, in row order, into
+  // its scale tensor.
+  Status upload_fp8_codes(Backend& backend, Assembly& a, char* base, std::vector<uint8_t>& scratch,
+                          std::vector<float>& values, std::vector<float>& scales) {
+    std::vector<float> row_scales;
+    std::vector<uint8_t> codes;
+    char* dst = base + a.arena_offset;
+    for (const WeightTensor& p : a.parts) {
+      const int64_t numel = p.numel(), n = p.shape[0], k = numel / n;
+      const void* host = source_.read(p, scratch);
+      if (const int64_t bad = first_non_finite(host, *p.dtype, numel); bad >= 0) {
+        backend.synchronize();
+        return invalid_argument(p.file + ": tensor '" + p.name + "' holds a NaN or infinite value at element " +
+                                std::to_string(bad) + " (of " + std::to_string(numel) + "); the checkpoint is corrupt");
+      }
+      if (*p.dtype == DType::kF8E4M3) {
+        if (Status s = source_.read_fp8_scales(p, scales); !s.is_ok()) {
+          backend.synchronize();
+          return s;
+        }
+        FG_CHECK(int64_t(scales.size()) == n, "per-channel FP8 scales of " + p.name + " are not one per row");
+        backend.copy_from_host(dst, host, size_t(numel));
+        row_scales.insert(row_scales.end(), scales.begin(), scales.end());
+      } else {
+        dequantize(*p.dtype, host, values.data(), numel);
+        codes.resize(size_t(numel));
+        const size_t at = row_scales.size();
+        row_scales.resize(at + size_t(n));
+        fp8_quantize_rows(values.data(), n, k, codes.data(), row_scales.data() + at);
+        backend.copy_from_host(dst, codes.data(), size_t(numel));
+      }
+      backend.synchronize();  // the host buffers are rewritten by the next part
+      dst += numel;
+    }
+    backend.copy_from_host(base + a.scale_offset, row_scales.data(), row_scales.size() * 4);
+    backend.synchronize();
+    set_view(*a.target, base + a.arena_offset, a.dtype, a.shape, backend.device());
+    set_view(*a.fp8_scales, base + a.scale_offset, DType::kF32, {a.shape[0]}, backend.device());
+    return Status::ok();
+  }
+
+  static void set_view(Tensor& t, char* data, DType dtype, const std::vector<int64_t>& shape, Device device) {
+    t = Tensor{};
+    t.data = data;
+    t.dtype = dtype;
+    t.device = device;
+    t.ndim = int(shape.size());
+    int64_t stride = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      t.shape[size_t(d)] = shape[size_t(d)];
+      t.stride[size_t(d)] = stride;
+      stride *= shape[size_t(d)];
+    }
+  }
+
   // Whether a part is copied as its stored bytes.
   static bool as_stored(const Assembly& a, const WeightTensor& p) {
     return *p.dtype == a.dtype && part_dtype(a, p) == a.dtype && !a.plus_one;
@@ -328,9 +390,11 @@ int64_t weight_bytes(const ModelWeights& w) {
   int64_t total = int64_t(w.embed.nbytes() + w.final_norm.nbytes());
   if (w.lm_head.data != w.embed.data) total += int64_t(w.lm_head.nbytes());
   for (const LayerWeights& L : w.layers)
-    for (const Tensor* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.o, &L.o_bias, &L.post_norm,
-                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias, &L.attn_out_norm, &L.mlp_out_norm,
-                            &L.router, &L.expert_gate_up, &L.expert_down})
+    for (const Tensor* t :
+         {&L.input_norm,    &L.qkv,           &L.qkv_bias,  &L.q_norm,         &L.k_norm,      &L.o,
+          &L.o_bias,        &L.post_norm,     &L.gate_up,   &L.gate_up_bias,   &L.down,        &L.down_bias,
+          &L.attn_out_norm, &L.mlp_out_norm,  &L.router,    &L.expert_gate_up, &L.expert_down, &L.qkv_scale,
+          &L.o_scale,       &L.gate_up_scale, &L.down_scale})
       if (t->data != nullptr) total += int64_t(t->nbytes());
   return total;
 }
@@ -369,7 +433,14 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
   Planner plan(source, options);
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
-  const AddOptions matrix = matrix_options(false), linear = matrix_options(true);
+  const AddOptions matrix = matrix_options(false);
+  // A linear layer's weight; `scales`: where its per-channel FP8 scales go when the backend keeps
+  // the codes (only without a bias: gemm_fp8 adds none).
+  auto linear = [](Tensor* scales) {
+    AddOptions o = matrix_options(true);
+    o.fp8_scales = scales;
+    return o;
+  };
   AddOptions norm;
   norm.plus_one = c.options.norm_plus_one;
 
@@ -379,13 +450,14 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
     auto n = [l](const char* s) { return weight_name_layer(l, s); };
     FG_RETURN_IF_ERROR(plan.add(&L.input_norm, {{n("input_layernorm.weight"), {hidden}}}, norm));
     if (c.options.fused_checkpoint) {
-      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.qkv_proj.weight"), {c.qkv_dim(), hidden}}}, linear));
+      FG_RETURN_IF_ERROR(plan.add(&L.qkv, {{n("self_attn.qkv_proj.weight"), {c.qkv_dim(), hidden}}},
+                                  linear(c.options.qkv_bias ? nullptr : &L.qkv_scale)));
     } else {
       FG_RETURN_IF_ERROR(plan.add(&L.qkv,
                                   {{n("self_attn.q_proj.weight"), {q_dim, hidden}},
                                    {n("self_attn.k_proj.weight"), {kv_dim, hidden}},
                                    {n("self_attn.v_proj.weight"), {kv_dim, hidden}}},
-                                  linear));
+                                  linear(c.options.qkv_bias ? nullptr : &L.qkv_scale)));
     }
     if (c.options.qkv_bias)
       FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}},
@@ -395,7 +467,8 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}, norm));
       FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}, norm));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}}, linear));
+    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}}},
+                                linear(c.options.o_bias ? nullptr : &L.o_scale)));
     if (c.options.o_bias) FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
     if (c.options.sandwich_norms) {
       FG_RETURN_IF_ERROR(plan.add(&L.attn_out_norm, {{n("post_attention_layernorm.weight"), {hidden}}}, norm));
@@ -424,13 +497,15 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       continue;
     }
     if (c.options.fused_checkpoint) {
-      FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}}, linear));
+      FG_RETURN_IF_ERROR(plan.add(&L.gate_up, {{n("mlp.gate_up_proj.weight"), {2 * inter, hidden}}},
+                                  linear(c.options.mlp_bias ? nullptr : &L.gate_up_scale)));
     } else {
-      FG_RETURN_IF_ERROR(
-          plan.add(&L.gate_up,
-                   {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}}, linear));
+      FG_RETURN_IF_ERROR(plan.add(
+          &L.gate_up, {{n("mlp.gate_proj.weight"), {inter, hidden}}, {n("mlp.up_proj.weight"), {inter, hidden}}},
+          linear(c.options.mlp_bias ? nullptr : &L.gate_up_scale)));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}}, linear));
+    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}}},
+                                linear(c.options.mlp_bias ? nullptr : &L.down_scale)));
     if (c.options.mlp_bias) {
       FG_RETURN_IF_ERROR(
           plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}}, {n("mlp.up_proj.bias"), {inter}}}));

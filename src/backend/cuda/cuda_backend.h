@@ -27,6 +27,8 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
   DType act_dtype() const override { return DType::kBF16; }
+  // FP8 matrices stay e4m3 codes (with per-channel scales, for gemm_fp8); everything else bf16.
+  DType weight_dtype(DType stored) const override { return stored == DType::kF8E4M3 ? DType::kF8E4M3 : act_dtype(); }
 
   Buffer alloc(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;

@@ -213,8 +213,8 @@ TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {
   }
 }
 
-// FP8 checkpoints through the engine give their f32 twin's tokens; --quantization fp8 quantizes a
-// bf16 checkpoint at load and is refused where it cannot apply.
+// FP8 checkpoints through the engine give their f32 twin's tokens (on the CPU); --quantization fp8
+// quantizes a bf16 checkpoint at load and is refused where it cannot apply (dummy weights on the CPU).
 TEST_F(GenerateCli, Fp8CheckpointsAndQuantizationAtLoad) {
   const std::string models = std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/";
   const std::string args = " --prompt-ids 5,17,33,101,7 --max-new-tokens 12 --ignore-eos --json" + kCommon;
@@ -234,7 +234,7 @@ TEST_F(GenerateCli, Fp8CheckpointsAndQuantizationAtLoad) {
   EXPECT_NE(bad.err.find("--quantization"), std::string::npos) << bad.err;
   CliResult dummy = run("generate --model " + models + "llama_bf16 --dummy-weights --quantization fp8" + args);
   EXPECT_EQ(dummy.exit_code, 1);
-  EXPECT_NE(dummy.err.find("--dummy-weights"), std::string::npos) << dummy.err;
+  EXPECT_NE(dummy.err.find("dummy weights"), std::string::npos) << dummy.err;
 }
 
 TEST_F(GenerateCli, ChatKeepsTheHistoryAndStreamsReplies) {

@@ -1,13 +1,22 @@
 // FP8 checkpoints on the backend under test (FG_TEST_BACKEND=cuda: the CUDA backend; skipped when
-// there is no GPU): each of tests/fixtures/models/fp8_{block,channel} (tools/make_fp8_fixtures.py)
-// gives exactly the logits and greedy ids of its dequantized f32 twin on the same backend. Every
-// backend keeps FP8 matrices as weight_dtype(f8_e4m3) of their exact f32 values (e4m3 * scale; f32
-// on the CPU, the bf16 rounding of that f32 value on CUDA), which is exactly what it makes of the
-// twin's f32 weights, so the two models compute with the same weights and no rounding separates
-// them. (When CUDA computes FP8 x FP8 GEMMs with per-token activation scales, this bound becomes the
-// error of fp8 activation rounding against the twin.)
+// there is no GPU), each of tests/fixtures/models/fp8_{block,channel} (tools/make_fp8_fixtures.py)
+// against its dequantized f32 twin on the same backend.
+//
+// Where the backend keeps the matrices as their dequantized values (the CPU: f32; CUDA for the
+// 128 x 128-block format: the bf16 rounding of the same f32 values it makes of the twin's), both
+// models compute with the same weights: logits and greedy ids are exactly the twin's.
+//
+// Where it computes on the codes (CUDA, per-channel format: Backend::gemm_fp8 after per-token
+// quantization of every linear layer's input), the difference is fp8 activation rounding (and the
+// twin's bf16 weight rounding, 16x smaller). Bound: rounding an activation to e4m3 moves it by at
+// most half a step, 2^-4 of its value; those errors have independent signs across the k terms of
+// a dot product, so a GEMM's output moves by about 2^-4 / sqrt(3) = 3.6% rms of its scale; 4 GEMMs
+// per layer over 2 layers compound to about sqrt(8) x 3.6% = 10% of the logits' scale; the test
+// allows 2.5x that, max|fp8 - twin| <= 0.25 max|twin|, and the twin's argmax wherever its top-2
+// margin exceeds twice the observed error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/backend.h"
@@ -40,15 +49,35 @@ TEST_P(Fp8CheckpointParity, LogitsAndGreedyIdsAreTheTwins) {
   ASSERT_TRUE(fp8->config().quant.quantized());
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(int32_t((i * 53 + 7) % 256));
+  const bool fp8_compute = fp8->weights().layers[0].qkv.dtype == DType::kF8E4M3;
+  const int64_t vocab = fp8->config().vocab_size;
   for (int chunk : {0, 1}) {  // prefill in one step, then one token per step
     auto got = prompt_logits(*fp8, prompt, 16, chunk);
     auto want = prompt_logits(*twin, prompt, 16, chunk);
     ASSERT_TRUE(got.is_ok() && want.is_ok());
     ASSERT_EQ(got->size(), want->size());
     size_t mismatches = 0;
-    for (size_t i = 0; i < got->size(); ++i) mismatches += (*got)[i] != (*want)[i] || !std::isfinite((*got)[i]);
-    EXPECT_EQ(mismatches, 0u) << backend_->name() << ", chunk " << chunk << ": logits differ from the twin's";
+    float max_diff = 0.0f, max_ref = 0.0f;
+    for (size_t i = 0; i < got->size(); ++i) {
+      ASSERT_TRUE(std::isfinite((*got)[i]));
+      mismatches += (*got)[i] != (*want)[i];
+      max_diff = std::max(max_diff, std::fabs((*got)[i] - (*want)[i]));
+      max_ref = std::max(max_ref, std::fabs((*want)[i]));
+    }
+    if (!fp8_compute) {
+      EXPECT_EQ(mismatches, 0u) << backend_->name() << ", chunk " << chunk << ": logits differ from the twin's";
+      continue;
+    }
+    EXPECT_LE(max_diff, 0.25f * max_ref) << backend_->name() << ", chunk " << chunk;
+    for (size_t r = 0; r < prompt.size(); ++r) {
+      const float* g = got->data() + r * size_t(vocab);
+      const float* w = want->data() + r * size_t(vocab);
+      if (test::top2_margin(w, vocab) > 2.0f * max_diff) {
+        EXPECT_EQ(test::argmax(g, vocab), test::argmax(w, vocab)) << "row " << r << ", chunk " << chunk;
+      }
+    }
   }
+  if (fp8_compute) return;  // greedy continuations may part at a near-tie; the rows above are checked
   GenerateOptions g;
   g.max_new_tokens = 24;
   auto ids = generate(*fp8, std::span(prompt).first(9), g);
