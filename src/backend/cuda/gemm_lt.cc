@@ -79,7 +79,8 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
   return plan;
 }
 
-GemmLt::Plan GemmLt::make_fp8_plan(const Fp8GemmProblem& prob, int align_x, int align_w, int align_o) {
+GemmLt::Plan GemmLt::make_fp8_plan(const Fp8GemmProblem& prob, int align_x, int align_w, int align_o,
+                                   const float* x_scales, const float* w_scales) {
   Plan plan;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t trans_a = CUBLAS_OP_T;  // FP8 tensor cores take only the "TN" layout
@@ -96,6 +97,10 @@ GemmLt::Plan GemmLt::make_fp8_plan(const Fp8GemmProblem& prob, int align_x, int 
     destroy(plan);
     return plan;
   }
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof(x_scales)));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, uint64_t(prob.k), uint64_t(prob.n), prob.k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, uint64_t(prob.k), uint64_t(prob.m), prob.k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, cuda_type(prob.out), uint64_t(prob.n), uint64_t(prob.m), prob.n));
@@ -156,7 +161,7 @@ GemmOutcome GemmLt::run_fp8(const Fp8GemmProblem& prob, const void* x, const flo
   const int ax = alignment_of(x), aw = alignment_of(w), ao = alignment_of(out);
   Fp8Key key{prob.m, prob.n, prob.k, int(prob.out), ax, aw, ao};
   auto it = fp8_plans_.find(key);
-  if (it == fp8_plans_.end()) it = fp8_plans_.emplace(key, make_fp8_plan(prob, ax, aw, ao)).first;
+  if (it == fp8_plans_.end()) it = fp8_plans_.emplace(key, make_fp8_plan(prob, ax, aw, ao, x_scales, w_scales)).first;
   Plan& plan = it->second;
   if (!plan.ok) return GemmOutcome::kDeclined;
   CUBLAS_CHECK(

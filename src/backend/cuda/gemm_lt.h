@@ -69,7 +69,9 @@ class GemmLt {
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, int, bool, int, int, int, int>;
   Plan make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias, bool try_epilogue);
-  Plan make_fp8_plan(const Fp8GemmProblem& prob, int align_x, int align_w, int align_o);
+  // The scale pointers are set before the algorithm is chosen (run_fp8 sets them again per call).
+  Plan make_fp8_plan(const Fp8GemmProblem& prob, int align_x, int align_w, int align_o, const float* x_scales,
+                     const float* w_scales);
   // The heuristic's first algorithm for a plan whose descriptors are set (plan.ok when found).
   void choose_algo(Plan& plan, int align_x, int align_w, int align_o);
   static void destroy(Plan& plan);
