@@ -15,7 +15,8 @@ namespace fg::cli {
 
 struct EngineFlags {
   bool dummy_weights = false;
-  std::string kv_cache_memory;  // "8GiB"; empty: a share of device memory
+  std::string quantization = "none";  // none or fp8
+  std::string kv_cache_memory;        // "8GiB"; empty: a share of device memory
   double gpu_memory_fraction = 0.9;
   int max_batch_tokens = 2048;
   int max_running = 256;
@@ -39,7 +40,7 @@ struct EngineFlags {
   int tensor_parallel_size = 1;  // ranks (GPUs, or CPU backends) the model is split over
 };
 
-// Adds --dummy-weights, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
+// Adds --dummy-weights, --quantization, --kv-cache-memory, --gpu-memory-fraction, --max-batch-tokens,
 // --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, --batch-invariant,
 // --gemm-tuning, the prefill chunk's latency budget (--no-adaptive-prefill, --max-step-latency-ms,
 // --min-prefill-chunk), the speculative decoding flags (--speculative, --num-speculative-tokens,

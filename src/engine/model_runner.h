@@ -44,6 +44,10 @@ struct ModelRunnerOptions {
   bool batch_invariant = false;  // BackendOptions::batch_invariant (--batch-invariant)
   bool gemm_tuning = false;      // BackendOptions::gemm_tuning (--gemm-tuning): tuned at create()
   uint64_t dummy_seed = 0;
+  // --quantization fp8: the checkpoint's float linear weights are quantized at load (model/weights.h,
+  // WeightLoadOptions); the draft model's too. Dummy weights: FP8 where the backend computes on
+  // FP8 weights (CUDA), refused elsewhere (model/dummy_weights.h).
+  LoadQuantization quantization = LoadQuantization::kNone;
   int32_t page_size = 16;
   int64_t kv_cache_bytes = 0;                           // > 0: exactly this much KV memory (--kv-cache-memory)
   double gpu_memory_fraction = 0.9;                     // otherwise this share of device memory (--gpu-memory-fraction)
