@@ -183,7 +183,7 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
   set_smem_attr<__nv_bfloat16, 128>(s.wgmma_available);
   set_smem_attr<__half, 64>(s.wgmma_available);
   set_smem_attr<__half, 128>(s.wgmma_available);
-  if (head_dim_status(256, s.smem_optin).ok()) {  // else plan() refuses head_dim 256
+  if (head_dim_status(256, s.smem_optin).is_ok()) {  // else plan() refuses head_dim 256
     set_smem_attr<__nv_bfloat16, 256>(s.wgmma_available);
     set_smem_attr<__half, 256>(s.wgmma_available);
   }
@@ -266,7 +266,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
                std::to_string(num_kv_heads));
   {
     const Status st = head_dim_status(head_dim, s.smem_optin);
-    FG_CHECK(st.ok(), "attention plan: " + st.message());
+    FG_CHECK(st.is_ok(), "attention plan: " + st.message());
   }
   FG_CHECK(
       int(batch.host_cu_seqlens_q.size()) >= batch.num_seqs + 1 && int(batch.host_seqlens_kv.size()) >= batch.num_seqs,
