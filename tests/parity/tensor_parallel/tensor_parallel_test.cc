@@ -382,7 +382,7 @@ void check_fp8_shards_on(Backend& backend) {
   check_fp8_shards(backend, model_fixture("fp8_block"), {}, /*per_channel=*/false);
   SynthOptions o;
   o.biases = false;  // FP8 codes are kept only for projections without a bias
-  o.head_dim = 64;    // a head size the CUDA attention kernels are built for (the model is loaded there)
+  o.head_dim = 64;   // a head size the CUDA attention kernels are built for (the model is loaded there)
   check_fp8_shards(backend, synthetic_model("fp8_at_load_hd64", o), fp8_at_load(), /*per_channel=*/true);
 }
 
