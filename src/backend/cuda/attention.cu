@@ -297,8 +297,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       wide_keys += int64_t(n) * (batch.host_seqlens_kv[q] - q_len / 2);  // mean causal extent
     }
   }
-  const bool wgmma =
-      !s.batch_invariant && s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
+  const bool wgmma = !s.batch_invariant && s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
   // At head_dim 256 only the wgmma kernel has 128-row tiles (attn::has_wide_tiles). Wide tiles
   // make at least 1.5 waves of CTAs, so the split below never cuts them (it needs less than one).
   const bool use_wide =
