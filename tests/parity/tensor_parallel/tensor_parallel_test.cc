@@ -29,6 +29,7 @@
 #include "engine/model_runner.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "support/engine_test_util.h"
 #include "support/model_test_util.h"
 
 namespace fg {
@@ -456,20 +457,9 @@ std::vector<std::vector<int32_t>> engine_tokens(const std::string& dir, const st
   EngineConfig config;
   config.scheduler.max_batch_tokens = 24;  // chunked prefills next to decodes
   config.scheduler.max_running = 8;
-  EngineCore core(config, **runner);
-  std::vector<RequestHandle> handles;
-  for (const Request& r : engine_requests((*runner)->vocab_size())) {
-    auto h = core.submit(r);
-    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-    if (h.is_ok()) handles.push_back(*h);
-  }
-  while (core.has_work()) {
-    Status st = core.step();
-    EXPECT_TRUE(st.is_ok()) << st.to_string();
-    if (!st.is_ok()) break;
-  }
+  const test::EngineRun run = test::run_engine(**runner, config, engine_requests((*runner)->vocab_size()));
   std::vector<std::vector<int32_t>> out;
-  for (const auto& h : handles) out.push_back(h.wait().output_ids);
+  for (const RequestOutput& o : run.outputs) out.push_back(o.output_ids);
   return out;
 }
 
