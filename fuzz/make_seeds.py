@@ -438,6 +438,16 @@ def model_config_seeds():
         "zero-heads": dict(TINY, num_attention_heads=0),
         "partial-rotary": dict(TINY, partial_rotary_factor=0.5),
         "unknown-arch": dict(TINY, architectures=["GPT2LMHeadModel"]),
+        "fp8-static": dict(TINY, quantization_config={"quant_method": "fp8", "activation_scheme": "static",
+                                                      "weight_block_size": [128, 128]}),
+        "fp8-regex-ignore": dict(TINY, quantization_config={
+            "quant_method": "compressed-tensors", "format": "float-quantized",
+            "config_groups": {"g": {"targets": ["Linear"],
+                                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel",
+                                                "symmetric": True, "dynamic": False},
+                                    "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                                          "symmetric": True, "dynamic": True}}},
+            "ignore": ["lm_head", "re:.*mlp[.]gate$"]}),
     }
     for name, cfg in variants.items():
         write("model_config", name, json.dumps(cfg))

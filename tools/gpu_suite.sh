@@ -18,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench"
+BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench gemm_fp8_bench"
 TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests tensor_parallel_tests"
 
 pack() {
@@ -84,6 +84,8 @@ run_all() {
   step batch_invariant 480 env REF_MS="256 64" tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" \
     --config $CFG --backend cuda --kv-cache-memory 80GiB --skip-decode --num-requests 512 --prompt-len 512 \
     --output-len 256
+  step engine_fp8 200 $T/engine_bench --config $CFG --backend cuda --quantization fp8 --kv-cache-memory 80GiB \
+    --prompt-len 1024 --output-len 1024 --json "$OUT/raw/engine_fp8.json"
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
   step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
@@ -109,12 +111,16 @@ run_all() {
       --kv-cache-dtype $kvd --num-requests 512 --prompt-len 1024 --output-len 1024 --decode-prompt-len 6000 \
       --decode-tokens 256 --json "$OUT/raw/engine_1k1k_$kvd.json"
   done
-  step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen --json "$OUT/raw/hf_live.json"
+  # HF_DIAGNOSE="gemma2 ...": per-position errors of those fixtures (tools/hf_live_parity.py --diagnose)
+  local diag=()
+  for fx in ${HF_DIAGNOSE:-}; do diag+=(--diagnose "$fx"); done
+  step hf_live_parity 150 python3 tools/hf_live_parity.py --flashgen $T/flashgen "${diag[@]}" --json "$OUT/raw/hf_live.json"
   # Model families (docs/perf.md, "Model families"): the grouped expert GEMM against the dense
   # ceiling, MoE decode against the floor of the bytes read and 1k/1k throughput, and Gemma-2-9B
   # with and without soft-capping: at its real head_dim 256 and at the -hd128 shape (the same
   # widths and KV bytes in 128-wide heads), so the two head sizes compare on one model.
   step moe_gemm 120 $T/moe_gemm_bench --backend cuda --json "$OUT/raw/moe_gemm.json"
+  step gemm_fp8 120 $T/gemm_fp8_bench --backend cuda --json "$OUT/raw/gemm_fp8.json"
   step mixtral 300 $T/engine_bench --config bench/configs/mixtral-8x7b --backend cuda --kv-cache-memory 30GiB \
     --num-requests 256 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/mixtral.json"
   step qwen3_moe 240 $T/engine_bench --config bench/configs/qwen3-30b-a3b --backend cuda --kv-cache-memory 60GiB \

@@ -40,6 +40,7 @@ struct Args {
   std::string config_dir = std::string(FG_SOURCE_DIR) + "/bench/configs/llama-3.1-8b";
   std::string model_dir;  // real weights instead of dummy ones
   std::string backend = "auto";
+  std::string quantization = "none";  // fp8: FP8 linear weights (dummy or quantized at load)
   std::string kv_cache_memory;
   std::string kv_cache_dtype = "auto";
   double gpu_memory_fraction = 0.9;
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
                  "largest decode batch replayed as a graph (default: --max-running, at most 256)");
   app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
                  "split the model over N GPUs (NCCL); the floor is then one rank's share of the bytes");
+  app.add_option("--quantization", a.quantization,
+                 "fp8: the linear weights as FP8 codes with per-channel scales (dummy weights on CUDA, or a real "
+                 "checkpoint quantized at load)");
   app.add_option("--json", a.json_path, "also write the results as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -131,6 +135,9 @@ int main(int argc, char** argv) {
   o.model_dir = a.model_dir.empty() ? a.config_dir : a.model_dir;
   o.dummy_weights = a.model_dir.empty();
   o.backend = a.backend;
+  auto quantization = fg::parse_load_quantization(a.quantization);
+  if (!quantization.is_ok()) die(quantization.status().message());
+  o.quantization = *quantization;
   o.page_size = a.page_size;
   o.gpu_memory_fraction = a.gpu_memory_fraction;
   o.kv_cache_dtype = a.kv_cache_dtype;
@@ -163,6 +170,7 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["model"] = o.model_dir;
   out["dummy_weights"] = o.dummy_weights;
+  out["quantization"] = a.quantization;
   out["backend"] = backend.name();
   out["batch_invariant"] = a.batch_invariant;
   out["gemm_tuning"] = a.gemm_tuning;

@@ -22,10 +22,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "bench_timing.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using fg::bench::tensor;
+using fg::bench::time_median;
 
 struct Shape {
   const char* name;
@@ -42,26 +44,6 @@ constexpr Shape kShapes[] = {
 [[noreturn]] void die(const std::string& m) {
   std::fprintf(stderr, "moe_gemm_bench: %s\n", m.c_str());
   std::exit(1);
-}
-
-fg::Tensor tensor(const fg::Buffer& b, fg::DType dt, std::initializer_list<int64_t> shape) {
-  return fg::Tensor::contiguous(b.data(), dt, b.device(), shape);
-}
-
-// Median seconds of `reps` timed calls of fn (after 3 untimed ones), each synchronized.
-template <class F>
-double time_median(fg::Backend& be, int reps, F&& fn) {
-  for (int i = 0; i < 3; ++i) fn();
-  be.synchronize();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    be.synchronize();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 }  // namespace

@@ -13,6 +13,14 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index, const Backe
 }
 #endif
 
+void Backend::quantize_rows_fp8(const Tensor&, Tensor&, Tensor&) {
+  FG_CHECK(false, name() + " has no FP8 GEMMs (supports_fp8_gemm() is false)");
+}
+
+void Backend::gemm_fp8(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  FG_CHECK(false, name() + " has no FP8 GEMMs (supports_fp8_gemm() is false)");
+}
+
 std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const AttentionPlanShape& shape) {
   return backend.make_attention_plan(shape, backend.alloc(backend.attention_workspace_bytes(shape)));
 }

@@ -177,9 +177,10 @@ class Backend {
   virtual const BackendOptions& options() const = 0;
   virtual DType act_dtype() const = 0;
   // The dtype this backend keeps a weight matrix (gemm's w, embedding's table) in when the
-  // checkpoint stores it as `stored` (f32, f16, bf16 or a block-quantized dtype): `stored` itself
-  // when gemm and embedding compute on it directly, else a dtype the loader converts it to
-  // (the act dtype by default).
+  // checkpoint stores it as `stored` (f32, f16, bf16, a block-quantized dtype, or f8_e4m3 for a
+  // scaled FP8 matrix): `stored` itself when gemm (gemm_fp8 for f8_e4m3) and embedding compute on
+  // it directly, else a dtype the loader converts it to (the act dtype by default). f8_e4m3 may
+  // be answered only by a backend with supports_fp8_gemm().
   virtual DType weight_dtype(DType stored) const {
     (void)stored;
     return act_dtype();
@@ -252,6 +253,18 @@ class Backend {
     (void)bias;
     (void)out;
   }
+  // ---- FP8 (e4m3) GEMMs with per-token activation scales and per-output-channel weight scales:
+  // the compute path FP8 weights are meant for (docs/architecture.md, "FP8 weights"). Only where
+  // supports_fp8_gemm(); the CPU backend runs them as the exact reference.
+  virtual bool supports_fp8_gemm() const { return false; }
+  // Dynamic per-token quantization: scales[i] = amax(x[i, :]) / 448 (1 where that is not > 0) and
+  // codes[i, j] = f32_to_f8e4m3(x[i, j] / scales[i]) (f32 quotient, round to nearest even, saturating).
+  // x: [m, k] act, rows contiguous; codes: [m, k] f8_e4m3 contiguous; scales: [m] f32.
+  virtual void quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales);
+  // out[i, j] = (sum over l of e4m3(x[i, l]) * e4m3(w[j, l])) * x_scales[i] * w_scales[j], accumulated
+  // in f32. x: [m, k] f8_e4m3 and w: [n, k] f8_e4m3, contiguous; x_scales: [m] f32; w_scales: [n]
+  // f32; out: [m, n] act, contiguous. k a multiple of 16 (what FP8 tensor cores take).
+  virtual void gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales, Tensor& out);
 
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.
   virtual void silu_mul(const Tensor& x, Tensor& out) = 0;

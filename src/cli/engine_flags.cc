@@ -12,6 +12,10 @@ namespace fg::cli {
 void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_flag("--dummy-weights", f.dummy_weights,
                 "random bf16 weights from config.json alone (performance work; output is meaningless)");
+  cmd->add_option("--quantization", f.quantization,
+                  "fp8: quantize the checkpoint's bf16/f16/f32 linear weights to FP8 (e4m3, one scale per output "
+                  "channel) at load; FP8 checkpoints need no flag (default: none)")
+      ->check(CLI::IsMember({"none", "fp8"}));
   cmd->add_option("--kv-cache-memory", f.kv_cache_memory,
                   "KV cache size, e.g. 8GiB (default: a memory fraction; on the CPU at most what 4 sequences of "
                   "--max-model-len need, and at most 2 GiB)");
@@ -70,6 +74,9 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   if (f.tensor_parallel_size < 1) throw std::runtime_error("--tensor-parallel-size must be at least 1");
   runner.tensor_parallel_size = f.tensor_parallel_size;
   runner.dummy_weights = f.dummy_weights;
+  auto quantization = parse_load_quantization(f.quantization);
+  if (!quantization.is_ok()) throw std::runtime_error(quantization.status().message());
+  runner.quantization = *quantization;
   if (!f.kv_cache_memory.empty()) {
     auto bytes = parse_byte_size(f.kv_cache_memory);
     if (!bytes.is_ok()) throw std::runtime_error("--kv-cache-memory: " + bytes.status().message());

@@ -15,6 +15,7 @@ namespace fg::cli {
 
 struct EngineFlags {
   bool dummy_weights = false;
+  std::string quantization = "none";    // none or fp8
   std::string kv_cache_memory;          // "8GiB"; empty: a share of device memory
   std::string kv_cache_dtype = "auto";  // auto, bf16 or fp8
   double gpu_memory_fraction = 0.9;
@@ -40,7 +41,8 @@ struct EngineFlags {
   int tensor_parallel_size = 1;  // ranks (GPUs, or CPU backends) the model is split over
 };
 
-// Adds --dummy-weights, --kv-cache-memory, --kv-cache-dtype, --gpu-memory-fraction, --max-batch-tokens,
+// Adds --dummy-weights, --quantization, --kv-cache-memory, --kv-cache-dtype, --gpu-memory-fraction,
+// --max-batch-tokens,
 // --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, --batch-invariant,
 // --gemm-tuning, the prefill chunk's latency budget (--no-adaptive-prefill, --max-step-latency-ms,
 // --min-prefill-chunk), the speculative decoding flags (--speculative, --num-speculative-tokens,

@@ -131,8 +131,10 @@ namespace {
 
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, const ModelRunnerOptions& o, Backend& backend,
                                           const TensorParallel& tp = {}) {
-  if (o.dummy_weights) return Model::load_dummy(dir, backend, o.dummy_seed, tp);
-  return Model::load(dir, backend, tp);
+  WeightLoadOptions load;
+  load.quantization = o.quantization;
+  if (o.dummy_weights) return Model::load_dummy(dir, backend, o.dummy_seed, tp, load);
+  return Model::load(dir, backend, tp, load);
 }
 
 // Backends 1..n-1 of the kind of `first` (CPU, or CUDA devices 1..n-1) and the communicators of

@@ -44,6 +44,10 @@ struct ModelRunnerOptions {
   bool batch_invariant = false;  // BackendOptions::batch_invariant (--batch-invariant)
   bool gemm_tuning = false;      // BackendOptions::gemm_tuning (--gemm-tuning): tuned at create()
   uint64_t dummy_seed = 0;
+  // --quantization fp8: the checkpoint's float linear weights are quantized at load (model/weights.h,
+  // WeightLoadOptions); the draft model's too. Dummy weights: FP8 where the backend computes on
+  // FP8 weights (CUDA), refused elsewhere (model/dummy_weights.h).
+  LoadQuantization quantization = LoadQuantization::kNone;
   int32_t page_size = 16;
   std::string kv_cache_dtype = "auto";                  // auto, bf16 or fp8 (--kv-cache-dtype; model/kv_cache.h);
                                                         // the draft model's cache gets the same dtype

@@ -567,6 +567,9 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   FG_RETURN_IF_ERROR(f.get_string("torch_dtype", dtype, false));
   FG_RETURN_IF_ERROR(f.get_string("dtype", dtype, false));
   c.checkpoint_dtype = parse_dtype_name(dtype);
+  if (f.has("quantization_config")) {
+    FG_ASSIGN_OR_RETURN(c.quant, parse_quant_config(root.at("quantization_config").dump(), path));
+  }
 
   FG_RETURN_IF_ERROR(f.get_int("bos_token_id", c.bos_token_id, false));
   FG_RETURN_IF_ERROR(f.get_id_list("eos_token_id", c.eos_token_ids));

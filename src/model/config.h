@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "model/quant_config.h"
 
 namespace fg {
 
@@ -108,6 +109,7 @@ struct ModelConfig {
   // Which layers have a mixture-of-experts MLP (size num_layers; all 0 for dense models).
   std::vector<uint8_t> layer_moe;
   DType checkpoint_dtype = DType::kF32;  // torch_dtype / dtype as declared (informational)
+  QuantConfig quant;                     // quantization_config (FP8 checkpoints; model/quant_config.h)
   int64_t bos_token_id = -1;             // -1 = none
   // End-of-sequence ids from config.json and generation_config.json (union, deduplicated).
   std::vector<int64_t> eos_token_ids;

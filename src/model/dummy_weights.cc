@@ -22,6 +22,7 @@ struct DummyTensor {
   std::vector<int64_t> shape;
   Init init;
   int64_t fan_in;
+  Tensor* fp8_scales = nullptr;  // a linear layer's weight without a bias: where FP8 scales go
 };
 
 std::vector<DummyTensor> dummy_plan(const ModelConfig& c, ModelWeights& w) {
@@ -33,13 +34,13 @@ std::vector<DummyTensor> dummy_plan(const ModelConfig& c, ModelWeights& w) {
   plan.push_back({&w.embed, {c.vocab_size, hidden}, Init::kLinear, 1});
   for (LayerWeights& L : w.layers) {
     plan.push_back({&L.input_norm, {hidden}, Init::kOnes, 0});
-    plan.push_back({&L.qkv, {qkv, hidden}, Init::kLinear, hidden});
+    plan.push_back({&L.qkv, {qkv, hidden}, Init::kLinear, hidden, c.options.qkv_bias ? nullptr : &L.qkv_scale});
     if (c.options.qkv_bias) plan.push_back({&L.qkv_bias, {qkv}, Init::kBias, 0});
     if (c.options.qk_norm) {
       plan.push_back({&L.q_norm, {c.head_dim}, Init::kOnes, 0});
       plan.push_back({&L.k_norm, {c.head_dim}, Init::kOnes, 0});
     }
-    plan.push_back({&L.o, {hidden, q_dim}, Init::kLinear, q_dim});
+    plan.push_back({&L.o, {hidden, q_dim}, Init::kLinear, q_dim, c.options.o_bias ? nullptr : &L.o_scale});
     if (c.options.o_bias) plan.push_back({&L.o_bias, {hidden}, Init::kBias, 0});
     plan.push_back({&L.post_norm, {hidden}, Init::kOnes, 0});
     if (c.options.sandwich_norms) {
@@ -54,9 +55,10 @@ std::vector<DummyTensor> dummy_plan(const ModelConfig& c, ModelWeights& w) {
       plan.push_back({&L.expert_down, {E, hidden, mi}, Init::kLinear, mi});
       continue;
     }
-    plan.push_back({&L.gate_up, {2 * inter, hidden}, Init::kLinear, hidden});
+    plan.push_back(
+        {&L.gate_up, {2 * inter, hidden}, Init::kLinear, hidden, c.options.mlp_bias ? nullptr : &L.gate_up_scale});
     if (c.options.mlp_bias) plan.push_back({&L.gate_up_bias, {2 * inter}, Init::kBias, 0});
-    plan.push_back({&L.down, {hidden, inter}, Init::kLinear, inter});
+    plan.push_back({&L.down, {hidden, inter}, Init::kLinear, inter, c.options.mlp_bias ? nullptr : &L.down_scale});
     if (c.options.mlp_bias) plan.push_back({&L.down_bias, {hidden}, Init::kBias, 0});
   }
   plan.push_back({&w.final_norm, {hidden}, Init::kOnes, 0});
@@ -87,16 +89,34 @@ int64_t model_active_weight_bytes(const ModelConfig& config, DType act) {
   return total;
 }
 
-Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, uint64_t seed) {
+Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, uint64_t seed,
+                                        LoadQuantization quantization) {
   ModelWeights w;
   std::vector<DummyTensor> plan = dummy_plan(c, w);
   const DType act = backend.act_dtype();
-  size_t total = 0;
-  std::vector<size_t> offsets;
+  // FP8: the linear weights without a bias as e4m3 codes with per-channel scales, where the backend
+  // keeps them so (weights.h); made by quantizing random act rows with Backend::quantize_rows_fp8.
+  const bool fp8 = quantization == LoadQuantization::kFp8;
+  if (fp8 && !(backend.supports_fp8_gemm() && backend.weight_dtype(DType::kF8E4M3) == DType::kF8E4M3))
+    return unsupported("--quantization fp8 with dummy weights needs a backend that computes on FP8 weights; " +
+                       backend.name() + " keeps them as dequantized values, so nothing new would be measured");
+  auto as_fp8 = [&](const DummyTensor& t) { return fp8 && t.fp8_scales != nullptr && t.shape.back() % 16 == 0; };
+  size_t total = 0, staging = 0;
+  std::vector<size_t> offsets, scale_offsets;
   for (const DummyTensor& t : plan) {
     offsets.push_back(total);
+    if (as_fp8(t)) {
+      total += align_up(size_t(numel_of(t.shape)));
+      scale_offsets.push_back(total);
+      total += align_up(size_t(t.shape[0]) * 4);
+      staging = std::max(staging, size_t(numel_of(t.shape)) * dtype_size(act));
+      continue;
+    }
+    scale_offsets.push_back(0);
     total += align_up(size_t(numel_of(t.shape)) * dtype_size(act));
   }
+  Buffer rows;  // random act rows, quantized into each FP8 matrix
+  if (staging > 0) rows = backend.alloc(staging);
   w.arena = backend.alloc(std::max(total, kAlign));
   if (w.arena.data() == nullptr) {
     return Status(ErrorCode::kResourceExhausted,
@@ -108,7 +128,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
     Tensor& t = *d.target;
     t = Tensor{};
     t.data = base + offsets[i];
-    t.dtype = act;
+    t.dtype = as_fp8(d) ? DType::kF8E4M3 : act;
     t.device = backend.device();
     t.ndim = int(d.shape.size());
     int64_t stride = 1;
@@ -117,8 +137,16 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
       t.stride[size_t(k)] = stride;
       stride *= d.shape[size_t(k)];
     }
-    Tensor flat = Tensor::contiguous(t.data, act, t.device, {numel_of(d.shape)});
     const uint64_t tensor_seed = seed * 0x9e3779b97f4a7c15ull + i;
+    if (as_fp8(d)) {
+      const float a = 1.0f / std::sqrt(float(d.fan_in));
+      Tensor values = Tensor::contiguous(rows.data(), act, t.device, {d.shape[0], d.shape[1]});
+      backend.fill_uniform(values, -a, a, tensor_seed);
+      *d.fp8_scales = Tensor::contiguous(base + scale_offsets[i], DType::kF32, t.device, {d.shape[0]});
+      backend.quantize_rows_fp8(values, t, *d.fp8_scales);
+      continue;
+    }
+    Tensor flat = Tensor::contiguous(t.data, act, t.device, {numel_of(d.shape)});
     switch (d.init) {
       case Init::kLinear: {
         const float a = 1.0f / std::sqrt(float(d.fan_in));
@@ -135,13 +163,14 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
 }
 
 Result<std::unique_ptr<Model>> Model::load_dummy(const std::string& dir, Backend& backend, uint64_t seed,
-                                                 const TensorParallel& tp) {
+                                                 const TensorParallel& tp, const WeightLoadOptions& options) {
   FG_ASSIGN_OR_RETURN(ModelConfig config, load_any_model_config(dir));
   FG_RETURN_IF_ERROR(check_backend_supports(config, backend));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
   // A shard holds only its local shapes (each rank seeds its own values: meaningless either way).
-  FG_ASSIGN_OR_RETURN(m->weights_, make_dummy_weights(m->local_, backend, seed + uint64_t(m->shard_.rank)));
+  FG_ASSIGN_OR_RETURN(m->weights_,
+                      make_dummy_weights(m->local_, backend, seed + uint64_t(m->shard_.rank), options.quantization));
   if (m->shard_.rank != 0)  // row-parallel biases live on rank 0 alone (tensor_parallel.h)
     for (LayerWeights& L : m->weights_.layers) L.o_bias = L.down_bias = Tensor{};
   m->upload_rope_table();

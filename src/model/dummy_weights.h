@@ -12,8 +12,11 @@
 
 namespace fg {
 
-// Errors: the arena does not fit in the backend's memory.
-Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed);
+// Errors: the arena does not fit in the backend's memory. `quantization` kFp8: the linear weights
+// without a bias are e4m3 codes with per-channel scales (random act rows quantized per row), as a
+// backend that computes on FP8 weights keeps them (weights.h); Unsupported on other backends.
+Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
+                                        LoadQuantization quantization = LoadQuantization::kNone);
 
 // Bytes the weights of this config occupy in `act` dtype (for the bandwidth floor of a decode step).
 int64_t model_weight_bytes(const ModelConfig& config, DType act);

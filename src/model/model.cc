@@ -62,7 +62,8 @@ Status Model::read_kv_scales(const WeightSource& source) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, const TensorParallel& tp) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, const TensorParallel& tp,
+                                           const WeightLoadOptions& options) {
   // A .gguf file, or a folder holding one .gguf and no config.json (model/gguf_model.h).
   FG_ASSIGN_OR_RETURN(std::string gguf_path, find_gguf_model(dir));
   if (!gguf_path.empty()) {
@@ -72,7 +73,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
     std::unique_ptr<Model> m(new Model(backend, std::move(config)));
     FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
     const std::unique_ptr<WeightSource> source = gguf_weight_source(*file, m->config_);
-    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *source, backend, m->shard_));
+    FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, *source, backend, m->shard_, options));
     FG_RETURN_IF_ERROR(m->read_kv_scales(*source));
     m->upload_rope_table();
     return m;
@@ -82,8 +83,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
   FG_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(dir));
   std::unique_ptr<Model> m(new Model(backend, std::move(config)));
   FG_RETURN_IF_ERROR(m->set_tensor_parallel(tp));
-  const SafetensorsWeightSource source(ckpt);
-  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, source, backend, m->shard_));
+  const SafetensorsWeightSource source(ckpt, m->config_.quant);
+  FG_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->config_, source, backend, m->shard_, options));
   FG_RETURN_IF_ERROR(m->read_kv_scales(source));
 
   m->upload_rope_table();
@@ -112,7 +113,8 @@ void Model::prepare_gemms() {
   // Layers repeat their shapes: one call per (shape, bias, out dtype) is enough.
   std::vector<std::tuple<int64_t, int64_t, bool, DType>> seen;
   auto prepare = [&](const Tensor& w, const Tensor& bias, DType out) {
-    if (!w.defined()) return;
+    // FP8 GEMMs (Model::linear on e4m3 codes) are not tuned: gemm_lt.h.
+    if (!w.defined() || w.dtype == DType::kF8E4M3) return;
     const auto key = std::make_tuple(w.shape[0], w.shape[1], bias.defined(), out);
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
     seen.push_back(key);
@@ -127,6 +129,19 @@ void Model::prepare_gemms() {
     prepare(l.router, Tensor{}, DType::kF32);
   }
   prepare(weights_.lm_head, Tensor{}, DType::kF32);
+}
+
+void Model::linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out) {
+  if (w.dtype != DType::kF8E4M3) {
+    backend_.gemm(x, w, bias.defined() ? &bias : nullptr, out);
+    return;
+  }
+  FG_CHECK(!bias.defined() && w_scale.defined(), "FP8 codes are kept only with scales and without a bias");
+  const int64_t m = x.shape[0], k = x.shape[1];
+  Tensor codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
+  Tensor scales = view_at(fp8_scales_, 0, DType::kF32, {m});
+  backend_.quantize_rows_fp8(x, codes, scales);
+  backend_.gemm_fp8(codes, scales, w, w_scale, out);
 }
 
 void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
@@ -151,6 +166,13 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
       moe_wide_ = backend_.alloc(a * std::max(2 * mi, size_t(c.hidden_size)) * act);
       moe_narrow_ = backend_.alloc(a * mi * act);
       moe_meta_ = backend_.alloc(4 * (t * E + 2 * t * k + E + 1 + 2 * a));
+    }
+    bool fp8 = false;
+    for (const LayerWeights& L : weights_.layers)
+      for (const Tensor* w : {&L.qkv, &L.o, &L.gate_up, &L.down}) fp8 = fp8 || w->dtype == DType::kF8E4M3;
+    if (fp8) {  // the e4m3 codes of a linear layer's input, per token: K is hidden, q_dim or inter
+      fp8_x_ = backend_.alloc(t * size_t(std::max({c.hidden_size, c.q_dim(), inter})));
+      fp8_scales_ = backend_.alloc(t * sizeof(float));
     }
     // A step has at most one sequence per token; graphs recorded with the old plan go with it.
     plan_.reset();
@@ -416,7 +438,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     else
       backend_.add_rms_norm(residual, delta, w.input_norm, eps, normed);
 
-    backend_.gemm(normed, w.qkv, w.qkv_bias.defined() ? &w.qkv_bias : nullptr, qkv);
+    linear(normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
     if (c.options.qk_norm) {
       backend_.rms_norm(q, w.q_norm, eps, q);
       backend_.rms_norm(k, w.k_norm, eps, k);
@@ -430,7 +452,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     params.sliding_window = window;
     params.softcap = float(c.attn_softcap);
     backend_.attention(*plan_, q_attn, cache.layer(l), t.attention, params, attn_out, nullptr);
-    backend_.gemm(attn_out_2d, w.o, w.o_bias.defined() ? &w.o_bias : nullptr, delta);
+    linear(attn_out_2d, w.o, w.o_scale, w.o_bias, delta);
     if (comm_) comm_->all_reduce_sum(delta);  // row-parallel o_proj: the ranks' partial sums
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.attn_out_norm, eps, delta);
 
@@ -440,9 +462,9 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     } else {
       Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
       Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
-      backend_.gemm(normed, w.gate_up, w.gate_up_bias.defined() ? &w.gate_up_bias : nullptr, gate_up);
+      linear(normed, w.gate_up, w.gate_up_scale, w.gate_up_bias, gate_up);
       gated_act(gate_up, mlp_act);
-      backend_.gemm(mlp_act, w.down, w.down_bias.defined() ? &w.down_bias : nullptr, delta);
+      linear(mlp_act, w.down, w.down_scale, w.down_bias, delta);
       if (comm_) comm_->all_reduce_sum(delta);  // row-parallel down_proj
     }
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.mlp_out_norm, eps, delta);

@@ -95,13 +95,24 @@ class Model {
   // `dir` may instead be a .gguf file, or a folder holding one .gguf and no config.json: config
   // and weights then come from that file (model/gguf_model.h). `backend` must outlive the model.
   // With tp.comm: only rank tp.rank()'s shard is read and uploaded (the communicator must outlive
-  // the model); errors name what tp.size() cannot split.
-  static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend, const TensorParallel& tp = {});
+  // the model); errors name what tp.size() cannot split. `options`: quantization at load
+  // (`--quantization fp8`: weights.h, WeightLoadOptions), applied to the shard.
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend, const TensorParallel& tp = {},
+                                             const WeightLoadOptions& options = {});
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend,
+                                             const WeightLoadOptions& options) {
+    return load(dir, backend, TensorParallel{}, options);
+  }
   // Reads DIR/config.json (or a GGUF file's metadata) only and fills every weight with seeded random values on the
   // device (Backend::fill_uniform), for performance work at real shapes without a checkpoint (model/dummy_weights.h;
   // defined in dummy_weights.cc).
   static Result<std::unique_ptr<Model>> load_dummy(const std::string& dir, Backend& backend, uint64_t seed,
-                                                   const TensorParallel& tp = {});
+                                                   const TensorParallel& tp = {},
+                                                   const WeightLoadOptions& options = {});
+  static Result<std::unique_ptr<Model>> load_dummy(const std::string& dir, Backend& backend, uint64_t seed,
+                                                   const WeightLoadOptions& options) {
+    return load_dummy(dir, backend, seed, TensorParallel{}, options);
+  }
 
   // The whole model's config (vocab_size is the full vocabulary: logits rows are full rows).
   const ModelConfig& config() const { return config_; }
@@ -217,6 +228,9 @@ class Model {
   void run_moe(const LayerWeights& w, const Tensor& normed, Tensor& out);
   // act(gate) * up with the family's activation.
   void gated_act(const Tensor& gate_up, Tensor& out);
+  // out = x @ w^T (+ bias) for a linear layer: Backend::gemm, or for e4m3 codes (w_scale: [n] f32)
+  // the per-token quantization of x into fp8_x_ / fp8_scales_ and Backend::gemm_fp8.
+  void linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out);
   Result<Tensor> forward_graph(const StepMetadata& step, KvCache& cache);
   void drop_graphs();
 
@@ -245,6 +259,8 @@ class Model {
   Buffer moe_narrow_;    // [A, moe_inter] act: act(gate) * up
   Buffer moe_meta_;      // router logits [cap_tokens, E] f32 | topk weights [cap_tokens, k] f32 | topk ids
                          // [cap_tokens, k] i32 | offsets [E + 1] i32 | sorted [A] i32 | assign_row [A] i32
+  Buffer fp8_x_;         // [cap_tokens, max(hidden, q_dim, inter)] f8_e4m3: a linear layer's input codes
+  Buffer fp8_scales_;    // [cap_tokens] f32: their per-token scales (both only with FP8 weights)
   Buffer logits_;        // [cap_logits, vocab] f32
   Buffer shard_logits_;  // tensor parallel: [cap_logits, vocab_rows] f32, then [size, cap_logits, vocab_rows] gathered
   std::unique_ptr<AttentionPlan> plan_;  // the attention partition of the running step

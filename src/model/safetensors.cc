@@ -29,10 +29,12 @@ struct DTypeInfo {
 
 // Every dtype the safetensors format defines; flashgen reads the floats (and ints for validation).
 constexpr DTypeInfo kDTypes[] = {
-    {"F64", 64, std::nullopt}, {"F32", 32, DType::kF32},     {"F16", 16, DType::kF16},     {"BF16", 16, DType::kBF16},
-    {"I64", 64, DType::kI64},  {"I32", 32, DType::kI32},     {"I16", 16, std::nullopt},    {"I8", 8, std::nullopt},
-    {"U64", 64, std::nullopt}, {"U32", 32, std::nullopt},    {"U16", 16, std::nullopt},    {"U8", 8, DType::kU8},
-    {"BOOL", 8, std::nullopt}, {"F8_E4M3", 8, std::nullopt}, {"F8_E5M2", 8, std::nullopt}, {"F8_E8M0", 8, std::nullopt},
+    {"F64", 64, std::nullopt},    {"F32", 32, DType::kF32},       {"F16", 16, DType::kF16},
+    {"BF16", 16, DType::kBF16},   {"I64", 64, DType::kI64},       {"I32", 32, DType::kI32},
+    {"I16", 16, std::nullopt},    {"I8", 8, std::nullopt},        {"U64", 64, std::nullopt},
+    {"U32", 32, std::nullopt},    {"U16", 16, std::nullopt},      {"U8", 8, DType::kU8},
+    {"BOOL", 8, std::nullopt},    {"F8_E4M3", 8, DType::kF8E4M3}, {"F8_E5M2", 8, std::nullopt},
+    {"F8_E8M0", 8, std::nullopt},
 };
 
 const DTypeInfo* find_dtype(const std::string& name) {

@@ -29,7 +29,7 @@ namespace fg {
 struct SafetensorsTensor {
   std::string name;
   std::string dtype_name;      // as written in the header: "F32", "BF16", "I64", ...
-  std::optional<DType> dtype;  // set for F32, F16, BF16, I32, I64, U8; nullopt for others
+  std::optional<DType> dtype;  // set for F32, F16, BF16, F8_E4M3, I32, I64, U8; nullopt for others
   std::vector<int64_t> shape;
   const void* data = nullptr;  // into the file mapping; nbytes bytes
   size_t nbytes = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "core/dequant.h"
@@ -31,8 +32,11 @@ struct Assembly {
   std::vector<WeightTensor> parts;
   std::vector<WeightSlice> slices;  // per part
   int64_t pad_numel = 0;            // zero elements after the parts
-  DType dtype = DType::kF32;        // what the target holds (set by upload)
-  bool plus_one = false;            // store 1 + w (Gemma's RMSNorm weights)
+  bool quantize_fp8 = false;        // float parts become FP8 with per-channel scales (--quantization fp8)
+  Tensor* fp8_scales = nullptr;     // where the [n] f32 scales go if the backend keeps the FP8 codes
+  size_t scale_offset = 0;
+  DType dtype = DType::kF32;  // what the target holds (set by upload)
+  bool plus_one = false;      // store 1 + w (Gemma's RMSNorm weights)
   size_t arena_offset = 0;
 };
 
@@ -40,6 +44,8 @@ struct Assembly {
 struct AddOptions {
   bool matrix = false;              // a GEMM weight or the embedding table (see Assembly)
   bool plus_one = false;            // see Assembly
+  bool linear = false;              // a linear layer's weight (what --quantization fp8 quantizes)
+  Tensor* fp8_scales = nullptr;     // the scales' target, for a linear weight without a bias
   std::vector<int64_t> view_shape;  // the target's shape when not the concatenation's (same numel)
   int64_t rows = 0;                 // > 0: the target's rows, zero-padded past the parts' (a vocabulary shard)
 };
@@ -70,14 +76,35 @@ const void* read_slice(const WeightTensor& t, const WeightSlice& s, const void* 
   return buf.data();
 }
 
-AddOptions matrix_options() {
+// Moves the slice's elements of a row-major [rows, cols] tensor `v` to its front, in order (an FP8
+// part is made whole on the host, then sliced: its scales span the whole tensor).
+template <class T>
+void compact_slice(T* v, const std::vector<int64_t>& shape, const WeightSlice& s) {
+  if (s.dim < 0) return;
+  const int64_t cols = shape.size() > 1 ? shape[1] : 1;
+  if (s.dim == 0) {
+    std::memmove(v, v + s.begin * cols, size_t((s.end - s.begin) * cols) * sizeof(T));
+    return;
+  }
+  const int64_t take = s.end - s.begin;
+  for (int64_t r = 0; r < shape[0]; ++r) std::memmove(v + r * take, v + r * cols + s.begin, size_t(take) * sizeof(T));
+}
+
+AddOptions matrix_options(bool linear) {
   AddOptions o;
   o.matrix = true;
+  o.linear = linear;
   return o;
 }
 
 size_t stored_bytes(const WeightTensor& t, const WeightSlice& s) {
   return dtype_bytes(*t.dtype, sliced_numel(t, s));
+}
+
+// The dtype a part is kept as before the backend's choice: f8_e4m3 for the float parts an
+// assembly quantizes, else as stored.
+DType part_dtype(const Assembly& a, const WeightTensor& p) {
+  return a.quantize_fp8 && !dtype_is_blocked(*p.dtype) ? DType::kF8E4M3 : *p.dtype;
 }
 
 // The dtype an assembly is kept in on `backend`: Gemma's 1 + w norm weights in f32 (as
@@ -87,10 +114,16 @@ size_t stored_bytes(const WeightTensor& t, const WeightSlice& s) {
 DType target_dtype(const Assembly& a, const Backend& backend) {
   if (a.plus_one) return DType::kF32;  // 1 + w would lose w's low bits in bf16
   if (!a.matrix) return backend.act_dtype();
-  const DType first = *a.parts.front().dtype;
+  const DType first = part_dtype(a, a.parts.front());
   for (const WeightTensor& p : a.parts)
-    if (*p.dtype != first) return backend.weight_dtype(DType::kF32);
-  return backend.weight_dtype(first);
+    if (part_dtype(a, p) != first) return backend.weight_dtype(DType::kF32);
+  const DType kept = backend.weight_dtype(first);
+  if (kept != DType::kF8E4M3) return kept;
+  // Codes are kept only with one scale per output channel, for a GEMM that takes them.
+  bool per_channel = a.fp8_scales != nullptr && a.shape.back() % 16 == 0;
+  for (const WeightTensor& p : a.parts)
+    per_channel = per_channel && (*p.dtype != DType::kF8E4M3 || p.fp8_blocks.rows == 1);
+  return per_channel ? kept : backend.weight_dtype(DType::kF32);
 }
 
 // Index of the first NaN or infinity among n values, or -1. Tests the exponent bits, so it reads
@@ -111,13 +144,14 @@ int64_t first_non_finite(const void* data, DType dtype, int64_t n) {
     case DType::kF32: return first_non_finite_bits<uint32_t>(data, n, 0x7f800000u);
     case DType::kF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7c00));
     case DType::kBF16: return first_non_finite_bits<uint16_t>(data, n, uint16_t(0x7f80));
+    case DType::kF8E4M3: return first_non_finite_bits<uint8_t>(data, n, uint8_t(0x7f));  // S.1111.111 is NaN
     default: return -1;
   }
 }
 
 class Planner {
  public:
-  Planner(const WeightSource& source) : source_(source) {}
+  Planner(const WeightSource& source, const WeightLoadOptions& options) : source_(source), options_(options) {}
 
   // Requires each named tensor with its expected shape; the target gets the row concatenation of
   // their slices.
@@ -126,6 +160,8 @@ class Planner {
     a.target = target;
     a.matrix = options.matrix;
     a.plus_one = options.plus_one;
+    a.quantize_fp8 = options.linear && options_.quantization == LoadQuantization::kFp8;
+    a.fp8_scales = options.fp8_scales;
     for (const auto& [name, shape, slice] : parts) {
       FG_ASSIGN_OR_RETURN(WeightTensor t, source_.find(name));
       if (!t.dtype)
@@ -177,13 +213,20 @@ class Planner {
       int64_t numel = 1;
       for (int64_t d : a.shape) numel *= d;
       total += align_up(dtype_bytes(a.dtype, numel));
+      if (a.dtype == DType::kF8E4M3) {
+        a.scale_offset = total;
+        total += align_up(size_t(a.shape[0]) * 4);
+        for (const WeightTensor& p : a.parts) f32_values = std::max(f32_values, size_t(p.numel()));
+        continue;
+      }
       for (size_t i = 0; i < a.parts.size(); ++i) {
         const WeightTensor& p = a.parts[i];
-        if (*p.dtype == a.dtype && !a.plus_one) continue;
+        if (as_stored(a, p)) continue;
         const size_t numel = size_t(sliced_numel(p, a.slices[i]));
-        // Converted on the device from the stored form, or from f32 values made on the host.
-        if (dtype_is_blocked(*p.dtype) || a.plus_one) {
-          f32_values = std::max(f32_values, numel);
+        // Converted on the device from the stored form, or from f32 values made on the host (an
+        // FP8 part's for the whole tensor).
+        if (host_values(a, p)) {
+          f32_values = std::max(f32_values, fp8_values(a, p) ? size_t(p.numel()) : numel);
           if (a.dtype != DType::kF32) staging_bytes = std::max(staging_bytes, numel * 4);
         } else {
           staging_bytes = std::max(staging_bytes, stored_bytes(p, a.slices[i]));
@@ -198,19 +241,25 @@ class Planner {
     Buffer staging;
     if (staging_bytes > 0) staging = backend.alloc(staging_bytes);
     std::vector<uint8_t> scratch;           // tensors the source reorders on the host (GGUF q/k rows)
-    std::vector<float> values(f32_values);  // blocks dequantized (or 1 + w) on the host
+    std::vector<float> values(f32_values);  // blocks or FP8 dequantized (or 1 + w) on the host
+    std::vector<float> scales;              // an FP8 part's scales
     std::vector<uint8_t> columns;           // a column slice gathered from the source's rows
     const std::vector<uint8_t> zeros(zero_bytes);
     char* base = static_cast<char*>(arena.data());
     for (Assembly& a : assemblies_) {
       char* dst = base + a.arena_offset;
+      if (a.dtype == DType::kF8E4M3) {
+        FG_RETURN_IF_ERROR(upload_fp8_codes(backend, a, base, scratch, values, scales));
+        continue;
+      }
       for (size_t part = 0; part < a.parts.size(); ++part) {
         const WeightTensor& p = a.parts[part];
         const int64_t numel = sliced_numel(p, a.slices[part]);
         const DType stored = *p.dtype;
         const void* whole = source_.read(p, scratch);
         const void* host = read_slice(p, a.slices[part], whole, columns);
-        bytes_read_ += int64_t(dtype_bytes(stored, numel));
+        // (An FP8 part's values are made for the whole tensor, then sliced.)
+        bytes_read_ += int64_t(dtype_bytes(stored, fp8_values(a, p) ? p.numel() : numel));
         // A NaN or infinity in a weight poisons every activation it touches; refuse the file.
         if (const int64_t bad = first_non_finite(host, stored, numel); bad >= 0) {
           backend.synchronize();  // copies already queued still read the staging buffer
@@ -218,12 +267,30 @@ class Planner {
                                   std::to_string(bad) + " (of " + std::to_string(numel) +
                                   "); the checkpoint is corrupt");
         }
-        if (stored == a.dtype && !a.plus_one) {
+        if (as_stored(a, p)) {
           backend.copy_from_host(dst, host, dtype_bytes(stored, numel));
         } else {
           DType from = stored;
-          if (dtype_is_blocked(stored) || a.plus_one) {
-            dequantize(stored, host, values.data(), numel);
+          if (host_values(a, p)) {
+            if (fp8_values(a, p)) {
+              // The whole tensor's FP8 values (its block or channel scales, or the per-channel
+              // quantization, span it), then the slice's: the same values every split keeps.
+              const int64_t rows = p.shape[0], cols = p.numel() / rows;
+              if (stored == DType::kF8E4M3) {
+                if (Status s = source_.read_fp8_scales(p, scales); !s.is_ok()) {
+                  backend.synchronize();
+                  return s;
+                }
+                fp8_dequantize(static_cast<const uint8_t*>(whole), scales.data(), rows, cols, p.fp8_blocks,
+                               values.data());
+              } else {
+                dequantize(stored, whole, values.data(), p.numel());
+                fp8_quantize_rows(values.data(), rows, cols, nullptr, nullptr);
+              }
+              compact_slice(values.data(), p.shape, a.slices[part]);
+            } else {
+              dequantize(stored, host, values.data(), numel);
+            }
             // 1 + w in f32, as transformers computes (1.0 + weight.float())
             if (a.plus_one)
               for (int64_t i = 0; i < numel; ++i) values[size_t(i)] += 1.0f;
@@ -246,25 +313,94 @@ class Planner {
       if (a.pad_numel > 0) {  // a vocabulary shard's padding rows: zero bytes are zero values in every dtype
         backend.copy_from_host(dst, zeros.data(), dtype_bytes(a.dtype, a.pad_numel));
       }
-      Tensor& t = *a.target;
-      t = Tensor{};
-      t.data = base + a.arena_offset;
-      t.dtype = a.dtype;
-      t.device = backend.device();
-      t.ndim = int(a.shape.size());
-      int64_t stride = 1;
-      for (int d = t.ndim - 1; d >= 0; --d) {
-        t.shape[size_t(d)] = a.shape[size_t(d)];
-        t.stride[size_t(d)] = stride;
-        stride *= a.shape[size_t(d)];
-      }
+      set_view(*a.target, base + a.arena_offset, a.dtype, a.shape, backend.device());
     }
     backend.synchronize();  // the staging buffer and the file mapping may go after this
     return Status::ok();
   }
 
  private:
+  // An assembly kept as e4m3 codes with per-channel scales: checkpoint codes copied as stored, float
+  // parts quantized on the host (fp8_quantize_rows); the scales of all parts, in row order, into
+  // its scale tensor. A part is made whole, then sliced: a row slice (column-parallel) keeps its
+  // rows' scales, a column slice (row-parallel) every row's scale.
+  Status upload_fp8_codes(Backend& backend, Assembly& a, char* base, std::vector<uint8_t>& scratch,
+                          std::vector<float>& values, std::vector<float>& scales) {
+    std::vector<float> row_scales;
+    std::vector<uint8_t> codes;
+    char* dst = base + a.arena_offset;
+    for (size_t part = 0; part < a.parts.size(); ++part) {
+      const WeightTensor& p = a.parts[part];
+      const WeightSlice& slice = a.slices[part];
+      const int64_t numel = p.numel(), n = p.shape[0], k = numel / n;
+      const void* host = source_.read(p, scratch);
+      bytes_read_ += int64_t(dtype_bytes(*p.dtype, numel));
+      if (const int64_t bad = first_non_finite(host, *p.dtype, numel); bad >= 0) {
+        backend.synchronize();
+        return invalid_argument(p.file + ": tensor '" + p.name + "' holds a NaN or infinite value at element " +
+                                std::to_string(bad) + " (of " + std::to_string(numel) + "); the checkpoint is corrupt");
+      }
+      codes.resize(size_t(numel));
+      if (*p.dtype == DType::kF8E4M3) {
+        if (Status s = source_.read_fp8_scales(p, scales); !s.is_ok()) {
+          backend.synchronize();
+          return s;
+        }
+        FG_CHECK(int64_t(scales.size()) == n, "per-channel FP8 scales of " + p.name + " are not one per row");
+        std::memcpy(codes.data(), host, size_t(numel));
+      } else {
+        dequantize(*p.dtype, host, values.data(), numel);
+        scales.resize(size_t(n));
+        fp8_quantize_rows(values.data(), n, k, codes.data(), scales.data());
+      }
+      compact_slice(codes.data(), p.shape, slice);
+      const int64_t kept = sliced_numel(p, slice);
+      backend.copy_from_host(dst, codes.data(), size_t(kept));
+      if (slice.dim == 0)
+        row_scales.insert(row_scales.end(), scales.begin() + slice.begin, scales.begin() + slice.end);
+      else
+        row_scales.insert(row_scales.end(), scales.begin(), scales.end());
+      backend.synchronize();  // the host buffers are rewritten by the next part
+      dst += kept;
+    }
+    FG_CHECK(int64_t(row_scales.size()) == a.shape[0], "FP8 scales do not match the rows of the assembly");
+    backend.copy_from_host(base + a.scale_offset, row_scales.data(), row_scales.size() * 4);
+    backend.synchronize();
+    set_view(*a.target, base + a.arena_offset, a.dtype, a.shape, backend.device());
+    set_view(*a.fp8_scales, base + a.scale_offset, DType::kF32, {a.shape[0]}, backend.device());
+    return Status::ok();
+  }
+
+  static void set_view(Tensor& t, char* data, DType dtype, const std::vector<int64_t>& shape, Device device) {
+    t = Tensor{};
+    t.data = data;
+    t.dtype = dtype;
+    t.device = device;
+    t.ndim = int(shape.size());
+    int64_t stride = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      t.shape[size_t(d)] = shape[size_t(d)];
+      t.stride[size_t(d)] = stride;
+      stride *= shape[size_t(d)];
+    }
+  }
+
+  // Whether a part is copied as its stored bytes.
+  static bool as_stored(const Assembly& a, const WeightTensor& p) {
+    return *p.dtype == a.dtype && part_dtype(a, p) == a.dtype && !a.plus_one;
+  }
+  // Whether a part that is not kept as stored gets its values made on the host as f32 (then
+  // copied or converted on the device): dequantized blocks or FP8, FP8 quantization, 1 + w.
+  static bool host_values(const Assembly& a, const WeightTensor& p) {
+    return dtype_is_blocked(*p.dtype) || fp8_values(a, p) || a.plus_one;
+  }
+  // Whether a part's host values are FP8 values: stored as e4m3, or quantized to it at load.
+  static bool fp8_values(const Assembly& a, const WeightTensor& p) {
+    return *p.dtype == DType::kF8E4M3 || part_dtype(a, p) == DType::kF8E4M3;
+  }
+
   const WeightSource& source_;
+  const WeightLoadOptions& options_;
   std::vector<Assembly> assemblies_;
   int64_t bytes_read_ = 0;
 };
@@ -295,6 +431,33 @@ Result<WeightTensor> SafetensorsWeightSource::find(const std::string& hf_name) c
   if (t->dtype && (*t->dtype == DType::kF32 || *t->dtype == DType::kF16 || *t->dtype == DType::kBF16))
     w.dtype = *t->dtype;
   w.handle = t;
+  if (t->dtype != DType::kF8E4M3) return w;
+
+  // An FP8 weight: its scales must be there, in the shape config.json's format gives them.
+  const std::string where = t->file + ": tensor '" + t->name + "' is F8_E4M3";
+  if (!quant_.quantized()) return invalid_argument(where + " but config.json has no FP8 quantization_config");
+  if (quant_.is_ignored(hf_name))
+    return invalid_argument(where + " but quantization_config lists its module as not quantized");
+  if (t->shape.size() != 2) return invalid_argument(where + " with shape " + t->shape_string() + "; expected a matrix");
+  const int64_t n = t->shape[0], k = t->shape[1];
+  w.fp8_blocks = quant_.method == WeightQuantization::kFp8Block ? Fp8Blocks{quant_.block_rows, quant_.block_cols}
+                                                                : Fp8Blocks{1, k};
+  const std::vector<int64_t> scale_shape = {fp8_scale_rows(n, w.fp8_blocks), fp8_scale_cols(k, w.fp8_blocks)};
+  auto scale = ckpt_.get(quant_.scale_name(hf_name));
+  if (!scale.is_ok()) return invalid_argument(where + " and has no scale tensor: " + scale.status().message());
+  const SafetensorsTensor* st = scale.value();
+  // compressed-tensors writes per-channel scales as [n, 1]; [n] is the same values.
+  const bool shape_ok = st->shape == scale_shape ||
+                        (quant_.method == WeightQuantization::kFp8Channel && st->shape == std::vector<int64_t>{n});
+  if (!shape_ok)
+    return invalid_argument(st->file + ": scale tensor '" + st->name + "' has shape " + st->shape_string() +
+                            ", expected " + shape_str(scale_shape) + " for " + weight_quantization_name(quant_.method) +
+                            " of a " + t->shape_string() + " weight");
+  if (!(st->dtype == DType::kF32 || st->dtype == DType::kBF16 || st->dtype == DType::kF16))
+    return invalid_argument(st->file + ": scale tensor '" + st->name + "' has dtype " + st->dtype_name +
+                            ", expected F32, BF16 or F16");
+  w.dtype = DType::kF8E4M3;
+  w.scale_handle = st;
   return w;
 }
 
@@ -302,19 +465,43 @@ const void* SafetensorsWeightSource::read(const WeightTensor& t, std::vector<uin
   return static_cast<const SafetensorsTensor*>(t.handle)->data;
 }
 
+std::string SafetensorsWeightSource::loadable_types() const {
+  return quant_.quantized() ? "F32, F16, BF16 or F8_E4M3" : "F32, F16 or BF16";
+}
+
+Status WeightSource::read_fp8_scales(const WeightTensor& t, std::vector<float>&) const {
+  return internal_error(t.file + ": tensor '" + t.name + "' is FP8 but its source has no scales");
+}
+
+Status SafetensorsWeightSource::read_fp8_scales(const WeightTensor& t, std::vector<float>& scales) const {
+  const auto& s = *static_cast<const SafetensorsTensor*>(t.scale_handle);
+  const int64_t n = s.numel();
+  scales.resize(size_t(n));
+  dequantize(*s.dtype, s.data, scales.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    if (!(std::isfinite(scales[size_t(i)]) && scales[size_t(i)] > 0.0f))
+      return invalid_argument(s.file + ": tensor '" + s.name + "' holds the scale " +
+                              std::to_string(scales[size_t(i)]) + " at element " + std::to_string(i) +
+                              "; FP8 scales must be finite and positive");
+  return Status::ok();
+}
+
 int64_t weight_bytes(const ModelWeights& w) {
   int64_t total = int64_t(w.embed.nbytes() + w.final_norm.nbytes());
   if (w.lm_head.data != w.embed.data) total += int64_t(w.lm_head.nbytes());
   for (const LayerWeights& L : w.layers)
-    for (const Tensor* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.o, &L.o_bias, &L.post_norm,
-                            &L.gate_up, &L.gate_up_bias, &L.down, &L.down_bias, &L.attn_out_norm, &L.mlp_out_norm,
-                            &L.router, &L.expert_gate_up, &L.expert_down})
+    for (const Tensor* t :
+         {&L.input_norm,    &L.qkv,           &L.qkv_bias,  &L.q_norm,         &L.k_norm,      &L.o,
+          &L.o_bias,        &L.post_norm,     &L.gate_up,   &L.gate_up_bias,   &L.down,        &L.down_bias,
+          &L.attn_out_norm, &L.mlp_out_norm,  &L.router,    &L.expert_gate_up, &L.expert_down, &L.qkv_scale,
+          &L.o_scale,       &L.gate_up_scale, &L.down_scale})
       if (t->data != nullptr) total += int64_t(t->nbytes());
   return total;
 }
 
-Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend) {
-  return load_model_weights(c, SafetensorsWeightSource(ckpt), backend);
+Result<ModelWeights> load_model_weights(const ModelConfig& c, const SafetensorsCheckpoint& ckpt, Backend& backend,
+                                        const WeightLoadOptions& options) {
+  return load_model_weights(c, SafetensorsWeightSource(ckpt, c.quant), backend, options);
 }
 
 namespace {
@@ -339,19 +526,27 @@ std::string router_name(const ModelConfig& c, int l) {
 
 }  // namespace
 
-Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend) {
+Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend,
+                                        const WeightLoadOptions& options) {
   FG_ASSIGN_OR_RETURN(TpShard whole, make_tp_shard(c, 0, 1));
-  return load_model_weights(c, source, backend, whole);
+  return load_model_weights(c, source, backend, whole, options);
 }
 
 Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource& source, Backend& backend,
-                                        const TpShard& tp) {
+                                        const TpShard& tp, const WeightLoadOptions& options) {
   ModelWeights w;
   w.layers.resize(size_t(c.num_layers));
-  Planner plan(source);
+  Planner plan(source, options);
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), head_dim = c.head_dim;
-  const AddOptions matrix = matrix_options();
+  const AddOptions matrix = matrix_options(false);
+  // A linear layer's weight; `scales`: where its per-channel FP8 scales go when the backend keeps
+  // the codes (only without a bias: gemm_fp8 adds none).
+  auto linear = [](Tensor* scales) {
+    AddOptions o = matrix_options(true);
+    o.fp8_scales = scales;
+    return o;
+  };
   AddOptions norm;
   norm.plus_one = c.options.norm_plus_one;
   // The rank's slices (tensor_parallel.h): whole tensors when tp.size == 1.
@@ -387,13 +582,13 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
                                   {{qkv, shape, shifted(q_rows, 0, q_dim)},
                                    {qkv, shape, shifted(kv_rows, q_dim, kv_dim)},
                                    {qkv, shape, shifted(kv_rows, q_dim + kv_dim, kv_dim)}},
-                                  matrix));
+                                  linear(c.options.qkv_bias ? nullptr : &L.qkv_scale)));
     } else {
       FG_RETURN_IF_ERROR(plan.add(&L.qkv,
                                   {{n("self_attn.q_proj.weight"), {q_dim, hidden}, q_rows},
                                    {n("self_attn.k_proj.weight"), {kv_dim, hidden}, kv_rows},
                                    {n("self_attn.v_proj.weight"), {kv_dim, hidden}, kv_rows}},
-                                  matrix));
+                                  linear(c.options.qkv_bias ? nullptr : &L.qkv_scale)));
     }
     if (c.options.qkv_bias)
       FG_RETURN_IF_ERROR(plan.add(&L.qkv_bias, {{n("self_attn.q_proj.bias"), {q_dim}, q_rows},
@@ -403,7 +598,8 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       FG_RETURN_IF_ERROR(plan.add(&L.q_norm, {{n("self_attn.q_norm.weight"), {head_dim}}}, norm));
       FG_RETURN_IF_ERROR(plan.add(&L.k_norm, {{n("self_attn.k_norm.weight"), {head_dim}}}, norm));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}, o_cols}}, matrix));
+    FG_RETURN_IF_ERROR(plan.add(&L.o, {{n("self_attn.o_proj.weight"), {hidden, q_dim}, o_cols}},
+                                linear(c.options.o_bias ? nullptr : &L.o_scale)));
     if (c.options.o_bias && bias_here)
       FG_RETURN_IF_ERROR(plan.add(&L.o_bias, {{n("self_attn.o_proj.bias"), {hidden}}}));
     if (c.options.sandwich_norms) {
@@ -426,6 +622,7 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
         down.push_back({down_name, {hidden, mi}});
       }
       AddOptions stacked_gate_up, stacked_down;
+      stacked_gate_up.linear = stacked_down.linear = true;
       stacked_gate_up.view_shape = {E, 2 * mi, hidden};
       stacked_down.view_shape = {E, hidden, mi};
       FG_RETURN_IF_ERROR(plan.add(&L.expert_gate_up, gate_up, stacked_gate_up));
@@ -438,14 +635,15 @@ Result<ModelWeights> load_model_weights(const ModelConfig& c, const WeightSource
       FG_RETURN_IF_ERROR(plan.add(
           &L.gate_up,
           {{gate_up, shape, shifted(inter_rows, 0, inter)}, {gate_up, shape, shifted(inter_rows, inter, inter)}},
-          matrix));
+          linear(c.options.mlp_bias ? nullptr : &L.gate_up_scale)));
     } else {
       FG_RETURN_IF_ERROR(plan.add(&L.gate_up,
                                   {{n("mlp.gate_proj.weight"), {inter, hidden}, inter_rows},
                                    {n("mlp.up_proj.weight"), {inter, hidden}, inter_rows}},
-                                  matrix));
+                                  linear(c.options.mlp_bias ? nullptr : &L.gate_up_scale)));
     }
-    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}, inter_cols}}, matrix));
+    FG_RETURN_IF_ERROR(plan.add(&L.down, {{n("mlp.down_proj.weight"), {hidden, inter}, inter_cols}},
+                                linear(c.options.mlp_bias ? nullptr : &L.down_scale)));
     if (c.options.mlp_bias) {
       FG_RETURN_IF_ERROR(plan.add(&L.gate_up_bias, {{n("mlp.gate_proj.bias"), {inter}, inter_rows},
                                                     {n("mlp.up_proj.bias"), {inter}, inter_rows}}));

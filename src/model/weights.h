@@ -15,8 +15,13 @@
 // Matrices (the embedding table and every GEMM weight) are kept in the dtype the backend asks for
 // (Backend::weight_dtype of the stored dtype): the CPU keeps f32, f16, bf16 and GGUF's quantized
 // blocks as stored, CUDA converts to its activation dtype. A fused matrix whose parts are stored in
-// different dtypes is kept as weight_dtype(f32) of their exact f32 values. Norm weights (but
-// Gemma's, f32) and biases are in the activation dtype.
+// different dtypes is kept as weight_dtype(f32) of their exact f32 values. An FP8 matrix (e4m3
+// values with block or per-channel scales: an FP8 checkpoint, or `--quantization fp8` at load) is
+// kept as weight_dtype(f8_e4m3) of its exact f32 values (e4m3 value * scale, model/fp8_weights.h):
+// f32 on the CPU; or, where weight_dtype(f8_e4m3) is f8_e4m3 (CUDA) and the matrix is a linear
+// layer's without a bias whose parts all have one scale per output channel (k a multiple of 16), as
+// its e4m3 codes plus an [n] f32 scale tensor (LayerWeights::*_scale) for Backend::gemm_fp8.
+// Norm weights (but Gemma's, f32) and biases are in the activation dtype.
 // Hugging Face tensor names are resolved here (weight_name_*); the loader validates every dtype and
 // shape against the config before allocating anything, and every value while uploading (a NaN or
 // infinity refuses the file, naming the tensor), so a bad checkpoint fails with a one-line message
@@ -34,6 +39,7 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/fp8_weights.h"
 #include "model/safetensors.h"
 #include "model/tensor_parallel.h"
 
@@ -57,6 +63,9 @@ struct LayerWeights {
   Tensor gate_up_bias;  // [2 * intermediate] act, or undefined
   Tensor down;          // [hidden, intermediate] weight
   Tensor down_bias;     // [hidden] act, or undefined
+  // Where a backend keeps FP8 codes (weight f8_e4m3: CUDA, per-channel scales, no bias): each such
+  // matrix's per-output-channel f32 scales [n] (real weight = code * scale); else undefined.
+  Tensor qkv_scale, o_scale, gate_up_scale, down_scale;
   // Mixture of experts (undefined in a dense layer)
   Tensor router;          // [num_experts, hidden] act
   Tensor expert_gate_up;  // [num_experts, 2 * moe_intermediate, hidden] act (per expert: gate rows, then up)
@@ -84,14 +93,17 @@ std::string weight_name_layer(int layer, const char* suffix);
 
 // A tensor as a WeightSource describes it, before any of its data is read.
 struct WeightTensor {
-  std::string name;              // as the file names it (for messages): "blk.0.attn_q.weight"
-  std::string file;              // the file that holds it (for messages)
-  std::string dtype_name;        // as the file writes it: "BF16", "Q4_K", ...
-  std::vector<int64_t> shape;    // row-major, outermost first
-  std::optional<DType> dtype;    // as stored, which is what WeightSource::read yields: f32, f16,
-                                 // bf16 or a block-quantized dtype (whose rows are whole blocks);
-                                 // nullopt: the loader cannot read this tensor
-  const void* handle = nullptr;  // the source's own record of the tensor
+  std::string name;                    // as the file names it (for messages): "blk.0.attn_q.weight"
+  std::string file;                    // the file that holds it (for messages)
+  std::string dtype_name;              // as the file writes it: "BF16", "Q4_K", ...
+  std::vector<int64_t> shape;          // row-major, outermost first
+  std::optional<DType> dtype;          // as stored, which is what WeightSource::read yields: f32, f16,
+                                       // bf16, a block-quantized dtype (whose rows are whole blocks) or
+                                       // f8_e4m3 (a scaled FP8 matrix: fp8_blocks, read_fp8_scales);
+                                       // nullopt: the loader cannot read this tensor
+  Fp8Blocks fp8_blocks;                // f8_e4m3: the blocks its scales cover (model/fp8_weights.h)
+  const void* handle = nullptr;        // the source's own record of the tensor
+  const void* scale_handle = nullptr;  // f8_e4m3: the source's record of its scales
 
   int64_t numel() const;
   std::string shape_string() const;  // "[64, 128]"
@@ -106,23 +118,43 @@ class WeightSource {
   // or written into `scratch` (rows reordered). Valid until `scratch` changes or the source goes.
   // Precondition: t came from find() and t.dtype is set.
   virtual const void* read(const WeightTensor& t, std::vector<uint8_t>& scratch) const = 0;
+  // The f32 scales of an f8_e4m3 tensor, [fp8_scale_rows, fp8_scale_cols] row-major
+  // (model/fp8_weights.h). Errors: a scale that is not finite and positive, naming the tensor.
+  // Precondition: t came from find() with dtype f8_e4m3. Sources without FP8 tensors never get here.
+  virtual Status read_fp8_scales(const WeightTensor& t, std::vector<float>& scales) const;
   // For messages: the tensor types this source can load ("F32, F16 or BF16"), and what holds the
   // model's shape ("config.json").
   virtual std::string loadable_types() const = 0;
   virtual std::string config_name() const = 0;
 };
 
-// The tensors of a safetensors checkpoint under their own names (which are Hugging Face's).
+// The tensors of a safetensors checkpoint under their own names (which are Hugging Face's). With
+// an FP8 `quant` (config.json's quantization_config), a weight stored as F8_E4M3 comes with its
+// scale tensor (QuantConfig::scale_name: f32, bf16 or f16, of the shape its blocks give); an FP8
+// weight of a module the config lists as kept unquantized, or one without quantization_config,
+// is refused.
 class SafetensorsWeightSource : public WeightSource {
  public:
-  explicit SafetensorsWeightSource(const SafetensorsCheckpoint& ckpt) : ckpt_(ckpt) {}
+  explicit SafetensorsWeightSource(const SafetensorsCheckpoint& ckpt, QuantConfig quant = {})
+      : ckpt_(ckpt), quant_(std::move(quant)) {}
   Result<WeightTensor> find(const std::string& hf_name) const override;
   const void* read(const WeightTensor& t, std::vector<uint8_t>& scratch) const override;
-  std::string loadable_types() const override { return "F32, F16 or BF16"; }
+  Status read_fp8_scales(const WeightTensor& t, std::vector<float>& scales) const override;
+  std::string loadable_types() const override;
   std::string config_name() const override { return "config.json"; }
 
  private:
   const SafetensorsCheckpoint& ckpt_;
+  QuantConfig quant_;
+};
+
+// What the loader does besides keeping weights as stored.
+struct WeightLoadOptions {
+  // kFp8: every linear layer's weight (not the embedding table, not the LM head, not a MoE router)
+  // stored as f32, f16 or bf16 is quantized to e4m3 with one scale per output channel
+  // (fp8_quantize_rows) and kept as the backend keeps an FP8 checkpoint's weights; weights already
+  // FP8 stay as they are.
+  LoadQuantization quantization = LoadQuantization::kNone;
 };
 
 // Bytes of every weight tensor as kept (a tied LM head counted once): what a decode step reads,
@@ -131,12 +163,16 @@ int64_t weight_bytes(const ModelWeights& w);
 
 // Validates and uploads every weight the config needs. Extra tensors in the checkpoint are
 // ignored. Blocks until the upload is done.
-// With a shard of a tensor-parallel split (tensor_parallel.h), only that rank's slices are read and
-// kept: the tensors above then have the shard's local shapes (shard_config), and the row-parallel
+// With a shard of a tensor-parallel split (tensor_parallel.h), only that rank's slices are kept
+// (and read, but for FP8 parts, which are made whole on the host and then sliced: their scales span
+// the tensor): the tensors above then have the shard's local shapes (shard_config), per-channel FP8
+// scales those of the rank's rows (a row-parallel weight keeps every row's), and the row-parallel
 // biases (o, down) are held by rank 0 alone.
 Result<ModelWeights> load_model_weights(const ModelConfig& config, const WeightSource& source, Backend& backend,
-                                        const TpShard& shard);
-Result<ModelWeights> load_model_weights(const ModelConfig& config, const WeightSource& source, Backend& backend);
-Result<ModelWeights> load_model_weights(const ModelConfig& config, const SafetensorsCheckpoint& ckpt, Backend& backend);
+                                        const TpShard& shard, const WeightLoadOptions& options = {});
+Result<ModelWeights> load_model_weights(const ModelConfig& config, const WeightSource& source, Backend& backend,
+                                        const WeightLoadOptions& options = {});
+Result<ModelWeights> load_model_weights(const ModelConfig& config, const SafetensorsCheckpoint& ckpt, Backend& backend,
+                                        const WeightLoadOptions& options = {});
 
 }  // namespace fg

@@ -4,13 +4,27 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
+
+#include "backend/backend.h"
 
 namespace fg::test {
 
 // tests/fixtures/models/<name> of this checkout.
 inline std::string model_fixture(const std::string& name) {
   return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+// The backend a parity test runs on: cpu unless FG_TEST_BACKEND=cuda (tools/gpu_check.sh sets it);
+// null when cuda is asked for and there is no GPU (the test skips).
+inline std::unique_ptr<Backend> test_backend() {
+  const char* env = std::getenv("FG_TEST_BACKEND");
+  if (!env || std::string(env) != "cuda") return make_cpu_backend();
+  auto cuda = make_cuda_backend(0);
+  if (!cuda.is_ok()) return nullptr;
+  return std::move(cuda).value();
 }
 
 // The greedy token of a logits row: the largest logit, the lowest id on ties.

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/kernels.h"
 
 namespace fg::cuda {
@@ -542,6 +543,61 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, MoeRo
   p.sorted_assign = r.sorted_assign.ptr<int32_t>();
   p.assign_row = r.assign_row.ptr<int32_t>();
   launch_moe_route(p, stream_);
+}
+
+bool CudaBackend::supports_fp8_gemm() const {
+  return true;  // cuBLASLt's scaled FP8 GEMM where it has one, else the plain kernel
+}
+
+void CudaBackend::quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales) {
+  check_on_device(x, "quantize_rows_fp8 x");
+  check_on_device(codes, "quantize_rows_fp8 codes");
+  check_on_device(scales, "quantize_rows_fp8 scales");
+  FG_CHECK(x.ndim == 2 && codes.ndim == 2 && scales.ndim == 1 && codes.shape[0] == x.shape[0] &&
+               codes.shape[1] == x.shape[1] && scales.shape[0] == x.shape[0],
+           "quantize_rows_fp8: expected x [m, k], codes [m, k], scales [m]: " + x.describe() + ", " + codes.describe() +
+               ", " + scales.describe());
+  FG_CHECK(x.dtype == act_dtype() && codes.dtype == DType::kF8E4M3 && scales.dtype == DType::kF32,
+           "quantize_rows_fp8: expected act, f8_e4m3 and f32 tensors: " + pair_desc(x, codes));
+  FG_CHECK((x.shape[1] <= 1 || x.stride[1] == 1) && codes.is_contiguous() && scales.is_contiguous(),
+           "quantize_rows_fp8: x's rows and codes, scales must be contiguous: " + pair_desc(x, codes));
+  const int64_t m = x.shape[0], k = x.shape[1];
+  launch_quantize_rows_fp8(QuantizeRowsFp8Params{x.data, m <= 1 ? k : x.stride[0], static_cast<uint8_t*>(codes.data),
+                                                 static_cast<float*>(scales.data), m, k},
+                           x.dtype, stream_);
+}
+
+void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales,
+                           Tensor& out) {
+  for (const auto& [t, what] :
+       {std::pair{&x, "gemm_fp8 x"}, std::pair{&x_scales, "gemm_fp8 x_scales"}, std::pair{&w, "gemm_fp8 w"},
+        std::pair{&w_scales, "gemm_fp8 w_scales"}, std::pair{static_cast<const Tensor*>(&out), "gemm_fp8 out"}})
+    check_on_device(*t, what);
+  FG_CHECK(x.ndim == 2 && w.ndim == 2 && out.ndim == 2 && x_scales.ndim == 1 && w_scales.ndim == 1 &&
+               x.shape[1] == w.shape[1] && out.shape[0] == x.shape[0] && out.shape[1] == w.shape[0] &&
+               x_scales.shape[0] == x.shape[0] && w_scales.shape[0] == w.shape[0],
+           "gemm_fp8: expected x [m, k], x_scales [m], w [n, k], w_scales [n], out [m, n]: " + x.describe() + ", " +
+               w.describe() + ", " + out.describe());
+  FG_CHECK(x.dtype == DType::kF8E4M3 && w.dtype == DType::kF8E4M3 && x_scales.dtype == DType::kF32 &&
+               w_scales.dtype == DType::kF32 && out.dtype == act_dtype(),
+           "gemm_fp8: expected f8_e4m3 x and w, f32 scales, act out: " + pair_desc(x, w) + ", " + out.describe());
+  FG_CHECK(x.is_contiguous() && w.is_contiguous() && x_scales.is_contiguous() && w_scales.is_contiguous() &&
+               out.is_contiguous(),
+           "gemm_fp8: every operand must be contiguous: " + pair_desc(x, w) + ", " + out.describe());
+  FG_CHECK(x.shape[1] % 16 == 0, "gemm_fp8: k must be a multiple of 16, got " + std::to_string(x.shape[1]));
+  FG_CHECK(x.shape[0] <= 0x7fffffff && w.shape[0] <= 0x7fffffff && x.shape[1] <= 0x7fffffff,
+           "gemm_fp8: dims past int32");
+  Fp8GemmProblem prob;
+  prob.m = int(x.shape[0]);
+  prob.n = int(w.shape[0]);
+  prob.k = int(x.shape[1]);
+  prob.out = out.dtype;
+  const auto* xs = static_cast<const float*>(x_scales.data);
+  const auto* ws = static_cast<const float*>(w_scales.data);
+  if (gemm_->run_fp8(prob, x.data, xs, w.data, ws, out.data, stream_) == GemmOutcome::kDeclined)
+    launch_gemm_fp8_fallback(GemmFp8Params{static_cast<const uint8_t*>(x.data), xs, static_cast<const uint8_t*>(w.data),
+                                           ws, out.data, x.shape[0], w.shape[0], x.shape[1]},
+                             out.dtype, stream_);
 }
 
 void CudaBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r, bool gather, Tensor& out) {

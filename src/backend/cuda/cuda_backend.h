@@ -28,6 +28,8 @@ class CudaBackend final : public Backend {
   std::string name() const override { return name_; }
   const BackendOptions& options() const override { return options_; }
   DType act_dtype() const override { return DType::kBF16; }
+  // FP8 matrices stay e4m3 codes (with per-channel scales, for gemm_fp8); everything else bf16.
+  DType weight_dtype(DType stored) const override { return stored == DType::kF8E4M3 ? DType::kF8E4M3 : act_dtype(); }
 
   Buffer alloc(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
@@ -51,6 +53,9 @@ class CudaBackend final : public Backend {
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   // With BackendOptions::gemm_tuning (and not batch_invariant): GemmLt::tune for w's shape.
   void prepare_gemm(const Tensor& w, const Tensor* bias, DType out) override;
+  bool supports_fp8_gemm() const override;
+  void quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales) override;
+  void gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
   void scale(Tensor& x, float s) override;

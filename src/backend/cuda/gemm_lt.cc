@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
@@ -48,6 +49,7 @@ GemmLt::GemmLt(Mode mode, size_t workspace_bytes) : mode_(mode), workspace_bytes
 
 GemmLt::~GemmLt() {
   for (auto& [key, plan] : plans_) destroy(plan);
+  for (auto& [key, plan] : fp8_plans_) destroy(plan);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
   if (handle_ != nullptr) (void)cublasLtDestroy(handle_);
 }
@@ -145,7 +147,45 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
                                bool try_epilogue) {
   (void)align_bias;  // part of the cache key: the epilogue reads the bias vector
   Plan plan;
-  if (!make_descriptors(prob, try_epilogue, plan)) return plan;
+  if (make_descriptors(prob, try_epilogue, plan)) choose_algo(plan, align_x, align_w, align_o);
+  return plan;
+}
+
+bool GemmLt::make_fp8_descriptors(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales,
+                                  Plan& plan) {
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t trans_a = CUBLAS_OP_T;  // FP8 tensor cores take only the "TN" layout
+  cublasOperation_t trans_b = CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  // D (n x m, column-major) = op(A) (n x k) * B (k x m): A's scale vector has one entry per row of
+  // D (the n output channels), B's one per column (the m tokens).
+  const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  if (cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)) !=
+          CUBLAS_STATUS_SUCCESS) {
+    destroy(plan);
+    return false;
+  }
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof(x_scales)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, uint64_t(prob.k), uint64_t(prob.n), prob.k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, uint64_t(prob.k), uint64_t(prob.m), prob.k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, cuda_type(prob.out), uint64_t(prob.n), uint64_t(prob.m), prob.n));
+  return true;
+}
+
+GemmLt::Plan GemmLt::make_fp8_plan(const Fp8GemmProblem& prob, int align_x, int align_w, int align_o,
+                                   const float* x_scales, const float* w_scales) {
+  Plan plan;
+  if (make_fp8_descriptors(prob, x_scales, w_scales, plan)) choose_algo(plan, align_x, align_w, align_o);
+  return plan;
+}
+
+void GemmLt::choose_algo(Plan& plan, int align_x, int align_w, int align_o) {
   Preference pref(workspace_bytes_, uint32_t(align_w), uint32_t(align_x), uint32_t(align_o),
                   CUBLASLT_REDUCTION_SCHEME_MASK);
   cublasLtMatmulHeuristicResult_t result{};
@@ -154,11 +194,34 @@ GemmLt::Plan GemmLt::make_plan(const GemmProblem& prob, int align_x, int align_w
       cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref.pref, 1, &result, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     destroy(plan);
-    return plan;
+    return;
   }
   plan.algo = result.algo;
   plan.ok = true;
-  return plan;
+}
+
+bool GemmLt::first_single_pass(const Plan& probe, cublasLtMatmulAlgo_t& algo) {
+  Preference pref(0, kInvariantAlign, kInvariantAlign, kInvariantAlign, CUBLASLT_REDUCTION_SCHEME_NONE);
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(handle_, probe.op, probe.a, probe.b, probe.c, probe.c, pref.pref, kCandidates,
+                                     results, &found) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize != 0 || !single_pass(results[i].algo))
+      continue;
+    algo = results[i].algo;
+    return true;
+  }
+  return false;
+}
+
+bool GemmLt::algo_runs(const Plan& plan) {
+  cublasLtMatmulHeuristicResult_t check{};
+  return cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, &plan.algo, &check) ==
+             CUBLAS_STATUS_SUCCESS &&
+         check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_;
 }
 
 GemmLt::Plan GemmLt::make_invariant_plan(const GemmProblem& prob) {
@@ -171,26 +234,13 @@ GemmLt::Plan GemmLt::make_invariant_plan(const GemmProblem& prob) {
     ref.m = invariant_ref_m_;
     ref.ldx = prob.k;
     ref.ldo = prob.n;
-    Preference pref(0, kInvariantAlign, kInvariantAlign, kInvariantAlign, CUBLASLT_REDUCTION_SCHEME_NONE);
     ShapeAlgo chosen;
     bool ok = false;
     for (int epilogue = prob.bias ? 1 : 0; epilogue >= 0 && !ok; --epilogue) {
       Plan probe;
       if (!make_descriptors(ref, epilogue == 1, probe)) continue;
-      constexpr int kCandidates = 8;
-      cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-      int found = 0;
-      if (cublasLtMatmulAlgoGetHeuristic(handle_, probe.op, probe.a, probe.b, probe.c, probe.c, pref.pref, kCandidates,
-                                         results, &found) == CUBLAS_STATUS_SUCCESS) {
-        for (int i = 0; i < found && !ok; ++i) {
-          if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize != 0 ||
-              !single_pass(results[i].algo))
-            continue;
-          chosen.algo = results[i].algo;
-          chosen.bias_in_epilogue = probe.bias_in_epilogue;
-          ok = true;
-        }
-      }
+      ok = first_single_pass(probe, chosen.algo);
+      chosen.bias_in_epilogue = probe.bias_in_epilogue;
       destroy(probe);
     }
     FG_CHECK(ok, "batch-invariant gemm: cuBLASLt offers no single-pass algorithm for n=" + std::to_string(prob.n) +
@@ -203,16 +253,39 @@ GemmLt::Plan GemmLt::make_invariant_plan(const GemmProblem& prob) {
            "batch-invariant gemm: cuBLASLt refuses at m=" + std::to_string(prob.m) +
                " the bias epilogue it took for the shape");
   plan.algo = it->second.algo;
-  cublasLtMatmulHeuristicResult_t check{};
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, &plan.algo, &check);
   // (The algorithm's configuration, split-K 1 included, is fixed; only the workspace it asks for
   // may vary with m.)
-  FG_CHECK(
-      st == CUBLAS_STATUS_SUCCESS && check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_,
-      "batch-invariant gemm: the algorithm chosen for n=" + std::to_string(prob.n) + " k=" + std::to_string(prob.k) +
-          " does not run at m=" + std::to_string(prob.m) + " (ldx " + std::to_string(prob.ldx) + ", ldo " +
-          std::to_string(prob.ldo) + ")");
+  FG_CHECK(algo_runs(plan), "batch-invariant gemm: the algorithm chosen for n=" + std::to_string(prob.n) +
+                                " k=" + std::to_string(prob.k) + " does not run at m=" + std::to_string(prob.m) +
+                                " (ldx " + std::to_string(prob.ldx) + ", ldo " + std::to_string(prob.ldo) + ")");
+  plan.ok = true;
+  return plan;
+}
+
+GemmLt::Plan GemmLt::make_invariant_fp8_plan(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales) {
+  const Fp8ShapeKey shape{prob.n, prob.k, int(prob.out)};
+  auto it = fp8_shape_algos_.find(shape);
+  if (it == fp8_shape_algos_.end()) {
+    // As make_invariant_plan: chosen once at invariant_ref_m_ rows, single-pass, no workspace. A
+    // shape with no such algorithm (or a cuBLASLt without outer-vector scaling) is declined at
+    // every m, so the backend's fallback kernel (one thread per output, k in order) runs it for all.
+    Fp8GemmProblem ref = prob;
+    ref.m = invariant_ref_m_;
+    std::optional<cublasLtMatmulAlgo_t> chosen;
+    Plan probe;
+    cublasLtMatmulAlgo_t algo{};
+    if (make_fp8_descriptors(ref, x_scales, w_scales, probe) && first_single_pass(probe, algo)) chosen = algo;
+    destroy(probe);
+    it = fp8_shape_algos_.emplace(shape, chosen).first;
+  }
+  Plan plan;
+  if (!it->second) return plan;
+  FG_CHECK(make_fp8_descriptors(prob, x_scales, w_scales, plan),
+           "batch-invariant fp8 gemm: cuBLASLt refuses at m=" + std::to_string(prob.m) +
+               " the outer-vector scaling it took for the shape");
+  plan.algo = *it->second;
+  FG_CHECK(algo_runs(plan), "batch-invariant fp8 gemm: the algorithm chosen for n=" + std::to_string(prob.n) +
+                                " k=" + std::to_string(prob.k) + " does not run at m=" + std::to_string(prob.m));
   plan.ok = true;
   return plan;
 }
@@ -223,10 +296,7 @@ GemmLt::Plan GemmLt::make_tuned_plan(const GemmProblem& prob) {
   auto it = tuned_.find({tune_bucket(prob.m), shape});
   if (it == tuned_.end() || !make_descriptors(prob, it->second.bias_in_epilogue, plan)) return plan;
   plan.algo = it->second.algo;
-  cublasLtMatmulHeuristicResult_t check{};
-  if (cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, &plan.algo, &check) !=
-          CUBLAS_STATUS_SUCCESS ||
-      check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes_) {
+  if (!algo_runs(plan)) {
     destroy(plan);
     return plan;
   }
@@ -346,6 +416,37 @@ GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, c
   CUBLAS_CHECK(cublasLtMatmul(handle_, plan.op, &alpha, w, plan.a, x, plan.b, &beta, out, plan.c, out, plan.c,
                               &plan.algo, workspace_, workspace_bytes_, stream));
   return (prob.bias && !plan.bias_in_epilogue) ? GemmOutcome::kDoneWithoutBias : GemmOutcome::kDone;
+}
+
+GemmOutcome GemmLt::run_fp8(const Fp8GemmProblem& prob, const void* x, const float* x_scales, const void* w,
+                            const float* w_scales, void* out, cudaStream_t stream) {
+  if (prob.m == 0 || prob.n == 0) return GemmOutcome::kDone;
+  const int ax = alignment_of(x), aw = alignment_of(w), ao = alignment_of(out);
+  Fp8Key key{prob.m, prob.n, prob.k, int(prob.out), ax, aw, ao};
+  auto it = fp8_plans_.find(key);
+  if (it == fp8_plans_.end()) {
+    Plan plan;
+    if (mode_ == Mode::kBatchInvariant) {
+      FG_CHECK(ax >= kInvariantAlign && aw >= kInvariantAlign && ao >= kInvariantAlign,
+               "batch-invariant fp8 gemm: operands must be 16-byte aligned (x " + std::to_string(ax) + ", w " +
+                   std::to_string(aw) + ", out " + std::to_string(ao) + ")");
+      plan = make_invariant_fp8_plan(prob, x_scales, w_scales);
+    } else {
+      // (Mode::kColdTuned does not tune FP8 products: they take the heuristic's answer.)
+      plan = make_fp8_plan(prob, ax, aw, ao, x_scales, w_scales);
+    }
+    it = fp8_plans_.emplace(key, plan).first;
+  }
+  Plan& plan = it->second;
+  if (!plan.ok) return GemmOutcome::kDeclined;
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof(x_scales)));
+  float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.op, &alpha, w, plan.a, x, plan.b, &beta, out, plan.c, out, plan.c,
+                              &plan.algo, workspace_, workspace_bytes_, stream));
+  return GemmOutcome::kDone;
 }
 
 }  // namespace fg::cuda

@@ -1,6 +1,8 @@
 // GEMMs through cuBLASLt: out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), bf16/f16 inputs, f32
-// accumulation, bf16/f16/f32 output. The algorithm is chosen once per problem (shapes, strides,
-// dtypes, pointer alignment, bias) with cublasLtMatmulAlgoGetHeuristic and cached with its
+// accumulation, bf16/f16/f32 output; and the FP8 GEMM (run_fp8): e4m3 x and w with a scale per row
+// of x and per row of w, applied by cuBLASLt's outer-vector scale mode
+// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUDA 12.9+ on sm_90), bf16/f16 output. The algorithm is chosen once per
+// problem (shapes, strides, dtypes, pointer alignment, bias) with cublasLtMatmulAlgoGetHeuristic and cached with its
 // descriptors; the workspace is allocated once. Host-only code.
 //
 // Batch-invariant mode (Mode::kBatchInvariant): a row's result must not depend on m. cuBLASLt's
@@ -22,7 +24,9 @@
 // a step (timed warm, the L2 would hold them and favour the wrong kernels), and keeps the one of
 // least median time per (bucket, shape). run() then takes it for every m of the bucket it passes
 // cublasLtMatmulAlgoCheck at, else the heuristic's. Tuning happens only in tune(), called before
-// the first step; never inside a step or a graph capture.
+// the first step; never inside a step or a graph capture. FP8 products (run_fp8) are not tuned: they
+// take the heuristic's answer in this mode; in batch-invariant mode they get one single-pass
+// algorithm per weight shape as above, or are declined at every m of the shape.
 #pragma once
 
 #include <cublasLt.h>
@@ -30,6 +34,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -47,6 +52,15 @@ struct GemmProblem {
   DType in = DType::kBF16;  // x and w (and bias)
   DType out = DType::kBF16;
   bool bias = false;
+};
+
+// out[m, n] = (x[m, k] @ w[n, k]^T) * x_scales[m] (per row) * w_scales[n] (per column); x, w
+// e4m3 with contiguous rows (row stride k), out contiguous.
+struct Fp8GemmProblem {
+  int m = 0;
+  int n = 0;
+  int k = 0;
+  DType out = DType::kBF16;
 };
 
 enum class GemmOutcome {
@@ -86,6 +100,10 @@ class GemmLt {
   // Enqueues the product on `stream`. x, w, bias: device pointers as GemmProblem describes.
   GemmOutcome run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
                   cudaStream_t stream);
+  // The FP8 product; kDeclined when this cuBLASLt has no algorithm (or no outer-vector scaling)
+  // for it. x_scales: [m] f32, w_scales: [n] f32, device pointers.
+  GemmOutcome run_fp8(const Fp8GemmProblem& prob, const void* x, const float* x_scales, const void* w,
+                      const float* w_scales, void* out, cudaStream_t stream);
 
   // Mode::kColdTuned (a no-op otherwise): times the candidates of the weight shape of `shape` (its
   // m and ldx/ldo are ignored: contiguous rows) at every m bucket, on the real weights `w` (and
@@ -111,9 +129,25 @@ class GemmLt {
   static bool make_descriptors(const GemmProblem& prob, bool epilogue, Plan& plan);
   Plan make_plan(const GemmProblem& prob, int align_x, int align_w, int align_o, int align_bias, bool try_epilogue);
   Plan make_invariant_plan(const GemmProblem& prob);
+  // make_invariant_plan for the FP8 product (ok = false, at every m, for a shape declined).
+  Plan make_invariant_fp8_plan(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales);
   // The tuned algorithm of prob's bucket as a plan (ok = false when none is recorded, or it does
   // not run at prob's m and strides).
   Plan make_tuned_plan(const GemmProblem& prob);
+  // Fills plan's op (outer-vector scales at these pointers) and layouts for `prob`; false, with
+  // nothing left to destroy, when this cuBLASLt has no outer-vector scale mode.
+  static bool make_fp8_descriptors(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales,
+                                   Plan& plan);
+  // The scale pointers are set before the algorithm is chosen (run_fp8 sets them again per call).
+  Plan make_fp8_plan(const Fp8GemmProblem& prob, int align_x, int align_w, int align_o, const float* x_scales,
+                     const float* w_scales);
+  // The heuristic's first algorithm for a plan whose descriptors are set (plan.ok when found).
+  void choose_algo(Plan& plan, int align_x, int align_w, int align_o);
+  // The heuristic's first answer for probe's descriptors with no workspace and no cross-CTA
+  // reduction, for 16-byte aligned operands (batch-invariant mode); false when there is none.
+  bool first_single_pass(const Plan& probe, cublasLtMatmulAlgo_t& algo);
+  // Whether plan.algo runs for plan's descriptors within the workspace.
+  bool algo_runs(const Plan& plan);
   static void destroy(Plan& plan);
 
   Mode mode_ = Mode::kHeuristic;
@@ -131,6 +165,11 @@ class GemmLt {
   // Cold-cache tuning: the fastest algorithm per (m bucket, shape), and the shapes tuned.
   std::map<std::pair<int, ShapeKey>, ShapeAlgo> tuned_;
   std::map<ShapeKey, bool> tuned_shapes_;
+  using Fp8Key = std::tuple<int, int, int, int, int, int, int>;  // m, n, k, out dtype, alignments
+  std::map<Fp8Key, Plan> fp8_plans_;
+  // Batch-invariant mode: each FP8 weight shape's algorithm (n, k, out dtype), none when declined.
+  using Fp8ShapeKey = std::tuple<int, int, int>;
+  std::map<Fp8ShapeKey, std::optional<cublasLtMatmulAlgo_t>> fp8_shape_algos_;
 };
 
 }  // namespace fg::cuda

@@ -250,6 +250,30 @@ TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {
   }
 }
 
+// FP8 checkpoints through the engine give their f32 twin's tokens (on the CPU); --quantization fp8
+// quantizes a bf16 checkpoint at load and is refused where it cannot apply (dummy weights on the CPU).
+TEST_F(GenerateCli, Fp8CheckpointsAndQuantizationAtLoad) {
+  const std::string models = std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/";
+  const std::string args = " --prompt-ids 5,17,33,101,7 --max-new-tokens 12 --ignore-eos --json" + kCommon;
+  auto output_ids = [&](const std::string& model_args) {
+    CliResult r = run("generate --model " + models + model_args + args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? Json::parse(r.out)["output_ids"] : Json();
+  };
+  for (const std::string format : {"fp8_block", "fp8_channel"}) {
+    const Json ids = output_ids(format);
+    EXPECT_EQ(ids.size(), 12u) << format;
+    EXPECT_EQ(ids, output_ids(format + "_twin")) << format;
+  }
+  EXPECT_EQ(output_ids("llama_bf16 --quantization fp8").size(), 12u);
+  CliResult bad = run("generate --model " + models + "llama_bf16 --quantization int4" + args);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--quantization"), std::string::npos) << bad.err;
+  CliResult dummy = run("generate --model " + models + "llama_bf16 --dummy-weights --quantization fp8" + args);
+  EXPECT_EQ(dummy.exit_code, 1);
+  EXPECT_NE(dummy.err.find("dummy weights"), std::string::npos) << dummy.err;
+}
+
 TEST_F(GenerateCli, ChatKeepsTheHistoryAndStreamsReplies) {
   CliResult chat =
       run("chat --model " + kChatModel + kCommon + " --max-new-tokens 12", "Hi\n\nHow are you?\n/exit\nignored\n");

@@ -29,6 +29,7 @@ namespace {
 
 using test::argmax;
 using test::model_fixture;
+using test::test_backend;
 using test::top2_margin;
 
 struct Reference {
@@ -52,15 +53,6 @@ Reference load_reference(const std::string& dir) {
   EXPECT_TRUE(npy.is_ok()) << npy.status().message();
   r.logits = npy->f32;
   return r;
-}
-
-// The backend under test: cpu unless FG_TEST_BACKEND=cuda.
-std::unique_ptr<Backend> test_backend() {
-  const char* env = std::getenv("FG_TEST_BACKEND");
-  if (!env || std::string(env) != "cuda") return make_cpu_backend();
-  auto cuda = make_cuda_backend(0);
-  if (!cuda.is_ok()) return nullptr;
-  return std::move(cuda).value();
 }
 
 // The logits generation sees: the prompt in one step, then one token per step (dynamic NTK rope

@@ -8,9 +8,11 @@
 //    synthetic model with more heads (kv heads < N: replicated; a vocabulary N does not divide:
 //    padded); decode steps padded to a graph bucket (the CUDA graph layout, run eagerly) equal too;
 //    each rank reads only its slices; bad splits are refused by name; an fp8 KV cache holds each
-//    rank's kv heads with their checkpoint scales and matches TP = 1 with fp8 KV.
+//    rank's kv heads with their checkpoint scales and matches TP = 1 with fp8 KV; FP8 weights (both
+//    checkpoint formats, --quantization fp8) split to the whole model's values and logits.
 //  - TensorParallelCuda.*: on GPUs, TP = 1 through the NCCL path against the plain path (one GPU),
-//    and TP = 2/4/8 against TP = 1 within bf16 tolerance (skipped with fewer GPUs than that).
+//    TP = 2 shards' FP8 codes and scales against the whole model's (one GPU), and TP = 2/4/8
+//    against TP = 1 within bf16 tolerance (skipped with fewer GPUs than that).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@
 #include "engine/model_runner.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "support/engine_test_util.h"
 #include "support/model_test_util.h"
 
 namespace fg {
@@ -153,7 +156,7 @@ struct Shards {
 // eagerly (DecodeGraphOptions::capture = false), as on CUDA but without recording.
 // kv_dtype: the KV caches' (kF32, the CPU's act dtype, or kF8E4M3).
 Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true, bool padded_decode = false,
-                           DType kv_dtype = DType::kF32) {
+                           DType kv_dtype = DType::kF32, const WeightLoadOptions& load = {}) {
   Shards s;
   if (with_comm) s.comms = make_local_communicators(n);
   for (int r = 0; r < n; ++r) {
@@ -161,7 +164,7 @@ Result<Shards> load_shards(const std::string& dir, int n, bool with_comm = true,
     rank.backend = make_cpu_backend();
     TensorParallel tp;
     if (with_comm) tp.comm = s.comms[size_t(r)].get();
-    FG_ASSIGN_OR_RETURN(rank.model, Model::load(dir, *rank.backend, tp));
+    FG_ASSIGN_OR_RETURN(rank.model, Model::load(dir, *rank.backend, tp, load));
     if (padded_decode) {
       DecodeGraphOptions g;
       g.max_batch_size = 8;
@@ -234,11 +237,11 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, int6
   }
 }
 
-void check_split(const std::string& dir, int n) {
+void check_split(const std::string& dir, int n, const WeightLoadOptions& load = {}) {
   SCOPED_TRACE(dir + " at TP " + std::to_string(n));
-  auto whole = load_shards(dir, 1, /*with_comm=*/false);
+  auto whole = load_shards(dir, 1, /*with_comm=*/false, /*padded_decode=*/false, DType::kF32, load);
   ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
-  auto split = load_shards(dir, n);
+  auto split = load_shards(dir, n, /*with_comm=*/true, /*padded_decode=*/false, DType::kF32, load);
   ASSERT_TRUE(split.is_ok()) << split.status().to_string();
   const int64_t vocab = whole->ranks[0].model->config().vocab_size;
   expect_close(run_steps(*split, 3, 4), run_steps(*whole, 3, 4), vocab, kCpuTolerance);
@@ -342,6 +345,111 @@ TEST(TensorParallelCpu, EachRankReadsOnlyItsSlices) {
   }
 }
 
+// ---- FP8 weights under the split (weights.h): a part is made whole on the host (dequantized with
+// its 128 x 128 block or per-channel scales, or quantized per output channel at load), then sliced,
+// so every rank keeps the values the whole model keeps.
+
+WeightLoadOptions fp8_at_load() {
+  WeightLoadOptions o;
+  o.quantization = LoadQuantization::kFp8;
+  return o;
+}
+
+// Both FP8 checkpoint formats (the CPU keeps their exact f32 values): the fixtures' MLP rows split
+// at 80, inside a 128-row scale block, and o_proj / down_proj columns too.
+TEST(TensorParallelCpu, Fp8CheckpointsAtTp2MatchTheWholeModel) {
+  for (const char* fixture : {"fp8_channel", "fp8_block"}) check_split(model_fixture(fixture), 2);
+}
+
+// --quantization fp8 quantizes a whole output channel before the row-parallel layers' columns are
+// split: a rank quantizing only its columns would get other scales (and logits off by the FP8 error).
+TEST(TensorParallelCpu, QuantizationAtLoadAtTp2MatchesTheWholeModel) {
+  SynthOptions o;
+  o.biases = false;
+  check_split(synthetic_model("fp8_at_load", o), 2, fp8_at_load());
+  check_split(model_fixture("llama"), 2, fp8_at_load());
+}
+
+// The bytes of a device tensor.
+std::vector<uint8_t> bytes_of(Backend& backend, const Tensor& t) {
+  std::vector<uint8_t> out(t.nbytes());
+  backend.copy_to_host(out.data(), t.data, out.size());
+  backend.synchronize();
+  return out;
+}
+
+// Rows [r0, r1) x columns [c0, c1) of a row-major [rows, cols] host copy of t.
+std::vector<uint8_t> block_of(const std::vector<uint8_t>& v, const Tensor& t, int64_t r0, int64_t r1, int64_t c0,
+                              int64_t c1) {
+  const size_t e = dtype_size(t.dtype), cols = size_t(t.ndim > 1 ? t.shape[1] : 1);
+  std::vector<uint8_t> out;
+  for (int64_t r = r0; r < r1; ++r)
+    out.insert(out.end(), v.begin() + std::ptrdiff_t((size_t(r) * cols + size_t(c0)) * e),
+               v.begin() + std::ptrdiff_t((size_t(r) * cols + size_t(c1)) * e));
+  return out;
+}
+
+// Rank r of 2's linear weights against the whole model's, byte for byte: o_proj and down_proj
+// columns with every output channel's scale, gate/up rows with theirs. Per-channel FP8 (`per_channel`)
+// on a backend that keeps FP8 codes (CUDA) must be codes, and their scales are checked too.
+void check_fp8_shards(Backend& backend, const std::string& dir, const WeightLoadOptions& load, bool per_channel) {
+  SCOPED_TRACE(dir);
+  auto whole = Model::load(dir, backend, TensorParallel{}, load);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  const ModelConfig& c = (*whole)->config();
+  const int64_t q = c.q_dim(), inter = c.intermediate_size, hidden = c.hidden_size;
+  const bool codes = per_channel && backend.weight_dtype(DType::kF8E4M3) == DType::kF8E4M3;
+  auto comms = make_local_communicators(2);
+  for (int r = 0; r < 2; ++r) {
+    auto shard = Model::load(dir, backend, TensorParallel{comms[size_t(r)].get()}, load);
+    ASSERT_TRUE(shard.is_ok()) << shard.status().to_string();
+    for (size_t l = 0; l < size_t(c.num_layers); ++l) {
+      SCOPED_TRACE("rank " + std::to_string(r) + " layer " + std::to_string(l));
+      const LayerWeights& W = (*whole)->weights().layers[l];
+      const LayerWeights& S = (*shard)->weights().layers[l];
+      for (const auto& [w, s] : {std::pair{&W.o, &S.o}, std::pair{&W.gate_up, &S.gate_up}, std::pair{&W.down, &S.down}})
+        ASSERT_EQ(s->dtype, w->dtype) << "a shard keeps its weights as the whole model does";
+      if (codes) {
+        for (const Tensor* t : {&S.o, &S.gate_up, &S.down})
+          ASSERT_EQ(t->dtype, DType::kF8E4M3) << "the CUDA backend keeps per-channel FP8 as codes";
+      }
+      const int64_t qs = q / 2, is = inter / 2;
+      EXPECT_EQ(bytes_of(backend, S.o), block_of(bytes_of(backend, W.o), W.o, 0, hidden, r * qs, (r + 1) * qs));
+      EXPECT_EQ(bytes_of(backend, S.down),
+                block_of(bytes_of(backend, W.down), W.down, 0, hidden, r * is, (r + 1) * is));
+      const std::vector<uint8_t> gu = bytes_of(backend, W.gate_up);
+      std::vector<uint8_t> want = block_of(gu, W.gate_up, r * is, (r + 1) * is, 0, hidden);
+      const std::vector<uint8_t> up = block_of(gu, W.gate_up, inter + r * is, inter + (r + 1) * is, 0, hidden);
+      want.insert(want.end(), up.begin(), up.end());
+      EXPECT_EQ(bytes_of(backend, S.gate_up), want);
+      ASSERT_EQ(S.o_scale.defined(), codes);
+      if (!codes) continue;
+      // Row-parallel layers keep every output channel's scale; column-parallel ones their rows'.
+      EXPECT_EQ(bytes_of(backend, S.o_scale), bytes_of(backend, W.o_scale));
+      EXPECT_EQ(bytes_of(backend, S.down_scale), bytes_of(backend, W.down_scale));
+      const std::vector<uint8_t> gs = bytes_of(backend, W.gate_up_scale);
+      std::vector<uint8_t> want_s = block_of(gs, W.gate_up_scale, r * is, (r + 1) * is, 0, 1);
+      const std::vector<uint8_t> up_s = block_of(gs, W.gate_up_scale, inter + r * is, inter + (r + 1) * is, 0, 1);
+      want_s.insert(want_s.end(), up_s.begin(), up_s.end());
+      EXPECT_EQ(bytes_of(backend, S.gate_up_scale), want_s);
+    }
+  }
+}
+
+void check_fp8_shards_on(Backend& backend) {
+  check_fp8_shards(backend, model_fixture("fp8_channel"), {}, /*per_channel=*/true);
+  check_fp8_shards(backend, model_fixture("fp8_block"), {}, /*per_channel=*/false);
+  SynthOptions o;
+  o.biases = false;  // FP8 codes are kept only for projections without a bias
+  o.head_dim = 64;   // a head size the CUDA attention kernels are built for (the model is loaded there)
+  check_fp8_shards(backend, synthetic_model("fp8_at_load_hd64", o), fp8_at_load(), /*per_channel=*/true);
+}
+
+TEST(TensorParallelCpu, Fp8ShardWeightsAreSlicesOfTheWholeModels) {
+  auto cpu = make_cpu_backend();
+  check_fp8_shards_on(*cpu);
+}
+
 TEST(TensorParallelCpu, SplitsThatDoNotDivideAreRefusedByName) {
   const std::string dir = synthetic_model("biases", SynthOptions{});
   auto three = load_shards(dir, 3);  // 4 heads over 3 ranks
@@ -407,20 +515,9 @@ std::vector<std::vector<int32_t>> engine_tokens(const std::string& dir, const st
   EngineConfig config;
   config.scheduler.max_batch_tokens = 24;  // chunked prefills next to decodes
   config.scheduler.max_running = 8;
-  EngineCore core(config, **runner);
-  std::vector<RequestHandle> handles;
-  for (const Request& r : engine_requests((*runner)->vocab_size())) {
-    auto h = core.submit(r);
-    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-    if (h.is_ok()) handles.push_back(*h);
-  }
-  while (core.has_work()) {
-    Status st = core.step();
-    EXPECT_TRUE(st.is_ok()) << st.to_string();
-    if (!st.is_ok()) break;
-  }
+  const test::EngineRun run = test::run_engine(**runner, config, engine_requests((*runner)->vocab_size()));
   std::vector<std::vector<int32_t>> out;
-  for (const auto& h : handles) out.push_back(h.wait().output_ids);
+  for (const RequestOutput& o : run.outputs) out.push_back(o.output_ids);
   return out;
 }
 
@@ -494,6 +591,14 @@ TEST(TensorParallelCuda, Tp1ThroughNcclMatchesThePlainPath) {
     // The same kernels on the same values: equal but for GEMM algorithm choices.
     expect_close(to_host(backend, *b), la, (*plain)->config().vocab_size, 1e-3f);
   }
+}
+
+// The CUDA backend keeps per-channel FP8 weights as e4m3 codes with [n] scales: a shard's codes and
+// scales are the whole model's slices (the ranks are loaded on one GPU; nothing runs).
+TEST(TensorParallelCuda, Fp8ShardCodesAndScalesAreSlicesOfTheWholeModels) {
+  auto cuda = make_cuda_backend(0);
+  if (!cuda.is_ok()) GTEST_SKIP() << "no usable CUDA GPU: " << cuda.status().message();
+  check_fp8_shards_on(**cuda);
 }
 
 // TP = N on N GPUs against TP = 1 through the engine: greedy tokens equal, except where the

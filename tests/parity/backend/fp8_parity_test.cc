@@ -1,0 +1,230 @@
+// FP8 ops (Backend::quantize_rows_fp8, Backend::gemm_fp8) on CUDA against the CPU reference.
+//
+// Quantization is bit for bit the reference's: the same f32 divisions and the same
+// round-to-nearest-even e4m3 encoding. The GEMM's products of two e4m3 values are exact in f32, so
+// the GPU and the reference differ only by the order (and width) of the f32 accumulation and by the
+// GPU's bf16 output:
+//   |gpu - ref| <= 2^-8 |ref| (bf16 rounding)  +  k * 2^-20 * sum_l |x_l w_l| * sx * sw
+// (2^-20 leaves room for tensor-core accumulators narrower than f32's 2^-24 per addition).
+// The whole path from bf16 activations is also checked against the unquantized product
+// x @ (w_codes * sw)^T: per-token e4m3 rounding moves each activation by at most half an e4m3 step,
+// 2^-4 |x_l| for normal codes and 2^-10 sx below 2^-6 sx (the subnormal step is 2^-9 sx), so
+//   |fp8 path - exact| <= sum_l |w_l| (2^-4 |x_l| + 2^-10 sx) + the GEMM bound above.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+#include <utility>
+
+#include "parity_harness.h"
+
+namespace fg::parity {
+namespace {
+
+Backend& cpu() {
+  return *backends().cpu;
+}
+Backend& gpu() {
+  return *backends().gpu;
+}
+
+// An FP8-op operand on both backends: host bytes (the CPU tensor points at them) and a device copy.
+struct Operand {
+  std::vector<uint8_t> host;
+  Buffer dev;
+  Tensor on_cpu, on_gpu;
+
+  Operand(std::vector<int64_t> shape, DType dtype) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    host.assign(dtype_bytes(dtype, n), 0);
+    dev = gpu().alloc(std::max<size_t>(host.size(), 16));
+    for (auto [t, data, device] : {std::tuple{&on_cpu, static_cast<void*>(host.data()), Device::kCpu},
+                                   std::tuple{&on_gpu, dev.data(), Device::kCuda}})
+      *t = shape.size() == 1 ? Tensor::contiguous(data, dtype, device, {shape[0]})
+                             : Tensor::contiguous(data, dtype, device, {shape[0], shape[1]});
+  }
+  void upload() {
+    gpu().copy_from_host(dev.data(), host.data(), host.size());
+    gpu().synchronize();
+  }
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> out(host.size());
+    gpu().copy_to_host(out.data(), dev.data(), out.size());
+    gpu().synchronize();
+    return out;
+  }
+  float f32(int64_t i) const {
+    float v;
+    std::memcpy(&v, host.data() + 4 * i, 4);
+    return v;
+  }
+};
+
+// Random e4m3 codes, never NaN (0x7f, 0xff).
+void random_codes(std::mt19937_64& rng, std::vector<uint8_t>& codes) {
+  for (uint8_t& c : codes) {
+    do c = uint8_t(rng());
+    while ((c & 0x7f) == 0x7f);
+  }
+}
+
+TEST(BackendParity, Fp8QuantizeRowsIsTheReferenceBitForBit) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(17);
+  struct Case {
+    int64_t m, k, pad;
+  };
+  for (const Case c : {Case{1, 16, 0}, Case{7, 160, 8}, Case{33, 4096, 0}, Case{5, 100, 3}}) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " pad " + std::to_string(c.pad));
+    Twin x({c.m, c.k}, DType::kBF16, DType::kF32, {c.k + c.pad, 1});
+    x.fill_random(rng, -3.0f, 3.0f);
+    if (c.m > 2) {  // an all-zero row (scale 1) and one of tiny values (subnormal codes)
+      std::vector<float> v = x.cpu_values();
+      for (int64_t j = 0; j < c.k; ++j) {
+        v[size_t(j)] = 0.0f;
+        v[size_t(c.k + j)] = v[size_t(c.k + j)] * 1e-3f;
+      }
+      x.set(v);
+    }
+    Operand codes({c.m, c.k}, DType::kF8E4M3), scales({c.m}, DType::kF32);
+    cpu().quantize_rows_fp8(x.cpu, codes.on_cpu, scales.on_cpu);
+    gpu().quantize_rows_fp8(x.gpu, codes.on_gpu, scales.on_gpu);
+    gpu().synchronize();
+    EXPECT_TRUE(codes.download() == codes.host) << "e4m3 codes differ from the reference";
+    EXPECT_TRUE(scales.download() == scales.host) << "scales differ from the reference";
+    if (c.m > 2) {
+      EXPECT_EQ(scales.f32(0), 1.0f);
+    }
+    x.check_unchanged("quantize_rows_fp8 x");
+  }
+}
+
+TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(18);
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case c : {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384},
+                       Case{300, 512, 1024}, Case{3, 48, 48}}) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
+    Twin x({c.m, c.k}, DType::kBF16);
+    x.fill_random(rng, -2.0f, 2.0f);
+    Operand xq({c.m, c.k}, DType::kF8E4M3), xs({c.m}, DType::kF32);
+    Operand w({c.n, c.k}, DType::kF8E4M3), ws({c.n}, DType::kF32);
+    random_codes(rng, w.host);
+    std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+    for (int64_t j = 0; j < c.n; ++j) {
+      const float s = scale(rng);
+      std::memcpy(ws.host.data() + 4 * j, &s, 4);
+    }
+    w.upload();
+    ws.upload();
+    Twin out({c.m, c.n}, DType::kBF16);
+    out.poison();
+    cpu().quantize_rows_fp8(x.cpu, xq.on_cpu, xs.on_cpu);
+    cpu().gemm_fp8(xq.on_cpu, xs.on_cpu, w.on_cpu, ws.on_cpu, out.cpu);
+    gpu().quantize_rows_fp8(x.gpu, xq.on_gpu, xs.on_gpu);
+    gpu().gemm_fp8(xq.on_gpu, xs.on_gpu, w.on_gpu, ws.on_gpu, out.gpu);
+    gpu().synchronize();
+    out.check_guards("gemm_fp8 out", true);
+
+    const std::vector<float> got = out.gpu_values(), ref = out.cpu_values(), xv = x.cpu_values();
+    int64_t over_gemm = 0, over_quant = 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      const float sx = xs.f32(i);
+      for (int64_t j = 0; j < c.n; ++j) {
+        const float sw = ws.f32(j);
+        double abs_products = 0.0, exact = 0.0, quant_bound = 0.0;
+        for (int64_t l = 0; l < c.k; ++l) {
+          const double wl = double(f8e4m3_to_f32(w.host[size_t(j * c.k + l)])) * sw;
+          const double xl = double(f8e4m3_to_f32(xq.host[size_t(i * c.k + l)])) * sx;
+          abs_products += std::fabs(xl * wl);
+          exact += double(xv[size_t(i * c.k + l)]) * wl;
+          quant_bound += std::fabs(wl) * (0.0625 * std::fabs(double(xv[size_t(i * c.k + l)])) + sx / 1024.0);
+        }
+        const double r = ref[size_t(i * c.n + j)], g = got[size_t(i * c.n + j)];
+        const double gemm_bound = std::fabs(r) / 256.0 + double(c.k) * std::ldexp(abs_products, -20) + 1e-30;
+        over_gemm += !(std::fabs(g - r) <= gemm_bound);
+        over_quant += !(std::fabs(g - exact) <= quant_bound + gemm_bound);
+      }
+    }
+    EXPECT_EQ(over_gemm, 0) << "outputs beyond the accumulation bound of the reference";
+    EXPECT_EQ(over_quant, 0) << "outputs beyond the activation-rounding bound of the exact product";
+  }
+}
+
+// Batch-invariant mode (gemm_lt.h): the FP8 GEMM of a weight shape runs one algorithm (or the
+// fallback kernel) for every m, so a row of an m-row call is bitwise that row of a 1000-row call;
+// and the product is the default mode's up to accumulation order and bf16 rounding.
+// With cold-cache tuning FP8 products are not tuned (the heuristic's answer): they match the
+// default backend's bit for bit.
+TEST(BackendParity, Fp8GemmUnderBatchInvariantAndTunedModes) {
+  FG_REQUIRE_GPU();
+  auto make = [](bool invariant, bool tuning) {
+    BackendOptions o;
+    o.batch_invariant = invariant;
+    o.gemm_tuning = tuning;
+    auto made = make_cuda_backend(0, o);
+    EXPECT_TRUE(made.is_ok()) << made.status().to_string();
+    return made.is_ok() ? std::move(made).value() : nullptr;
+  };
+  auto invariant = make(true, false);
+  auto tuned = make(false, true);
+  ASSERT_NE(invariant, nullptr);
+  ASSERT_NE(tuned, nullptr);
+  std::mt19937_64 rng(19);
+  constexpr int64_t kMaxM = 1000;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1728, 576}, {4096, 4096}, {96, 160}}) {
+    SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k));
+    Operand x({kMaxM, k}, DType::kF8E4M3), xs({kMaxM}, DType::kF32);
+    Operand w({n, k}, DType::kF8E4M3), ws({n}, DType::kF32);
+    random_codes(rng, x.host);
+    random_codes(rng, w.host);
+    std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+    for (Operand* sc : {&xs, &ws})
+      for (size_t j = 0; j < sc->host.size() / 4; ++j) {
+        const float v = scale(rng);
+        std::memcpy(sc->host.data() + 4 * j, &v, 4);
+      }
+    for (Operand* o : {&x, &xs, &w, &ws}) o->upload();
+    auto rows_of = [&](Backend& b, int64_t m) {
+      Operand out({m, n}, DType::kBF16);
+      Tensor xv = x.on_gpu, sv = xs.on_gpu;
+      xv.shape[0] = m;
+      sv.shape[0] = m;
+      b.gemm_fp8(xv, sv, w.on_gpu, ws.on_gpu, out.on_gpu);
+      b.synchronize();
+      return out.download();
+    };
+    const std::vector<uint8_t> full = rows_of(*invariant, kMaxM);
+    for (int64_t m : {1, 3, 16, 64, 65, 160, 256, 513}) {
+      const std::vector<uint8_t> part = rows_of(*invariant, m);
+      EXPECT_TRUE(std::memcmp(part.data(), full.data(), part.size()) == 0)
+          << "rows of an m = " << m << " call differ from the same rows at m = " << kMaxM;
+    }
+    const std::vector<uint8_t> plain = rows_of(gpu(), kMaxM);
+    EXPECT_TRUE(rows_of(*tuned, kMaxM) == plain) << "tuning mode changed an FP8 product";
+    // The invariant algorithm computes the same product: within 2^-6 of the largest output of the
+    // default's (bf16 roundings and another f32 accumulation order, no more).
+    auto bf16 = [](const std::vector<uint8_t>& v, size_t i) {
+      const uint32_t bits = uint32_t(v[2 * i] | (v[2 * i + 1] << 8)) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    };
+    float largest = 0.0f, diff = 0.0f;
+    for (size_t i = 0; i < plain.size() / 2; ++i) {
+      largest = std::max(largest, std::fabs(bf16(plain, i)));
+      diff = std::max(diff, std::fabs(bf16(full, i) - bf16(plain, i)));
+    }
+    EXPECT_GT(largest, 0.0f);
+    EXPECT_LE(diff, largest / 64.0f) << "batch-invariant FP8 products far from the default's";
+  }
+}
+
+}  // namespace
+}  // namespace fg::parity

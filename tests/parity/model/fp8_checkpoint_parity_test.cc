@@ -1,0 +1,133 @@
+// FP8 checkpoints on the backend under test (FG_TEST_BACKEND=cuda: the CUDA backend; skipped when
+// there is no GPU), each of tests/fixtures/models/fp8_{block,channel} (tools/make_fp8_fixtures.py)
+// against its dequantized f32 twin on the same backend.
+//
+// Where the backend keeps the matrices as their dequantized values (the CPU: f32; CUDA for the
+// 128 x 128-block format: the bf16 rounding of the same f32 values it makes of the twin's), both
+// models compute with the same weights: logits and greedy ids are exactly the twin's.
+//
+// Where it computes on the codes (CUDA, per-channel format: Backend::gemm_fp8 after per-token
+// quantization of every linear layer's input), the difference is fp8 activation rounding (and the
+// twin's bf16 weight rounding, 16x smaller). Bound: rounding an activation to e4m3 moves it by at
+// most half a step, 2^-4 of its value; those errors have independent signs across the k terms of
+// a dot product, so a GEMM's output moves by about 2^-4 / sqrt(3) = 3.6% rms of its scale; 4 GEMMs
+// per layer over 2 layers compound to about sqrt(8) x 3.6% = 10% of the logits' scale; the test
+// allows 2.5x that, max|fp8 - twin| <= 0.25 max|twin|, and the twin's argmax wherever its top-2
+// margin exceeds twice the observed error.
+//
+// Fp8GemmModes: the per-channel codes under --gemm-tuning and --batch-invariant (CUDA only).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/backend.h"
+#include "model/generate.h"
+#include "model/model.h"
+#include "support/model_test_util.h"
+
+namespace fg {
+namespace {
+
+class Fp8CheckpointParity : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    backend_ = test::test_backend();
+    if (!backend_)
+      GTEST_SKIP() << "FG_TEST_BACKEND=cuda but no CUDA backend: " << make_cuda_backend(0).status().message();
+  }
+  std::unique_ptr<Model> load(const std::string& name) {
+    auto m = Model::load(test::model_fixture(name), *backend_);
+    EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+    return m.is_ok() ? std::move(m).value() : nullptr;
+  }
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(Fp8CheckpointParity, LogitsAndGreedyIdsAreTheTwins) {
+  auto fp8 = load(GetParam());
+  auto twin = load(std::string(GetParam()) + "_twin");
+  ASSERT_TRUE(fp8 && twin);
+  ASSERT_TRUE(fp8->config().quant.quantized());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(int32_t((i * 53 + 7) % 256));
+  const bool fp8_compute = fp8->weights().layers[0].qkv.dtype == DType::kF8E4M3;
+  const int64_t vocab = fp8->config().vocab_size;
+  for (int chunk : {0, 1}) {  // prefill in one step, then one token per step
+    auto got = prompt_logits(*fp8, prompt, 16, chunk);
+    auto want = prompt_logits(*twin, prompt, 16, chunk);
+    ASSERT_TRUE(got.is_ok() && want.is_ok());
+    ASSERT_EQ(got->size(), want->size());
+    size_t mismatches = 0;
+    float max_diff = 0.0f, max_ref = 0.0f;
+    for (size_t i = 0; i < got->size(); ++i) {
+      ASSERT_TRUE(std::isfinite((*got)[i]));
+      mismatches += (*got)[i] != (*want)[i];
+      max_diff = std::max(max_diff, std::fabs((*got)[i] - (*want)[i]));
+      max_ref = std::max(max_ref, std::fabs((*want)[i]));
+    }
+    if (!fp8_compute) {
+      EXPECT_EQ(mismatches, 0u) << backend_->name() << ", chunk " << chunk << ": logits differ from the twin's";
+      continue;
+    }
+    EXPECT_LE(max_diff, 0.25f * max_ref) << backend_->name() << ", chunk " << chunk;
+    for (size_t r = 0; r < prompt.size(); ++r) {
+      const float* g = got->data() + r * size_t(vocab);
+      const float* w = want->data() + r * size_t(vocab);
+      if (test::top2_margin(w, vocab) > 2.0f * max_diff) {
+        EXPECT_EQ(test::argmax(g, vocab), test::argmax(w, vocab)) << "row " << r << ", chunk " << chunk;
+      }
+    }
+  }
+  if (fp8_compute) return;  // greedy continuations may part at a near-tie; the rows above are checked
+  GenerateOptions g;
+  g.max_new_tokens = 24;
+  auto ids = generate(*fp8, std::span(prompt).first(9), g);
+  auto want_ids = generate(*twin, std::span(prompt).first(9), g);
+  ASSERT_TRUE(ids.is_ok() && want_ids.is_ok());
+  EXPECT_EQ(*ids, *want_ids);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8CheckpointParity, ::testing::Values("fp8_block", "fp8_channel"));
+
+// The CUDA backend's GEMM modes with FP8 codes (gemm_lt.h). --gemm-tuning: Model::prepare_gemms
+// hands only the act-dtype weights to the tuner (FP8 products take the heuristic's answer), and
+// the logits are the default backend's bit for bit (40 rows: outside the tuned buckets either
+// way). --batch-invariant: the FP8 GEMM runs one algorithm per weight shape, so a prompt's logits
+// are bitwise the same prefilled in one step or one token per step.
+TEST(Fp8GemmModes, CodesUnderGemmTuningAndBatchInvariance) {
+  auto plain = make_cuda_backend(0);
+  if (!plain.is_ok()) GTEST_SKIP() << "no usable CUDA GPU: " << plain.status().message();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(int32_t((i * 53 + 7) % 256));
+  auto logits_on = [&](Backend& backend, int chunk, bool prepare) {
+    auto m = Model::load(test::model_fixture("fp8_channel"), backend);
+    EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+    if (!m.is_ok()) return std::vector<float>{};
+    EXPECT_EQ((*m)->weights().layers[0].qkv.dtype, DType::kF8E4M3) << "the CUDA backend computes on the codes";
+    if (prepare) (*m)->prepare_gemms();
+    auto got = prompt_logits(**m, prompt, 16, chunk);
+    EXPECT_TRUE(got.is_ok()) << got.status().to_string();
+    return got.is_ok() ? *got : std::vector<float>{};
+  };
+  auto backend_with = [](bool batch_invariant, bool gemm_tuning) {
+    BackendOptions o;
+    o.batch_invariant = batch_invariant;
+    o.gemm_tuning = gemm_tuning;
+    auto made = make_cuda_backend(0, o);
+    EXPECT_TRUE(made.is_ok()) << made.status().to_string();
+    return made.is_ok() ? std::move(made).value() : nullptr;
+  };
+  auto tuned = backend_with(false, true);
+  auto inv = backend_with(true, false);
+  ASSERT_TRUE(tuned && inv);
+  const std::vector<float> want = logits_on(**plain, 0, false);
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(logits_on(*tuned, 0, true), want) << "--gemm-tuning changed FP8 logits";
+  const std::vector<float> whole = logits_on(*inv, 0, true);
+  ASSERT_FALSE(whole.empty());
+  EXPECT_EQ(logits_on(*inv, 1, true), whole) << "FP8 logits depend on the step's rows under --batch-invariant";
+}
+
+}  // namespace
+}  // namespace fg
