@@ -96,6 +96,7 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
                                    : options_.gemm_tuning   ? GemmLt::Mode::kColdTuned
                                                             : GemmLt::Mode::kHeuristic);
   init_moe_kernels();
+  gemv_fp8_ = gemv_fp8_supported();
   ensure_sample_capacity(256);
 }
 
@@ -594,10 +595,24 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
   prob.out = out.dtype;
   const auto* xs = static_cast<const float*>(x_scales.data);
   const auto* ws = static_cast<const float*>(w_scales.data);
+  const GemmFp8Params params{static_cast<const uint8_t*>(x.data),
+                             xs,
+                             static_cast<const uint8_t*>(w.data),
+                             ws,
+                             out.data,
+                             x.shape[0],
+                             w.shape[0],
+                             x.shape[1]};
+  // Decode-sized products stream the weights through our mma kernel (cuBLASLt's small-m FP8
+  // kernels read them at a fraction of the bandwidth: docs/perf.md); batch-invariant mode keeps
+  // one algorithm for every m.
+  if (gemv_fp8_ && !options_.batch_invariant && x.shape[0] <= kGemvFp8MaxRows &&
+      reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0) {
+    launch_gemv_fp8(params, out.dtype, stream_);
+    return;
+  }
   if (gemm_->run_fp8(prob, x.data, xs, w.data, ws, out.data, stream_) == GemmOutcome::kDeclined)
-    launch_gemm_fp8_fallback(GemmFp8Params{static_cast<const uint8_t*>(x.data), xs, static_cast<const uint8_t*>(w.data),
-                                           ws, out.data, x.shape[0], w.shape[0], x.shape[1]},
-                             out.dtype, stream_);
+    launch_gemm_fp8_fallback(params, out.dtype, stream_);
 }
 
 void CudaBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r, bool gather, Tensor& out) {

@@ -102,6 +102,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceArena> arena_;
   std::unique_ptr<GemmLt> gemm_;
+  bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (fp8_kernels.h)
   // Sampling settings staging: pinned host rows copied into device rows before each launch.
   Buffer sample_host_;
   Buffer sample_device_;

@@ -58,7 +58,124 @@ __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
   }
 }
 
+// gemv_fp8: a CTA computes 16 outputs (weight rows n0 .. n0 + 15) for every token; its warps
+// split k in 64-byte chunks (chunk c to warp c % kGemvWarps). In a chunk, lane (g = lane / 4,
+// t = lane % 4) loads 16 bytes at offset 16 t of weight rows n0 + g and n0 + g + 8 and of token g
+// of each 8-token tile. A dot product may visit k in any order, so those 16 bytes feed the mma's
+// k slots {4t..4t+3, 16+4t..16+4t+3} of two m16n8k32 products (bytes 0-7 the first, 8-15 the
+// second) in A (weights, row-major) and B (tokens, column-major) alike.
+constexpr int kGemvWarps = 8;
+constexpr int kGemvUnroll = 4;  // chunks a lane has in flight
+
+__device__ __forceinline__ void mma_e4m3_16x8x32(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&d)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f), "f"(0.0f), "f"(0.0f));
+#else
+  d[0] = d[1] = d[2] = d[3] = 0.0f;  // never launched: gemv_fp8_supported() is false
+#endif
+}
+
+template <class T, int kTiles>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(GemmFp8Params p) {
+  __shared__ float partial[kGemvWarps][kTiles][32][4];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t n0 = int64_t(blockIdx.x) * 16;
+  const int64_t row_lo = n0 + g, row_hi = n0 + g + 8;
+  const uint8_t* w_lo = p.w + row_lo * p.k;
+  const uint8_t* w_hi = p.w + row_hi * p.k;
+  const bool lo_ok = row_lo < p.n, hi_ok = row_hi < p.n;
+  float acc[kTiles][4] = {};
+  const int64_t chunks = (p.k + 63) / 64;
+  for (int64_t c0 = warp; c0 < chunks; c0 += int64_t(kGemvWarps) * kGemvUnroll) {
+    uint4 wl[kGemvUnroll], wh[kGemvUnroll], xv[kGemvUnroll][kTiles];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t off = (c0 + int64_t(u) * kGemvWarps) * 64 + t * 16;
+      const bool in_k = off < p.k;  // k % 16 == 0: a lane's 16 bytes are all in or all out
+      wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
+      wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        const int64_t token = int64_t(i) * 8 + g;
+        xv[u][i] = in_k && token < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + token * p.k + off))
+                                       : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
+      const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        float d[4];
+        mma_e4m3_16x8x32(a0, xv[u][i].x, xv[u][i].y, d);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][r] += d[r];
+        mma_e4m3_16x8x32(a1, xv[u][i].z, xv[u][i].w, d);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][r] += d[r];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) partial[warp][i][lane][r] = acc[i][r];
+  __syncthreads();
+  // Accumulator r of lane (g, t) in tile i: weight row n0 + g (+ 8 for r >= 2), token 8 i + 2 t + (r & 1).
+  for (int e = threadIdx.x; e < kTiles * 32 * 4; e += blockDim.x) {
+    const int i = e / 128, l = (e / 4) % 32, r = e % 4;
+    const int64_t j = n0 + (l >> 2) + (r >= 2 ? 8 : 0);
+    const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + (r & 1);
+    if (j >= p.n || token >= p.m) continue;
+    float sum = 0.0f;
+    for (int w = 0; w < kGemvWarps; ++w) sum += partial[w][i][l][r];
+    static_cast<T*>(p.out)[token * p.n + j] = from_f32<T>(__fmul_rn(__fmul_rn(sum, p.x_scales[token]), p.w_scales[j]));
+  }
+}
+
+__global__ void gemv_fp8_probe_kernel(int* built) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  *built = 1;
+#else
+  *built = 0;
+#endif
+}
+
 }  // namespace
+
+bool gemv_fp8_supported() {
+  // The variant the driver runs on this device (SASS built for it, or PTX of an older target)
+  // says whether the mma path was compiled in: ask it.
+  int* flag = nullptr;
+  if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
+  int built = 0;
+  gemv_fp8_probe_kernel<<<1, 1>>>(flag);
+  const bool ok =
+      cudaGetLastError() == cudaSuccess && cudaMemcpy(&built, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+  (void)cudaFree(flag);
+  return ok && built == 1;
+}
+
+void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return;
+  FG_CHECK(p.m <= kGemvFp8MaxRows && p.k % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+               reinterpret_cast<uintptr_t>(p.w) % 16 == 0,
+           "gemv_fp8: m <= 16, k % 16 == 0 and 16-byte aligned operands");
+  const unsigned grid = unsigned((p.n + 15) / 16);
+  dispatch_act(out, [&]<class T>() {
+    if (p.m <= 8) {
+      gemv_fp8_kernel<T, 1><<<grid, kGemvWarps * 32, 0, stream>>>(p);
+    } else {
+      gemv_fp8_kernel<T, 2><<<grid, kGemvWarps * 32, 0, stream>>>(p);
+    }
+    CUDA_CHECK_LAUNCH();
+  });
+}
 
 void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream) {
   if (p.m == 0) return;

@@ -108,8 +108,11 @@ TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
   struct Case {
     int64_t m, n, k;
   };
-  for (const Case c : {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384},
-                       Case{300, 512, 1024}, Case{3, 48, 48}}) {
+  // m <= 16 runs the decode kernel (fp8_kernels.h: launch_gemv_fp8): one or two token tiles, k
+  // ending inside a 64-byte chunk, n not a multiple of its 16-row CTAs.
+  for (const Case c :
+       {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384}, Case{300, 512, 1024},
+        Case{3, 48, 48}, Case{16, 1000, 4096}, Case{9, 40, 1040}, Case{17, 520, 2048}}) {
     SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
     Twin x({c.m, c.k}, DType::kBF16);
     x.fill_random(rng, -2.0f, 2.0f);
@@ -157,6 +160,40 @@ TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
   }
 }
 
+// The decode kernel (m <= 16) computes a token's row the same way whatever m is: a row of an m-row
+// call is bitwise that row of a 16-row call.
+TEST(BackendParity, Fp8DecodeGemmRowsDoNotDependOnM) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(20);
+  constexpr int64_t kRows = 16, n = 520, k = 2064;
+  Operand x({kRows, k}, DType::kF8E4M3), xs({kRows}, DType::kF32);
+  Operand w({n, k}, DType::kF8E4M3), ws({n}, DType::kF32);
+  random_codes(rng, x.host);
+  random_codes(rng, w.host);
+  std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+  for (Operand* sc : {&xs, &ws})
+    for (size_t j = 0; j < sc->host.size() / 4; ++j) {
+      const float v = scale(rng);
+      std::memcpy(sc->host.data() + 4 * j, &v, 4);
+    }
+  for (Operand* o : {&x, &xs, &w, &ws}) o->upload();
+  auto rows_of = [&](int64_t m) {
+    Operand out({m, n}, DType::kBF16);
+    Tensor xv = x.on_gpu, sv = xs.on_gpu;
+    xv.shape[0] = m;
+    sv.shape[0] = m;
+    gpu().gemm_fp8(xv, sv, w.on_gpu, ws.on_gpu, out.on_gpu);
+    gpu().synchronize();
+    return out.download();
+  };
+  const std::vector<uint8_t> full = rows_of(kRows);
+  for (int64_t m : {1, 2, 7, 8, 9, 15}) {
+    const std::vector<uint8_t> part = rows_of(m);
+    EXPECT_TRUE(std::memcmp(part.data(), full.data(), part.size()) == 0)
+        << "rows of an m = " << m << " call differ from the same rows at m = " << kRows;
+  }
+}
+
 // Batch-invariant mode (gemm_lt.h): the FP8 GEMM of a weight shape runs one algorithm (or the
 // fallback kernel) for every m, so a row of an m-row call is bitwise that row of a 1000-row call;
 // and the product is the default mode's up to accumulation order and bf16 rounding.
@@ -178,7 +215,8 @@ TEST(BackendParity, Fp8GemmUnderBatchInvariantAndTunedModes) {
   ASSERT_NE(tuned, nullptr);
   std::mt19937_64 rng(19);
   constexpr int64_t kMaxM = 1000;
-  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1728, 576}, {4096, 4096}, {96, 160}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{1728, 576}, {4096, 4096}, {96, 160}}) {
+    const int64_t n = shape.first, k = shape.second;  // named: lambdas below capture n
     SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k));
     Operand x({kMaxM, k}, DType::kF8E4M3), xs({kMaxM}, DType::kF32);
     Operand w({n, k}, DType::kF8E4M3), ws({n}, DType::kF32);

@@ -11,9 +11,11 @@
 // twin's bf16 weight rounding, 16x smaller). Bound: rounding an activation to e4m3 moves it by at
 // most half a step, 2^-4 of its value; those errors have independent signs across the k terms of
 // a dot product, so a GEMM's output moves by about 2^-4 / sqrt(3) = 3.6% rms of its scale; 4 GEMMs
-// per layer over 2 layers compound to about sqrt(8) x 3.6% = 10% of the logits' scale; the test
-// allows 2.5x that, max|fp8 - twin| <= 0.25 max|twin|, and the twin's argmax wherever its top-2
-// margin exceeds twice the observed error.
+// per layer over 2 layers compound to about sqrt(8) x 3.6% = 10% rms of the logits' scale. The
+// bound is on that statistic, root-mean-square over all logits: rms(fp8 - twin) <= 0.25 rms(twin)
+// (2.5x the estimate). A maximum over 10k logits is not bounded by an rms estimate (a first GPU
+// run saw the largest difference at 0.34 of the largest logit, an outlier of the same error).
+// Rows keep the twin's argmax wherever its top-2 margin exceeds twice the largest difference.
 //
 // Fp8GemmModes: the per-channel codes under --gemm-tuning and --batch-invariant (CUDA only).
 #include <gtest/gtest.h>
@@ -59,18 +61,22 @@ TEST_P(Fp8CheckpointParity, LogitsAndGreedyIdsAreTheTwins) {
     ASSERT_TRUE(got.is_ok() && want.is_ok());
     ASSERT_EQ(got->size(), want->size());
     size_t mismatches = 0;
-    float max_diff = 0.0f, max_ref = 0.0f;
+    float max_diff = 0.0f;
+    double diff_sq = 0.0, ref_sq = 0.0;
     for (size_t i = 0; i < got->size(); ++i) {
       ASSERT_TRUE(std::isfinite((*got)[i]));
-      mismatches += (*got)[i] != (*want)[i];
-      max_diff = std::max(max_diff, std::fabs((*got)[i] - (*want)[i]));
-      max_ref = std::max(max_ref, std::fabs((*want)[i]));
+      const double d = double((*got)[i]) - double((*want)[i]);
+      mismatches += d != 0.0;
+      max_diff = std::max(max_diff, float(std::fabs(d)));
+      diff_sq += d * d;
+      ref_sq += double((*want)[i]) * double((*want)[i]);
     }
     if (!fp8_compute) {
       EXPECT_EQ(mismatches, 0u) << backend_->name() << ", chunk " << chunk << ": logits differ from the twin's";
       continue;
     }
-    EXPECT_LE(max_diff, 0.25f * max_ref) << backend_->name() << ", chunk " << chunk;
+    EXPECT_LE(std::sqrt(diff_sq), 0.25 * std::sqrt(ref_sq))
+        << backend_->name() << ", chunk " << chunk << " (rms of the difference vs of the twin's logits)";
     for (size_t r = 0; r < prompt.size(); ++r) {
       const float* g = got->data() + r * size_t(vocab);
       const float* w = want->data() + r * size_t(vocab);
