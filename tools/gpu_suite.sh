@@ -111,6 +111,9 @@ run_all() {
       --kv-cache-dtype $kvd --num-requests 512 --prompt-len 1024 --output-len 1024 --decode-prompt-len 6000 \
       --decode-tokens 256 --json "$OUT/raw/engine_1k1k_$kvd.json"
   done
+  # FP8 weights with an fp8 KV cache (issue #17's pairing): batch-1 decode and offline 1k/1k.
+  step engine_fp8_fp8kv 240 $T/engine_bench --config $CFG --backend cuda --quantization fp8 --kv-cache-dtype fp8 \
+    --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 --json "$OUT/raw/engine_fp8_fp8kv.json"
   # HF_DIAGNOSE="gemma2 ...": per-position errors of those fixtures (tools/hf_live_parity.py --diagnose)
   local diag=()
   for fx in ${HF_DIAGNOSE:-}; do diag+=(--diagnose "$fx"); done
