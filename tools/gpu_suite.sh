@@ -60,19 +60,21 @@ run_all() {
   [ -f .devpack/device.tar.xz ] && tar -xJf .devpack/device.tar.xz
   mkdir -p "$OUT/raw"
   export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-  local ld="${LD_LIBRARY_PATH:-}"
+  local ld="${LD_LIBRARY_PATH:-}" probe
+  # Any packed tool shows what the loader lacks (a slim pack may leave flashgen out).
+  probe=$(find .device/tools -type f -perm -u+x | head -1)
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && ld="$ld:$d"; done
-  if LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -q "not found"; then ld="$ld:$ROOT/.device/lib"; fi
-  if LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -q "libcublasLt.so.* not found"; then
+  if LD_LIBRARY_PATH=$ld ldd "$probe" | grep -q "not found"; then ld="$ld:$ROOT/.device/lib"; fi
+  if LD_LIBRARY_PATH=$ld ldd "$probe" | grep -q "libcublasLt.so.* not found"; then
     lt=$(find / -xdev -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)
     [ -n "$lt" ] && ld="$ld:$(dirname "$lt")"
   fi
-  if LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -q "libnccl.so.* not found"; then
+  if LD_LIBRARY_PATH=$ld ldd "$probe" | grep -q "libnccl.so.* not found"; then
     nc=$(find / -xdev -name 'libnccl.so.2*' -print -quit 2>/dev/null)   # e.g. the nvidia-nccl wheel's
     [ -n "$nc" ] && ld="$ld:$(dirname "$nc")"
   fi
   export LD_LIBRARY_PATH=$ld
-  LD_LIBRARY_PATH=$ld ldd .device/tools/flashgen | grep -E "not found|cublas|icu|openblas|nccl"
+  LD_LIBRARY_PATH=$ld ldd "$probe" | grep -E "not found|cublas|icu|openblas|nccl"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
