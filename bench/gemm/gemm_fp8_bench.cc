@@ -9,7 +9,9 @@
 // The ceilings are measured in the same run: a square M = N = K = --ceiling GEMM of each kind
 // (compute-bound: the tensor-core rate this GPU reaches through the same path). Small T is
 // memory-bound: the figure to read there is GB/s of weights + activations against the GPU's
-// bandwidth, where FP8 weights halve the bytes. Prints a table; --json FILE also writes it.
+// bandwidth, where FP8 weights halve the bytes. Those rows are timed as a step runs them: calls
+// issued back to back (no host round trip between them) over enough weight copies that each call
+// reads its weights from memory, not from the L2. Prints a table; --json FILE also writes it.
 //
 //   gemm_fp8_bench --backend cuda [--tokens 1,32,256,4096] [--reps 20] [--ceiling 8192] [--json out.json]
 #include <CLI/CLI.hpp>
@@ -42,35 +44,64 @@ constexpr Proj kProjs[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 2
   std::exit(1);
 }
 
-// One GEMM problem's operands in both forms: bf16 x and w, and their e4m3 codes with scales.
+// One GEMM problem's operands in both forms: bf16 x and w, and their e4m3 codes with scales. The
+// weights come in `copies` copies that the timed calls rotate through, so that a small matrix is
+// read from memory, as a decode step reads it, and not from the 50 MB L2 left warm by the call before.
 struct Operands {
   fg::Buffer x_b, w_b, xq_b, xs_b, wq_b, ws_b, out_b;
-  fg::Tensor x, w, xq, xs, wq, ws, out;
+  fg::Tensor x, xq, xs, out;
+  std::vector<fg::Tensor> w, wq, ws;
 
-  Operands(fg::Backend& be, int64_t m, int64_t n, int64_t k) {
+  Operands(fg::Backend& be, int64_t m, int64_t n, int64_t k, int64_t copies = 1) {
     const fg::DType act = be.act_dtype();
     const size_t es = fg::dtype_size(act);
     x_b = be.alloc(size_t(m * k) * es);
-    w_b = be.alloc(size_t(n * k) * es);
+    w_b = be.alloc(size_t(copies * n * k) * es);
     xq_b = be.alloc(size_t(m * k));
     xs_b = be.alloc(size_t(m) * 4);
-    wq_b = be.alloc(size_t(n * k));
-    ws_b = be.alloc(size_t(n) * 4);
+    wq_b = be.alloc(size_t(copies * n * k));
+    ws_b = be.alloc(size_t(copies * n) * 4);
     out_b = be.alloc(size_t(m * n) * es);
     x = tensor(x_b, act, {m, k});
-    w = tensor(w_b, act, {n, k});
     xq = tensor(xq_b, fg::DType::kF8E4M3, {m, k});
     xs = tensor(xs_b, fg::DType::kF32, {m});
-    wq = tensor(wq_b, fg::DType::kF8E4M3, {n, k});
-    ws = tensor(ws_b, fg::DType::kF32, {n});
     out = tensor(out_b, act, {m, n});
+    const fg::Tensor w_all = tensor(w_b, act, {copies * n, k});
+    fg::Tensor wq_all = tensor(wq_b, fg::DType::kF8E4M3, {copies * n, k});
+    fg::Tensor ws_all = tensor(ws_b, fg::DType::kF32, {copies * n});
     be.fill_uniform(x, -1.0f, 1.0f, uint64_t(m * 7 + n));
-    be.fill_uniform(w, -0.02f, 0.02f, uint64_t(n * 13 + k));
-    be.quantize_rows_fp8(w, wq, ws);  // per output channel, as --quantization fp8 does
+    be.fill_uniform(w_all, -0.02f, 0.02f, uint64_t(n * 13 + k));
+    be.quantize_rows_fp8(w_all, wq_all, ws_all);  // per output channel, as --quantization fp8 does
     be.quantize_rows_fp8(x, xq, xs);
     be.synchronize();
+    for (int64_t c = 0; c < copies; ++c) {
+      auto* wp = static_cast<char*>(w_b.data()) + size_t(c * n * k) * es;
+      auto* qp = static_cast<char*>(wq_b.data()) + size_t(c * n * k);
+      auto* sp = static_cast<char*>(ws_b.data()) + size_t(c * n) * 4;
+      w.push_back(fg::Tensor::contiguous(wp, act, w_b.device(), {n, k}));
+      wq.push_back(fg::Tensor::contiguous(qp, fg::DType::kF8E4M3, w_b.device(), {n, k}));
+      ws.push_back(fg::Tensor::contiguous(sp, fg::DType::kF32, w_b.device(), {n}));
+    }
   }
 };
+
+// Seconds per call of fn(i) issued back to back (i cycling over the weight copies), as a step's
+// launches run: the median over 5 trials of `reps` calls between two synchronizations.
+template <class F>
+double time_stream(fg::Backend& be, int reps, int64_t copies, F&& fn) {
+  using Clock = std::chrono::steady_clock;
+  for (int64_t i = 0; i < copies + 2; ++i) fn(i % copies);
+  be.synchronize();
+  std::vector<double> t;
+  for (int trial = 0; trial < 5; ++trial) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) fn(i % copies);
+    be.synchronize();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / reps);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
 
 }  // namespace
 
@@ -98,15 +129,18 @@ int main(int argc, char** argv) {
   fg::Backend& be = **made;
   if (!be.supports_fp8_gemm()) die(be.name() + " has no FP8 GEMM");
   const double es = double(fg::dtype_size(be.act_dtype()));
-  std::printf("gemm_fp8_bench on %s, median of %d\n", be.name().c_str(), reps);
+  std::printf(
+      "gemm_fp8_bench on %s; ceilings: median of %d synchronized calls; rows: per call of %d issued back to back "
+      "over weight copies (cold L2), median of 5\n",
+      be.name().c_str(), reps, reps);
   nlohmann::json out;
 
   double bf16_ceiling = 0.0, fp8_ceiling = 0.0;
   if (ceiling > 0) {
     Operands o(be, ceiling, ceiling, ceiling);
     const double flops = 2.0 * double(ceiling) * double(ceiling) * double(ceiling);
-    bf16_ceiling = flops / time_median(be, reps, [&] { be.gemm(o.x, o.w, nullptr, o.out); }) / 1e12;
-    fp8_ceiling = flops / time_median(be, reps, [&] { be.gemm_fp8(o.xq, o.xs, o.wq, o.ws, o.out); }) / 1e12;
+    bf16_ceiling = flops / time_median(be, reps, [&] { be.gemm(o.x, o.w[0], nullptr, o.out); }) / 1e12;
+    fp8_ceiling = flops / time_median(be, reps, [&] { be.gemm_fp8(o.xq, o.xs, o.wq[0], o.ws[0], o.out); }) / 1e12;
     std::printf("ceilings (%lld^3): bf16 %.1f TFLOP/s, fp8 %.1f TFLOP/s\n", static_cast<long long>(ceiling),
                 bf16_ceiling, fp8_ceiling);
     out["ceiling"] = {{"size", ceiling}, {"bf16_tflops", bf16_ceiling}, {"fp8_tflops", fp8_ceiling}};
@@ -116,10 +150,13 @@ int main(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   for (const Proj& p : kProjs) {
     for (int64_t T : token_counts) {
-      Operands o(be, T, p.n, p.k);
-      const double bf16 = time_median(be, reps, [&] { be.gemm(o.x, o.w, nullptr, o.out); });
-      const double fp8 = time_median(be, reps, [&] { be.gemm_fp8(o.xq, o.xs, o.wq, o.ws, o.out); });
-      const double quant = time_median(be, reps, [&] { be.quantize_rows_fp8(o.x, o.xq, o.xs); });
+      // Enough copies that the rotation reads 3x the L2's 50 MB of bf16 weights per cycle.
+      const int64_t copies = std::max<int64_t>(1, (150 * int64_t(1) << 20) / (p.n * p.k * int64_t(es)) + 1);
+      Operands o(be, T, p.n, p.k, copies);
+      const double bf16 = time_stream(be, reps, copies, [&](int64_t c) { be.gemm(o.x, o.w[c], nullptr, o.out); });
+      const double fp8 =
+          time_stream(be, reps, copies, [&](int64_t c) { be.gemm_fp8(o.xq, o.xs, o.wq[c], o.ws[c], o.out); });
+      const double quant = time_stream(be, reps, 1, [&](int64_t) { be.quantize_rows_fp8(o.x, o.xq, o.xs); });
       const double flops = 2.0 * double(T) * double(p.n) * double(p.k);
       const double bf16_bytes = (double(p.n) * double(p.k) + double(T) * double(p.k + p.n)) * es;
       const double fp8_bytes =
