@@ -66,7 +66,7 @@ struct Operands {
     xq = tensor(xq_b, fg::DType::kF8E4M3, {m, k});
     xs = tensor(xs_b, fg::DType::kF32, {m});
     out = tensor(out_b, act, {m, n});
-    const fg::Tensor w_all = tensor(w_b, act, {copies * n, k});
+    fg::Tensor w_all = tensor(w_b, act, {copies * n, k});
     fg::Tensor wq_all = tensor(wq_b, fg::DType::kF8E4M3, {copies * n, k});
     fg::Tensor ws_all = tensor(ws_b, fg::DType::kF32, {copies * n});
     be.fill_uniform(x, -1.0f, 1.0f, uint64_t(m * 7 + n));
