@@ -65,7 +65,10 @@ __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
 // k slots {4t..4t+3, 16+4t..16+4t+3} of two m16n8k32 products (bytes 0-7 the first, 8-15 the
 // second) in A (weights, row-major) and B (tokens, column-major) alike.
 constexpr int kGemvWarps = 8;
-constexpr int kGemvUnroll = 4;  // chunks a lane has in flight
+// Chunks of one group (a lane loads two groups ahead): 4 with one token tile, 2 with two, which
+// keeps registers at 128 and so two CTAs on each SM.
+template <int kTiles>
+constexpr int kGemvUnroll = 4 / kTiles;
 
 __device__ __forceinline__ void mma_e4m3_16x8x32(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&d)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -89,37 +92,55 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(GemmFp8Params
   const uint8_t* w_hi = p.w + row_hi * p.k;
   const bool lo_ok = row_lo < p.n, hi_ok = row_hi < p.n;
   float acc[kTiles][4] = {};
-  const int64_t chunks = (p.k + 63) / 64;
-  for (int64_t c0 = warp; c0 < chunks; c0 += int64_t(kGemvWarps) * kGemvUnroll) {
-    uint4 wl[kGemvUnroll], wh[kGemvUnroll], xv[kGemvUnroll][kTiles];
+  const int64_t chunks = (p.k + 63) / 64, step = int64_t(kGemvWarps) * kGemvUnroll<kTiles>;
+  // A warp's next group of chunks is loaded while it multiplies the current one (two register
+  // buffers), so its loads never drain between groups.
+  struct Group {
+    uint4 wl[kGemvUnroll<kTiles>], wh[kGemvUnroll<kTiles>], xv[kGemvUnroll<kTiles>][kTiles];
+  };
+  auto load = [&](Group& grp, int64_t c0) {
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
+    for (int u = 0; u < kGemvUnroll<kTiles>; ++u) {
       const int64_t off = (c0 + int64_t(u) * kGemvWarps) * 64 + t * 16;
       const bool in_k = off < p.k;  // k % 16 == 0: a lane's 16 bytes are all in or all out
-      wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
-      wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
+      grp.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
+      grp.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         const int64_t token = int64_t(i) * 8 + g;
-        xv[u][i] = in_k && token < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + token * p.k + off))
-                                       : make_uint4(0, 0, 0, 0);
+        grp.xv[u][i] = in_k && token < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + token * p.k + off))
+                                           : make_uint4(0, 0, 0, 0);
       }
     }
+  };
+  auto multiply = [&](const Group& grp) {
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
-      const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
+    for (int u = 0; u < kGemvUnroll<kTiles>; ++u) {
+      const uint32_t a0[4] = {grp.wl[u].x, grp.wh[u].x, grp.wl[u].y, grp.wh[u].y};
+      const uint32_t a1[4] = {grp.wl[u].z, grp.wh[u].z, grp.wl[u].w, grp.wh[u].w};
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         float d[4];
-        mma_e4m3_16x8x32(a0, xv[u][i].x, xv[u][i].y, d);
+        mma_e4m3_16x8x32(a0, grp.xv[u][i].x, grp.xv[u][i].y, d);
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][r] += d[r];
-        mma_e4m3_16x8x32(a1, xv[u][i].z, xv[u][i].w, d);
+        mma_e4m3_16x8x32(a1, grp.xv[u][i].z, grp.xv[u][i].w, d);
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][r] += d[r];
       }
     }
+  };
+  Group even, odd;
+  int64_t c0 = warp;
+  if (c0 < chunks) load(even, c0);
+  while (c0 < chunks) {
+    if (c0 + step < chunks) load(odd, c0 + step);
+    multiply(even);
+    c0 += step;
+    if (c0 >= chunks) break;
+    if (c0 + step < chunks) load(even, c0 + step);
+    multiply(odd);
+    c0 += step;
   }
 #pragma unroll
   for (int i = 0; i < kTiles; ++i)
