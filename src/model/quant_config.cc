@@ -96,6 +96,8 @@ class QuantFields {
     return Status::ok();
   }
   Status refuse(const char* key, const char* supported) const {
+    if (!obj_.contains(key))
+      return unsupported(path_ + ": " + prefix_ + key + " is missing (flashgen reads " + supported + ")");
     return unsupported(path_ + ": " + prefix_ + key + " = " + show(at(key)) + " is not supported (flashgen reads " +
                        supported + ")");
   }

@@ -342,6 +342,11 @@ TEST(Fp8QuantConfig, RefusesWhatItDoesNotReadByName) {
   j = compressed_tensors();
   j["ignore"] = {"re:(unclosed"};
   expect_config_refused(j, ErrorCode::kInvalidArgument, {"re:(unclosed", "regex"});
+  // A field that must be present and is not (found by the model_config fuzz target: naming it used
+  // to look the value up and throw).
+  j = compressed_tensors();
+  j["config_groups"]["group_0"].erase("targets");
+  expect_config_refused(j, kUnsupported, {"config_groups.group_0.targets is missing", "Linear"});
 }
 
 TEST(Fp8QuantConfig, LoadQuantizationNames) {
