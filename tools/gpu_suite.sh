@@ -94,12 +94,10 @@ run_all() {
     --sweep-requests 64 --json "$OUT/prefix.json"
   step spec_bench 200 $T/spec_bench --config $CFG --draft-config bench/configs/llama-3.2-1b --backend cuda \
     --kv-cache-memory 60GiB --json "$OUT/spec.json"
-  # Cold-cache GEMM tuning (issue #14): the batch-32 verification step against a decode step,
-  # without and with --gemm-tuning (spec_bench (a) alone; docs/perf.md, "Speculative decoding").
-  for tuning in "" --gemm-tuning; do
-    step "spec_step${tuning:+_tuned}" 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
-      --skip b,c,d --step-batches 32 $tuning --json "$OUT/raw/spec_step${tuning:+_tuned}.json"
-  done
+  # The batch-32 verification step against a decode step (spec_bench (a) alone; docs/perf.md,
+  # "Speculative decoding").
+  step spec_step 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
+    --skip b,c,d --step-batches 32 --json "$OUT/raw/spec_step.json"
   step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory 60GiB \
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"

@@ -61,7 +61,6 @@ struct Args {
   std::string schema_file;
   bool no_cuda_graphs = false;
   bool batch_invariant = false;
-  bool gemm_tuning = false;
   int max_graph_batch = 0;  // 0: --max-running
   int tensor_parallel_size = 1;
   std::string json_path;
@@ -120,7 +119,6 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "run decode steps eagerly instead of replaying CUDA graphs");
   app.add_flag("--batch-invariant", a.batch_invariant,
                "batch-invariant mode (a request's results do not depend on its batch; costs throughput)");
-  app.add_flag("--gemm-tuning", a.gemm_tuning, "tune the GEMM algorithms for 65-512 rows with a cold L2 at start");
   app.add_option("--max-graph-batch", a.max_graph_batch,
                  "largest decode batch replayed as a graph (default: --max-running, at most 256)");
   app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
@@ -143,7 +141,6 @@ int main(int argc, char** argv) {
   o.kv_cache_dtype = a.kv_cache_dtype;
   o.cuda_graphs = !a.no_cuda_graphs;
   o.batch_invariant = a.batch_invariant;
-  o.gemm_tuning = a.gemm_tuning;
   o.max_graph_batch = a.max_graph_batch > 0 ? a.max_graph_batch : std::min(a.max_running, 256);
   o.max_model_len = std::max(a.prompt_len + a.output_len, a.decode_prompt_len + a.decode_tokens) + 1;
   o.max_step_tokens = a.max_batch_tokens;
@@ -173,7 +170,6 @@ int main(int argc, char** argv) {
   out["quantization"] = a.quantization;
   out["backend"] = backend.name();
   out["batch_invariant"] = a.batch_invariant;
-  out["gemm_tuning"] = a.gemm_tuning;
   out["weight_bytes"] = weight_bytes;
   out["active_weight_bytes"] = active_bytes;
   out["kv_cache_bytes"] = runner->kv_cache_bytes();

@@ -10,7 +10,7 @@
 //
 //   spec_bench --config bench/configs/llama-3.1-8b --draft-config bench/configs/llama-3.2-1b
 //              --backend cuda --kv-cache-memory 60GiB --json spec.json
-//   spec_bench ... --skip b,c,d --step-batches 32 [--gemm-tuning]   (a) alone, GEMMs tuned cold or not
+//   spec_bench ... --skip b,c,d --step-batches 32   (a) alone, at batch 32
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -53,7 +53,6 @@ struct Args {
   std::string skip;  // comma list of a, b, c, d
   std::vector<int> step_batches = {1, 32};
   int step_only_q = 0;  // > 0: (a) times only steps of this many query tokens per sequence (profiling)
-  bool gemm_tuning = false;
   std::string json_path;
 };
 
@@ -65,7 +64,6 @@ std::unique_ptr<fg::ModelRunner> make_runner(const std::string& dir, const Args&
   o.page_size = 16;
   o.max_model_len = max_model_len;
   o.graph_max_query_len = 1 + a.k;
-  o.gemm_tuning = a.gemm_tuning;
   auto bytes = fg::parse_byte_size(a.kv_cache_memory);
   if (!bytes.is_ok()) die(bytes.status().message());
   o.kv_cache_bytes = *bytes;
@@ -157,8 +155,6 @@ int main(int argc, char** argv) {
   app.add_option("--skip", a.skip, "comma list of parts to skip: a,b,c,d");
   app.add_option("--step-batches", a.step_batches, "(a): batch sizes (1 32)");
   app.add_option("--step-only-q", a.step_only_q, "(a): time only steps of this query length (for a profiler)");
-  app.add_flag("--gemm-tuning", a.gemm_tuning,
-               "tune the GEMM algorithms for 65-512 rows with a cold L2 at start (ModelRunnerOptions::gemm_tuning)");
   app.add_option("--json", a.json_path, "also write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   auto skip = [&](char p) { return a.skip.find(p) != std::string::npos; };
@@ -167,9 +163,8 @@ int main(int argc, char** argv) {
       std::max({a.context + a.k + 2, a.e2e_prompt + a.e2e_tokens + a.k + 2, a.load_prompt + a.load_output + a.k + 2});
   const auto t_start = Clock::now();
   auto target = make_runner(a.config_dir, a, max_len);
-  std::printf("spec_bench: target %s on %s, k = %d%s (ready in %.1f s)\n", a.config_dir.c_str(),
-              target->backend().name().c_str(), a.k, a.gemm_tuning ? ", GEMMs tuned cold" : "", since(t_start));
-  out["gemm_tuning"] = a.gemm_tuning;
+  std::printf("spec_bench: target %s on %s, k = %d (ready in %.1f s)\n", a.config_dir.c_str(),
+              target->backend().name().c_str(), a.k, since(t_start));
   double t_decode1 = 0.0;
 
   if (!skip('a')) {

@@ -158,11 +158,6 @@ struct BackendOptions {
   // every m (no split-K), attention without KV splits and with one tile shape for every row, one
   // grouped-GEMM tile and one routing kernel for every step (docs/architecture.md).
   bool batch_invariant = false;
-  // Cold-cache GEMM tuning (--gemm-tuning): prepare_gemm times the candidate algorithms of each
-  // weight shape at the row counts between decode and prefill, with the L2 flushed before each
-  // run, and keeps the fastest (CUDA; docs/architecture.md, "GEMM algorithms"). Never applies in
-  // batch-invariant mode, which fixes one algorithm per shape.
-  bool gemm_tuning = false;
 };
 
 // A backend: memory, transfers, and the ops. One instance per device; not thread-safe (the engine
@@ -243,16 +238,6 @@ class Backend {
   // when blocked); bias: optional [n] act; out: [m, n] act or f32 (f32 for logits).
   virtual void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
 
-  // Before the first step (never during one or during a graph capture): the backend may prepare
-  // the GEMMs x @ w^T (+ bias) -> `out` dtype it will be asked for, for any m. With
-  // BackendOptions::gemm_tuning the CUDA backend times its candidate algorithms here (it
-  // synchronizes and allocates scratch memory for the time of the call); otherwise, and on the
-  // CPU, it does nothing. w and bias as for gemm.
-  virtual void prepare_gemm(const Tensor& w, const Tensor* bias, DType out) {
-    (void)w;
-    (void)bias;
-    (void)out;
-  }
   // ---- FP8 (e4m3) GEMMs with per-token activation scales and per-output-channel weight scales:
   // the compute path FP8 weights are meant for (docs/architecture.md, "FP8 weights"). Only where
   // supports_fp8_gemm(); the CPU backend runs them as the exact reference.

@@ -37,9 +37,6 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_flag("--batch-invariant", f.batch_invariant,
                 "a request's tokens and logprobs are bitwise the same whatever else is in the batch (one GEMM "
                 "algorithm per weight shape, attention without KV splits; costs some throughput)");
-  cmd->add_flag("--gemm-tuning", f.gemm_tuning,
-                "at start, time the GEMM algorithms of each weight shape for 65-512 rows with a cold L2 and keep the "
-                "fastest (CUDA; not with --batch-invariant)");
   cmd->add_flag("--no-adaptive-prefill", f.no_adaptive_prefill,
                 "let every step fill --max-batch-tokens (by default a step that carries running decodes "
                 "takes only the prefill chunk its measured step times predict fits --max-step-latency-ms)");
@@ -86,12 +83,7 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   runner.gpu_memory_fraction = f.gpu_memory_fraction;
   runner.max_model_len = f.max_model_len;
   runner.cuda_graphs = !f.no_cuda_graphs;
-  if (f.batch_invariant && f.gemm_tuning)
-    throw std::runtime_error(
-        "--gemm-tuning and --batch-invariant exclude each other (the latter fixes one GEMM "
-        "algorithm per weight shape)");
   runner.batch_invariant = f.batch_invariant;
-  runner.gemm_tuning = f.gemm_tuning;
   runner.max_graph_batch = std::min(f.max_running, 256);
   engine.scheduler.max_batch_tokens = f.max_batch_tokens;
   runner.max_step_tokens = f.max_batch_tokens;

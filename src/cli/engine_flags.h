@@ -25,7 +25,6 @@ struct EngineFlags {
   bool no_prefix_cache = false;
   bool no_cuda_graphs = false;
   bool batch_invariant = false;
-  bool gemm_tuning = false;
   // The prefill chunk of steps that carry running decodes, under a latency budget
   // (engine/step_latency.h).
   bool no_adaptive_prefill = false;
@@ -43,8 +42,8 @@ struct EngineFlags {
 
 // Adds --dummy-weights, --quantization, --kv-cache-memory, --kv-cache-dtype, --gpu-memory-fraction,
 // --max-batch-tokens,
-// --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, --batch-invariant,
-// --gemm-tuning, the prefill chunk's latency budget (--no-adaptive-prefill, --max-step-latency-ms,
+// --max-running, --max-model-len, --no-prefix-cache, --no-cuda-graphs, --batch-invariant, the
+// prefill chunk's latency budget (--no-adaptive-prefill, --max-step-latency-ms,
 // --min-prefill-chunk), the speculative decoding flags (--speculative, --num-speculative-tokens,
 // --draft-model, --ngram-min, --ngram-max, --spec-max-batch) and --tensor-parallel-size to `cmd`.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);

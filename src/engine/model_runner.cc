@@ -180,11 +180,6 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   BackendOptions backend_options;
   backend_options.batch_invariant = o.batch_invariant;
-  backend_options.gemm_tuning = o.gemm_tuning;
-  if (o.batch_invariant && o.gemm_tuning)
-    return invalid_argument(
-        "GEMM tuning and batch-invariant mode exclude each other (the latter fixes one algorithm "
-        "per weight shape)");
   FG_ASSIGN_OR_RETURN(r->backend_, make_backend(o.backend, backend_options));
   const int tp_size = o.tensor_parallel_size;
   if (tp_size < 1 || tp_size > 64)
@@ -221,17 +216,6 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelRunnerOption
                               std::to_string(r->model_->config().vocab_size) +
                               "; a draft model must share the target's tokenizer");
     r->draft_ = std::make_unique<DraftRunner>(*r->backend_, std::move(draft).value(), 0);
-  }
-  // Before any step or graph capture, and before the KV cache takes the free memory (tuning
-  // allocates its scratch for the time of the call).
-  r->model_->prepare_gemms();
-  if (r->draft_) r->draft_->model_->prepare_gemms();
-  if (r->tp_) {
-    for (Ranks::Rank& rank : r->tp_->ranks) {
-      rank.backend->bind_thread();
-      rank.model->prepare_gemms();
-    }
-    r->backend_->bind_thread();
   }
   const ModelConfig& c = r->model_->config();
   r->max_model_len_ = int32_t(std::min<int64_t>(c.max_position_embeddings, INT32_MAX));

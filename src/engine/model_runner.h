@@ -42,7 +42,6 @@ struct ModelRunnerOptions {
   std::string backend = "auto";  // cpu, cuda or auto
   bool dummy_weights = false;    // random weights from config.json alone
   bool batch_invariant = false;  // BackendOptions::batch_invariant (--batch-invariant)
-  bool gemm_tuning = false;      // BackendOptions::gemm_tuning (--gemm-tuning): tuned at create()
   uint64_t dummy_seed = 0;
   // --quantization fp8: the checkpoint's float linear weights are quantized at load (model/weights.h,
   // WeightLoadOptions); the draft model's too. Dummy weights: FP8 where the backend computes on

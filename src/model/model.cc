@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <tuple>
 #include <vector>
 
 #include "model/gguf_model.h"
@@ -107,28 +106,6 @@ void Model::upload_rope_table() {
   }
   inv_freq_ = upload(inv);
   if (config_.local_rope) local_inv_freq_ = upload(rope_inv_freq(*config_.local_rope, config_.rotary_dim));
-}
-
-void Model::prepare_gemms() {
-  // Layers repeat their shapes: one call per (shape, bias, out dtype) is enough.
-  std::vector<std::tuple<int64_t, int64_t, bool, DType>> seen;
-  auto prepare = [&](const Tensor& w, const Tensor& bias, DType out) {
-    // FP8 GEMMs (Model::linear on e4m3 codes) are not tuned: gemm_lt.h.
-    if (!w.defined() || w.dtype == DType::kF8E4M3) return;
-    const auto key = std::make_tuple(w.shape[0], w.shape[1], bias.defined(), out);
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
-    seen.push_back(key);
-    backend_.prepare_gemm(w, bias.defined() ? &bias : nullptr, out);
-  };
-  const DType act = backend_.act_dtype();
-  for (const LayerWeights& l : weights_.layers) {
-    prepare(l.qkv, l.qkv_bias, act);
-    prepare(l.o, l.o_bias, act);
-    prepare(l.gate_up, l.gate_up_bias, act);
-    prepare(l.down, l.down_bias, act);
-    prepare(l.router, Tensor{}, DType::kF32);
-  }
-  prepare(weights_.lm_head, Tensor{}, DType::kF32);
 }
 
 void Model::linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out) {

@@ -142,10 +142,6 @@ class Model {
   // max_tokens * top_k rows.
   void reserve_step_workspace(int max_tokens, int max_logits) { reserve(max_tokens, max_logits, 0); }
 
-  // Backend::prepare_gemm for every weight shape the forward multiplies by (each distinct one
-  // once): before the first step, e.g. to let the CUDA backend tune its GEMM algorithms.
-  void prepare_gemms();
-
   // Sends later decode-only steps that fit `options` through the fixed buffers (and graphs when
   // options.capture). Allocates those buffers and the workspace for max_batch_size rows now, so
   // call it before sizing the KV cache from free memory. Errors: bad sizes, capture on a backend

@@ -91,10 +91,7 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
   arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
-  // Batch-invariant mode fixes one algorithm per shape: tuning never applies there.
-  gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant
-                                   : options_.gemm_tuning   ? GemmLt::Mode::kColdTuned
-                                                            : GemmLt::Mode::kHeuristic);
+  gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant : GemmLt::Mode::kHeuristic);
   init_moe_kernels();
   gemv_fp8_ = gemv_fp8_supported();
   ensure_sample_capacity(256);
@@ -475,27 +472,6 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   } else if (outcome == GemmOutcome::kDoneWithoutBias) {
     launch_add_bias(AddBiasParams{out.data, prob.ldo, bias_ptr, prob.m, prob.n}, out.dtype, x.dtype, stream_);
   }
-}
-
-void CudaBackend::prepare_gemm(const Tensor& w, const Tensor* bias, DType out) {
-  if (!options_.gemm_tuning || options_.batch_invariant) return;
-  check_on_device(w, "prepare_gemm w");
-  FG_CHECK(w.ndim == 2 && (w.dtype == DType::kBF16 || w.dtype == DType::kF16) && (w.shape[1] <= 1 || w.stride[1] == 1),
-           "prepare_gemm: w must be [n, k] bf16/f16 with contiguous rows: " + w.describe());
-  FG_CHECK(out == w.dtype || out == DType::kF32, "prepare_gemm: out must be the act dtype or f32");
-  if (bias != nullptr) {
-    check_on_device(*bias, "prepare_gemm bias");
-    FG_CHECK(bias->ndim == 1 && bias->shape[0] == w.shape[0] && bias->dtype == w.dtype,
-             "prepare_gemm: bias must be [n] in the act dtype: " + bias->describe());
-  }
-  GemmProblem shape;
-  shape.n = int(w.shape[0]);
-  shape.k = int(w.shape[1]);
-  shape.ldw = std::max<int64_t>(w.shape[0] <= 1 ? w.shape[1] : w.stride[0], w.shape[1]);
-  shape.in = w.dtype;
-  shape.out = out;
-  shape.bias = bias != nullptr;
-  gemm_->tune(shape, w.data, bias ? bias->data : nullptr, stream_);
 }
 
 // ---- mixture of experts

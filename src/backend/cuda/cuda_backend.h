@@ -51,8 +51,6 @@ class CudaBackend final : public Backend {
   void add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) override;
   void rope(Tensor& q, Tensor& k, const RopeArgs& args) override;
   void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
-  // With BackendOptions::gemm_tuning (and not batch_invariant): GemmLt::tune for w's shape.
-  void prepare_gemm(const Tensor& w, const Tensor* bias, DType out) override;
   bool supports_fp8_gemm() const override;
   void quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales) override;
   void gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales, Tensor& out) override;

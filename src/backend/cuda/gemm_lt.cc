@@ -3,7 +3,6 @@
 // length n is then a per-row vector of D, which is what the BIAS epilogue adds.
 #include "backend/cuda/gemm_lt.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -126,20 +125,6 @@ bool single_pass(const cublasLtMatmulAlgo_t& algo) {
 }
 
 constexpr int kInvariantAlign = 16;  // bytes; batch-invariant operands are at least this aligned
-constexpr int kTunedAlign = 16;      // bytes; the alignment tuned algorithms are timed and used at
-
-int tune_bucket(int m) {
-  return (m + GemmLt::kTuneBucket - 1) / GemmLt::kTuneBucket * GemmLt::kTuneBucket;
-}
-
-// Device memory for the time of one tune() call.
-struct Scratch {
-  void* p = nullptr;
-  explicit Scratch(size_t bytes) { CUDA_CHECK(cudaMalloc(&p, bytes)); }
-  ~Scratch() { (void)cudaFree(p); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
 
 }  // namespace
 
@@ -290,99 +275,6 @@ GemmLt::Plan GemmLt::make_invariant_fp8_plan(const Fp8GemmProblem& prob, const f
   return plan;
 }
 
-GemmLt::Plan GemmLt::make_tuned_plan(const GemmProblem& prob) {
-  Plan plan;
-  const ShapeKey shape{prob.n, prob.k, prob.ldw, int(prob.in), int(prob.out), prob.bias};
-  auto it = tuned_.find({tune_bucket(prob.m), shape});
-  if (it == tuned_.end() || !make_descriptors(prob, it->second.bias_in_epilogue, plan)) return plan;
-  plan.algo = it->second.algo;
-  if (!algo_runs(plan)) {
-    destroy(plan);
-    return plan;
-  }
-  plan.ok = true;
-  return plan;
-}
-
-void GemmLt::tune(const GemmProblem& shape_prob, const void* w, const void* bias, cudaStream_t stream) {
-  if (mode_ != Mode::kColdTuned) return;
-  const GemmProblem& sp = shape_prob;
-  const ShapeKey shape{sp.n, sp.k, sp.ldw, int(sp.in), int(sp.out), sp.bias};
-  if (!tuned_shapes_.emplace(shape, true).second) return;
-  // Candidates are asked for 16-byte aligned operands, and run() takes them only for such.
-  if (alignment_of(w) < kTunedAlign || (sp.bias && alignment_of(bias) < kTunedAlign) ||
-      (sp.ldw * int64_t(dtype_size(sp.in))) % kTunedAlign != 0)
-    return;
-  int dev = 0, l2 = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  const size_t flush_bytes = 2 * size_t(std::max(l2, 1 << 20));
-  Scratch x(size_t(kTuneMaxM) * size_t(sp.k) * dtype_size(sp.in));
-  Scratch out(size_t(kTuneMaxM) * size_t(sp.n) * dtype_size(sp.out));
-  Scratch flush(flush_bytes);
-  // Small finite inputs (bf16 / f16 bytes 0x3c3c: about 0.01 and 1.0); timing does not read them.
-  CUDA_CHECK(cudaMemsetAsync(x.p, 0x3c, size_t(kTuneMaxM) * size_t(sp.k) * dtype_size(sp.in), stream));
-  cudaEvent_t start[kTuneRuns], stop[kTuneRuns];
-  for (int r = 0; r < kTuneRuns; ++r) {
-    CUDA_CHECK(cudaEventCreate(&start[r]));
-    CUDA_CHECK(cudaEventCreate(&stop[r]));
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  for (int m = kTuneMinM + kTuneBucket; m <= kTuneMaxM; m += kTuneBucket) {
-    GemmProblem p = sp;
-    p.m = m;
-    p.ldx = sp.k;
-    p.ldo = sp.n;
-    float best_ms = 0.0f;
-    bool found_any = false;
-    ShapeAlgo best;
-    // The bias in the epilogue when cuBLASLt takes it there, as make_plan tries it.
-    for (int epilogue = sp.bias ? 1 : 0; epilogue >= 0 && !found_any; --epilogue) {
-      Plan probe;
-      if (!make_descriptors(p, epilogue == 1, probe)) continue;
-      if (probe.bias_in_epilogue) {
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(probe.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-      }
-      Preference pref(workspace_bytes_, kTunedAlign, kTunedAlign, kTunedAlign, CUBLASLT_REDUCTION_SCHEME_MASK);
-      cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
-      int found = 0;
-      if (cublasLtMatmulAlgoGetHeuristic(handle_, probe.op, probe.a, probe.b, probe.c, probe.c, pref.pref,
-                                         kTuneCandidates, results, &found) != CUBLAS_STATUS_SUCCESS)
-        found = 0;
-      for (int i = 0; i < found; ++i) {
-        if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        bool ran = true;
-        for (int r = 0; r < kTuneRuns && ran; ++r) {
-          // Evict the weights (and everything else) from the L2 before each timed run.
-          CUDA_CHECK(cudaMemsetAsync(flush.p, r, flush_bytes, stream));
-          CUDA_CHECK(cudaEventRecord(start[r], stream));
-          ran =
-              cublasLtMatmul(handle_, probe.op, &alpha, w, probe.a, x.p, probe.b, &beta, out.p, probe.c, out.p, probe.c,
-                             &results[i].algo, workspace_, workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
-          CUDA_CHECK(cudaEventRecord(stop[r], stream));
-        }
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        if (!ran) continue;
-        float ms[kTuneRuns];
-        for (int r = 0; r < kTuneRuns; ++r) CUDA_CHECK(cudaEventElapsedTime(&ms[r], start[r], stop[r]));
-        std::sort(ms, ms + kTuneRuns);
-        const float median = ms[kTuneRuns / 2];
-        if (!found_any || median < best_ms) {
-          best_ms = median;
-          best = ShapeAlgo{results[i].algo, probe.bias_in_epilogue};
-          found_any = true;
-        }
-      }
-      destroy(probe);
-    }
-    if (found_any) tuned_[{m, shape}] = best;
-  }
-  for (int r = 0; r < kTuneRuns; ++r) {
-    (void)cudaEventDestroy(start[r]);
-    (void)cudaEventDestroy(stop[r]);
-  }
-}
-
 GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
                         cudaStream_t stream) {
   if (prob.m == 0 || prob.n == 0) return GemmOutcome::kDone;
@@ -399,10 +291,7 @@ GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, c
                    std::to_string(aw) + ", out " + std::to_string(ao) + ")");
       plan = make_invariant_plan(prob);
     } else {
-      if (mode_ == Mode::kColdTuned && prob.m > kTuneMinM && prob.m <= kTuneMaxM && ax >= kTunedAlign &&
-          aw >= kTunedAlign && ao >= kTunedAlign && (!prob.bias || ab >= kTunedAlign))
-        plan = make_tuned_plan(prob);
-      if (!plan.ok && prob.bias) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/true);
+      if (prob.bias) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/true);
       if (!plan.ok) plan = make_plan(prob, ax, aw, ao, ab, /*try_epilogue=*/false);
     }
     it = plans_.emplace(key, plan).first;
@@ -432,7 +321,6 @@ GemmOutcome GemmLt::run_fp8(const Fp8GemmProblem& prob, const void* x, const flo
                    std::to_string(aw) + ", out " + std::to_string(ao) + ")");
       plan = make_invariant_fp8_plan(prob, x_scales, w_scales);
     } else {
-      // (Mode::kColdTuned does not tune FP8 products: they take the heuristic's answer.)
       plan = make_fp8_plan(prob, ax, aw, ao, x_scales, w_scales);
     }
     it = fp8_plans_.emplace(key, plan).first;

@@ -15,18 +15,9 @@
 // aligned (the alignment it was chosen for). A shape for which that fails aborts: there is no
 // second algorithm that would keep the rows already computed valid.
 //
-// Cold-cache tuning (Mode::kColdTuned, --gemm-tuning): between decode and prefill (kTuneMinM < m
-// <= kTuneMaxM, e.g. the 160 rows of a batch-32 verification step with 4 drafts) the heuristic's
-// first answer is not always the fastest: it moves to compute-bound tiles while a GEMM there
-// still mostly reads its weights. tune() times the heuristic's top kTuneCandidates algorithms of a
-// weight shape at each m bucket (multiples of kTuneBucket), every timed run a single matmul after
-// a write of a scratch buffer twice the L2's size, so the weights come from memory as they do in
-// a step (timed warm, the L2 would hold them and favour the wrong kernels), and keeps the one of
-// least median time per (bucket, shape). run() then takes it for every m of the bucket it passes
-// cublasLtMatmulAlgoCheck at, else the heuristic's. Tuning happens only in tune(), called before
-// the first step; never inside a step or a graph capture. FP8 products (run_fp8) are not tuned: they
-// take the heuristic's answer in this mode; in batch-invariant mode they get one single-pass
-// algorithm per weight shape as above, or are declined at every m of the shape.
+// FP8 products (run_fp8) take the heuristic's first answer in Mode::kHeuristic; in batch-invariant
+// mode they get one single-pass algorithm per weight shape as above, or are declined at every m of
+// the shape.
 #pragma once
 
 #include <cublasLt.h>
@@ -36,7 +27,6 @@
 #include <map>
 #include <optional>
 #include <tuple>
-#include <utility>
 
 #include "core/dtype.h"
 
@@ -74,7 +64,6 @@ class GemmLt {
   enum class Mode {
     kHeuristic,       // cuBLASLt's first heuristic answer for each problem
     kBatchInvariant,  // one algorithm per weight shape for every m (above)
-    kColdTuned,       // the heuristic's, except where tune() timed a faster one (above)
   };
   // Rows of the problem the batch-invariant algorithm of a shape is chosen for, by default: the
   // decode batch of the throughput regime (a full batch of 256 sequences), where most steps of a
@@ -83,14 +72,6 @@ class GemmLt {
   // overrides it, for measuring the trade-off (docs/perf.md); every m still gets the one algorithm.
   static constexpr int kInvariantRefM = 256;
   int invariant_ref_m() const { return invariant_ref_m_; }
-
-  // Cold-cache tuning: m buckets in (kTuneMinM, kTuneMaxM], kTuneBucket wide; candidates per
-  // bucket and timed runs of each.
-  static constexpr int kTuneMinM = 64;
-  static constexpr int kTuneMaxM = 512;
-  static constexpr int kTuneBucket = 32;
-  static constexpr int kTuneCandidates = 8;
-  static constexpr int kTuneRuns = 5;
 
   explicit GemmLt(Mode mode = Mode::kHeuristic, size_t workspace_bytes = size_t(32) << 20);
   ~GemmLt();
@@ -104,14 +85,6 @@ class GemmLt {
   // for it. x_scales: [m] f32, w_scales: [n] f32, device pointers.
   GemmOutcome run_fp8(const Fp8GemmProblem& prob, const void* x, const float* x_scales, const void* w,
                       const float* w_scales, void* out, cudaStream_t stream);
-
-  // Mode::kColdTuned (a no-op otherwise): times the candidates of the weight shape of `shape` (its
-  // m and ldx/ldo are ignored: contiguous rows) at every m bucket, on the real weights `w` (and
-  // `bias`), and records the fastest. Allocates its scratch (rows of x and out, and the L2 flush
-  // buffer) for the call, synchronizes `stream`. A shape tuned before is skipped.
-  void tune(const GemmProblem& shape, const void* w, const void* bias, cudaStream_t stream);
-  // (bucket, shape) choices tune() has recorded.
-  size_t tuned_count() const { return tuned_.size(); }
 
  private:
   struct Plan {
@@ -131,9 +104,6 @@ class GemmLt {
   Plan make_invariant_plan(const GemmProblem& prob);
   // make_invariant_plan for the FP8 product (ok = false, at every m, for a shape declined).
   Plan make_invariant_fp8_plan(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales);
-  // The tuned algorithm of prob's bucket as a plan (ok = false when none is recorded, or it does
-  // not run at prob's m and strides).
-  Plan make_tuned_plan(const GemmProblem& prob);
   // Fills plan's op (outer-vector scales at these pointers) and layouts for `prob`; false, with
   // nothing left to destroy, when this cuBLASLt has no outer-vector scale mode.
   static bool make_fp8_descriptors(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales,
@@ -162,9 +132,6 @@ class GemmLt {
     bool bias_in_epilogue = false;
   };
   std::map<ShapeKey, ShapeAlgo> shape_algos_;
-  // Cold-cache tuning: the fastest algorithm per (m bucket, shape), and the shapes tuned.
-  std::map<std::pair<int, ShapeKey>, ShapeAlgo> tuned_;
-  std::map<ShapeKey, bool> tuned_shapes_;
   using Fp8Key = std::tuple<int, int, int, int, int, int, int>;  // m, n, k, out dtype, alignments
   std::map<Fp8Key, Plan> fp8_plans_;
   // Batch-invariant mode: each FP8 weight shape's algorithm (n, k, out dtype), none when declined.

@@ -239,7 +239,6 @@ TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {
       {"--model " + kChatModel + " --prompt hi --prompt-ids 1,2", "exactly one of"},
       {"--model " + kIdsModel + " --prompt hi", "tokenizer"},
       {"--model " + kIdsModel + " --prompt-ids 1,2 --stop x", "tokenizer"},
-      {"--model " + kIdsModel + " --prompt-ids 1,2 --batch-invariant --gemm-tuning", "exclude each other"},
   };
   for (const Case& c : cases) {
     CliResult r = run("generate " + c.args + kCommon);

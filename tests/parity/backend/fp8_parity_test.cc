@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -197,22 +198,13 @@ TEST(BackendParity, Fp8DecodeGemmRowsDoNotDependOnM) {
 // Batch-invariant mode (gemm_lt.h): the FP8 GEMM of a weight shape runs one algorithm (or the
 // fallback kernel) for every m, so a row of an m-row call is bitwise that row of a 1000-row call;
 // and the product is the default mode's up to accumulation order and bf16 rounding.
-// With cold-cache tuning FP8 products are not tuned (the heuristic's answer): they match the
-// default backend's bit for bit.
-TEST(BackendParity, Fp8GemmUnderBatchInvariantAndTunedModes) {
+TEST(BackendParity, Fp8GemmUnderBatchInvariantMode) {
   FG_REQUIRE_GPU();
-  auto make = [](bool invariant, bool tuning) {
-    BackendOptions o;
-    o.batch_invariant = invariant;
-    o.gemm_tuning = tuning;
-    auto made = make_cuda_backend(0, o);
-    EXPECT_TRUE(made.is_ok()) << made.status().to_string();
-    return made.is_ok() ? std::move(made).value() : nullptr;
-  };
-  auto invariant = make(true, false);
-  auto tuned = make(false, true);
-  ASSERT_NE(invariant, nullptr);
-  ASSERT_NE(tuned, nullptr);
+  BackendOptions options;
+  options.batch_invariant = true;
+  auto made = make_cuda_backend(0, options);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  std::unique_ptr<Backend> invariant = std::move(made).value();
   std::mt19937_64 rng(19);
   constexpr int64_t kMaxM = 1000;
   for (const auto& shape : {std::pair<int64_t, int64_t>{1728, 576}, {4096, 4096}, {96, 160}}) {
@@ -245,7 +237,6 @@ TEST(BackendParity, Fp8GemmUnderBatchInvariantAndTunedModes) {
           << "rows of an m = " << m << " call differ from the same rows at m = " << kMaxM;
     }
     const std::vector<uint8_t> plain = rows_of(gpu(), kMaxM);
-    EXPECT_TRUE(rows_of(*tuned, kMaxM) == plain) << "tuning mode changed an FP8 product";
     // The invariant algorithm computes the same product: within 2^-6 of the largest output of the
     // default's (bf16 roundings and another f32 accumulation order, no more).
     auto bf16 = [](const std::vector<uint8_t>& v, size_t i) {

@@ -17,7 +17,7 @@
 // run saw the largest difference at 0.34 of the largest logit, an outlier of the same error).
 // Rows keep the twin's argmax wherever its top-2 margin exceeds twice the largest difference.
 //
-// Fp8GemmModes: the per-channel codes under --gemm-tuning and --batch-invariant (CUDA only).
+// Fp8GemmModes: the per-channel codes under --batch-invariant (CUDA only).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -96,43 +96,28 @@ TEST_P(Fp8CheckpointParity, LogitsAndGreedyIdsAreTheTwins) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8CheckpointParity, ::testing::Values("fp8_block", "fp8_channel"));
 
-// The CUDA backend's GEMM modes with FP8 codes (gemm_lt.h). --gemm-tuning: Model::prepare_gemms
-// hands only the act-dtype weights to the tuner (FP8 products take the heuristic's answer), and
-// the logits are the default backend's bit for bit (40 rows: outside the tuned buckets either
-// way). --batch-invariant: the FP8 GEMM runs one algorithm per weight shape, so a prompt's logits
-// are bitwise the same prefilled in one step or one token per step.
-TEST(Fp8GemmModes, CodesUnderGemmTuningAndBatchInvariance) {
-  auto plain = make_cuda_backend(0);
-  if (!plain.is_ok()) GTEST_SKIP() << "no usable CUDA GPU: " << plain.status().message();
+// The CUDA backend's batch-invariant GEMM mode with FP8 codes (gemm_lt.h): the FP8 GEMM runs one
+// algorithm per weight shape, so a prompt's logits are bitwise the same prefilled in one step or
+// one token per step.
+TEST(Fp8GemmModes, CodesUnderBatchInvariance) {
+  BackendOptions options;
+  options.batch_invariant = true;
+  auto inv = make_cuda_backend(0, options);
+  if (!inv.is_ok()) GTEST_SKIP() << "no usable CUDA GPU: " << inv.status().message();
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(int32_t((i * 53 + 7) % 256));
-  auto logits_on = [&](Backend& backend, int chunk, bool prepare) {
+  auto logits_on = [&](Backend& backend, int chunk) {
     auto m = Model::load(test::model_fixture("fp8_channel"), backend);
     EXPECT_TRUE(m.is_ok()) << m.status().to_string();
     if (!m.is_ok()) return std::vector<float>{};
     EXPECT_EQ((*m)->weights().layers[0].qkv.dtype, DType::kF8E4M3) << "the CUDA backend computes on the codes";
-    if (prepare) (*m)->prepare_gemms();
     auto got = prompt_logits(**m, prompt, 16, chunk);
     EXPECT_TRUE(got.is_ok()) << got.status().to_string();
     return got.is_ok() ? *got : std::vector<float>{};
   };
-  auto backend_with = [](bool batch_invariant, bool gemm_tuning) {
-    BackendOptions o;
-    o.batch_invariant = batch_invariant;
-    o.gemm_tuning = gemm_tuning;
-    auto made = make_cuda_backend(0, o);
-    EXPECT_TRUE(made.is_ok()) << made.status().to_string();
-    return made.is_ok() ? std::move(made).value() : nullptr;
-  };
-  auto tuned = backend_with(false, true);
-  auto inv = backend_with(true, false);
-  ASSERT_TRUE(tuned && inv);
-  const std::vector<float> want = logits_on(**plain, 0, false);
-  ASSERT_FALSE(want.empty());
-  EXPECT_EQ(logits_on(*tuned, 0, true), want) << "--gemm-tuning changed FP8 logits";
-  const std::vector<float> whole = logits_on(*inv, 0, true);
+  const std::vector<float> whole = logits_on(**inv, 0);
   ASSERT_FALSE(whole.empty());
-  EXPECT_EQ(logits_on(*inv, 1, true), whole) << "FP8 logits depend on the step's rows under --batch-invariant";
+  EXPECT_EQ(logits_on(**inv, 1), whole) << "FP8 logits depend on the step's rows under --batch-invariant";
 }
 
 }  // namespace
