@@ -161,35 +161,48 @@ TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
   }
 }
 
+// Random e4m3 codes x [rows, k] and w [n, k] with scales in [1e-3, 1e-2], uploaded; rows(b, m):
+// backend b's bf16 product of the first m rows of x, as bytes.
+struct CodeProduct {
+  int64_t n;
+  Operand x, xs, w, ws;
+  CodeProduct(std::mt19937_64& rng, int64_t rows, int64_t n_, int64_t k)
+      : n(n_),
+        x({rows, k}, DType::kF8E4M3),
+        xs({rows}, DType::kF32),
+        w({n_, k}, DType::kF8E4M3),
+        ws({n_}, DType::kF32) {
+    random_codes(rng, x.host);
+    random_codes(rng, w.host);
+    std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+    for (Operand* sc : {&xs, &ws})
+      for (size_t j = 0; j < sc->host.size() / 4; ++j) {
+        const float v = scale(rng);
+        std::memcpy(sc->host.data() + 4 * j, &v, 4);
+      }
+    for (Operand* o : {&x, &xs, &w, &ws}) o->upload();
+  }
+  std::vector<uint8_t> rows(Backend& b, int64_t m) const {
+    Operand out({m, n}, DType::kBF16);
+    Tensor xv = x.on_gpu, sv = xs.on_gpu;
+    xv.shape[0] = m;
+    sv.shape[0] = m;
+    b.gemm_fp8(xv, sv, w.on_gpu, ws.on_gpu, out.on_gpu);
+    b.synchronize();
+    return out.download();
+  }
+};
+
 // The decode kernel (m <= 16) computes a token's row the same way whatever m is: a row of an m-row
 // call is bitwise that row of a 16-row call.
 TEST(BackendParity, Fp8DecodeGemmRowsDoNotDependOnM) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(20);
-  constexpr int64_t kRows = 16, n = 520, k = 2064;
-  Operand x({kRows, k}, DType::kF8E4M3), xs({kRows}, DType::kF32);
-  Operand w({n, k}, DType::kF8E4M3), ws({n}, DType::kF32);
-  random_codes(rng, x.host);
-  random_codes(rng, w.host);
-  std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
-  for (Operand* sc : {&xs, &ws})
-    for (size_t j = 0; j < sc->host.size() / 4; ++j) {
-      const float v = scale(rng);
-      std::memcpy(sc->host.data() + 4 * j, &v, 4);
-    }
-  for (Operand* o : {&x, &xs, &w, &ws}) o->upload();
-  auto rows_of = [&](int64_t m) {
-    Operand out({m, n}, DType::kBF16);
-    Tensor xv = x.on_gpu, sv = xs.on_gpu;
-    xv.shape[0] = m;
-    sv.shape[0] = m;
-    gpu().gemm_fp8(xv, sv, w.on_gpu, ws.on_gpu, out.on_gpu);
-    gpu().synchronize();
-    return out.download();
-  };
-  const std::vector<uint8_t> full = rows_of(kRows);
+  constexpr int64_t kRows = 16;
+  const CodeProduct p(rng, kRows, 520, 2064);
+  const std::vector<uint8_t> full = p.rows(gpu(), kRows);
   for (int64_t m : {1, 2, 7, 8, 9, 15}) {
-    const std::vector<uint8_t> part = rows_of(m);
+    const std::vector<uint8_t> part = p.rows(gpu(), m);
     EXPECT_TRUE(std::memcmp(part.data(), full.data(), part.size()) == 0)
         << "rows of an m = " << m << " call differ from the same rows at m = " << kRows;
   }
@@ -208,35 +221,16 @@ TEST(BackendParity, Fp8GemmUnderBatchInvariantMode) {
   std::mt19937_64 rng(19);
   constexpr int64_t kMaxM = 1000;
   for (const auto& shape : {std::pair<int64_t, int64_t>{1728, 576}, {4096, 4096}, {96, 160}}) {
-    const int64_t n = shape.first, k = shape.second;  // named: lambdas below capture n
+    const int64_t n = shape.first, k = shape.second;
     SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k));
-    Operand x({kMaxM, k}, DType::kF8E4M3), xs({kMaxM}, DType::kF32);
-    Operand w({n, k}, DType::kF8E4M3), ws({n}, DType::kF32);
-    random_codes(rng, x.host);
-    random_codes(rng, w.host);
-    std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
-    for (Operand* sc : {&xs, &ws})
-      for (size_t j = 0; j < sc->host.size() / 4; ++j) {
-        const float v = scale(rng);
-        std::memcpy(sc->host.data() + 4 * j, &v, 4);
-      }
-    for (Operand* o : {&x, &xs, &w, &ws}) o->upload();
-    auto rows_of = [&](Backend& b, int64_t m) {
-      Operand out({m, n}, DType::kBF16);
-      Tensor xv = x.on_gpu, sv = xs.on_gpu;
-      xv.shape[0] = m;
-      sv.shape[0] = m;
-      b.gemm_fp8(xv, sv, w.on_gpu, ws.on_gpu, out.on_gpu);
-      b.synchronize();
-      return out.download();
-    };
-    const std::vector<uint8_t> full = rows_of(*invariant, kMaxM);
+    const CodeProduct p(rng, kMaxM, n, k);
+    const std::vector<uint8_t> full = p.rows(*invariant, kMaxM);
     for (int64_t m : {1, 3, 16, 64, 65, 160, 256, 513}) {
-      const std::vector<uint8_t> part = rows_of(*invariant, m);
+      const std::vector<uint8_t> part = p.rows(*invariant, m);
       EXPECT_TRUE(std::memcmp(part.data(), full.data(), part.size()) == 0)
           << "rows of an m = " << m << " call differ from the same rows at m = " << kMaxM;
     }
-    const std::vector<uint8_t> plain = rows_of(gpu(), kMaxM);
+    const std::vector<uint8_t> plain = p.rows(gpu(), kMaxM);
     // The invariant algorithm computes the same product: within 2^-6 of the largest output of the
     // default's (bf16 roundings and another f32 accumulation order, no more).
     auto bf16 = [](const std::vector<uint8_t>& v, size_t i) {
