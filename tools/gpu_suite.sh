@@ -7,6 +7,9 @@
 # the rest.
 #
 #   (here)  tools/gpu_suite.sh pack      build with sm_90a into build-gpu, pack .devpack/device.tar.xz
+#           PACK_TESTS="backend_attention_parity" PACK_TOOLS="attention_bench" tools/gpu_suite.sh pack
+#                   a slim pack of those targets only (the whole pack is about 50 MB and the
+#                   working tree ~27 MB, against 64 MiB a call); run only steps whose binaries it has
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
@@ -18,8 +21,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS="flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench gemm_fp8_bench"
-TEST_TARGETS="backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests tensor_parallel_tests"
+BENCH_TARGETS=${PACK_TOOLS-"flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench gemm_fp8_bench"}
+TEST_TARGETS=${PACK_TESTS-"backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests tensor_parallel_tests"}
 
 pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
@@ -34,12 +37,18 @@ pack() {
   done
   # Libraries the GPU machine's image may lack or hold in another version (OpenMP, OpenBLAS's
   # Fortran runtime, Debian's ICU); used only where the loader reports them missing there.
+  # Only those some packed binary links (ICU's data alone is 30 MB).
   for lib in libgomp.so.1 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')" .device/lib/
+    local base=${lib%%.so*}
+    if ldd .device/bin/* .device/tools/* 2>/dev/null | grep -q "$base\.so"; then
+      cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')" .device/lib/
+    fi
   done
   # The Llama 3 tokenizer for serving the dummy-weight Llama-3.1-8B (the test fixture archive,
-  # extracted by the configure above).
-  cp build-gpu/test_fixtures/tokenizers/llama-3-8b-instruct/tokenizer*.json .device/tok/
+  # extracted by the configure above); only flashgen's serve steps use it.
+  case " $BENCH_TARGETS " in
+    *" flashgen "*) cp build-gpu/test_fixtures/tokenizers/llama-3-8b-instruct/tokenizer*.json .device/tok/ ;;
+  esac
   tar -cJf .devpack/device.tar.xz .device && du -sh .devpack   # carry .devpack (64 MiB limit)
 }
 
