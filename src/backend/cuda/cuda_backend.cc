@@ -523,7 +523,7 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, MoeRo
 }
 
 bool CudaBackend::supports_fp8_gemm() const {
-  return true;  // cuBLASLt's scaled FP8 GEMM where it has one, else the plain kernel
+  return true;  // our decode kernel at m <= 16, cuBLASLt's scaled FP8 GEMM above, else the plain kernel
 }
 
 void CudaBackend::quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales) {
@@ -564,11 +564,6 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
   FG_CHECK(x.shape[1] % 16 == 0, "gemm_fp8: k must be a multiple of 16, got " + std::to_string(x.shape[1]));
   FG_CHECK(x.shape[0] <= 0x7fffffff && w.shape[0] <= 0x7fffffff && x.shape[1] <= 0x7fffffff,
            "gemm_fp8: dims past int32");
-  Fp8GemmProblem prob;
-  prob.m = int(x.shape[0]);
-  prob.n = int(w.shape[0]);
-  prob.k = int(x.shape[1]);
-  prob.out = out.dtype;
   const auto* xs = static_cast<const float*>(x_scales.data);
   const auto* ws = static_cast<const float*>(w_scales.data);
   const GemmFp8Params params{static_cast<const uint8_t*>(x.data),
@@ -587,6 +582,11 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
     launch_gemv_fp8(params, out.dtype, stream_);
     return;
   }
+  Fp8GemmProblem prob;
+  prob.m = int(x.shape[0]);
+  prob.n = int(w.shape[0]);
+  prob.k = int(x.shape[1]);
+  prob.out = out.dtype;
   if (gemm_->run_fp8(prob, x.data, xs, w.data, ws, out.data, stream_) == GemmOutcome::kDeclined)
     launch_gemm_fp8_fallback(params, out.dtype, stream_);
 }
