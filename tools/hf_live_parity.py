@@ -4,9 +4,10 @@
 
 For each fixture and each of its reference prompts: transformers computes float32 logits of every
 prompt position on the GPU; flashgen writes its logits (bf16 activations, f32 accumulation) to a
-.npy; the score is max|ours - hf| / max|hf|. The bound is the larger of --tol and twice the error
-of transformers itself run in bf16 on the same prompt (measured live), so a longer prompt, whose
-bf16 rounding legitimately accumulates, is judged against what bf16 costs the reference too. Also
+.npy; the per-position error is max_vocab|ours - hf| / max|hf|. Its largest value must stay below
+the larger of --tol and twice the largest error of transformers itself run in bf16 on the fixture's
+prompts (measured live), and its mean over the prompt's positions below twice transformers' own
+mean on that prompt: bf16 is judged against what bf16 costs the reference too. Also
 checks that the greedy next token of the last position agrees wherever HF's top-2 margin is larger
 than the bf16 error (a smaller margin is a legitimate rounding tie).
 
@@ -49,12 +50,21 @@ def main():
         model = AutoModelForCausalLM.from_pretrained(fx, dtype=torch.float32, attn_implementation="eager").cuda().eval()
         model_bf16 = AutoModelForCausalLM.from_pretrained(fx, dtype=torch.bfloat16,
                                                           attn_implementation="eager").cuda().eval()
-        for i, prompt in enumerate(ref["prompts"]):
+        hf_rows, bf16_pos = [], []
+        for prompt in ref["prompts"]:
             with torch.no_grad():
                 hf = model(torch.tensor([prompt], device="cuda")).logits[0].float().cpu().numpy()
                 hf_bf16 = model_bf16(torch.tensor([prompt], device="cuda")).logits[0].float().cpu().numpy()
-            hf_bf16_err = float(np.abs(hf_bf16 - hf).max() / np.abs(hf).max())
-            bound = max(args.tol, 2 * hf_bf16_err)
+            hf_rows.append((hf, hf_bf16))
+            bf16_pos.append(np.abs(hf_bf16 - hf).max(axis=1) / np.abs(hf).max())
+        # The largest error is bounded by the fixture's bf16 noise level (its largest over the
+        # prompts: one run's largest error on one prompt is a poor yardstick, see
+        # tools/bf16_noise_spread.py), the mean over positions by this prompt's.
+        bound = max(args.tol, 2 * max(float(e.max()) for e in bf16_pos))
+        for i, prompt in enumerate(ref["prompts"]):
+            hf, hf_bf16 = hf_rows[i]
+            hf_bf16_err = float(bf16_pos[i].max())
+            hf_bf16_mean = float(bf16_pos[i].mean())
             with tempfile.TemporaryDirectory() as tmp:
                 out = os.path.join(tmp, "logits.npy")
                 cmd = [args.flashgen, "logits", "--model", str(fx), "--backend", args.backend,
@@ -65,15 +75,17 @@ def main():
                     failed += 1
                     continue
                 ours = np.load(out)
-            err = float(np.abs(ours - hf).max() / np.abs(hf).max())
+            ours_pos = np.abs(ours - hf).max(axis=1) / np.abs(hf).max()
+            err, mean_err = float(ours_pos.max()), float(ours_pos.mean())
             top2 = np.sort(hf[-1])[-2:]
             margin = float(top2[1] - top2[0])
             same_argmax = int(ours[-1].argmax()) == int(hf[-1].argmax())
             tie = margin < 2 * err * float(np.abs(hf).max())
-            ok = err < bound and (same_argmax or tie)
+            ok = err < bound and mean_err < 2 * hf_bf16_mean and (same_argmax or tie)
             failed += not ok
             row = dict(fixture=fx.name, prompt=i, tokens=len(prompt), rel_err=err, hf_bf16_err=hf_bf16_err,
-                       bound=bound, same_argmax=same_argmax, margin=margin, ok=ok)
+                       mean_err=mean_err, hf_bf16_mean_err=hf_bf16_mean, bound=bound, same_argmax=same_argmax,
+                       margin=margin, ok=ok)
             if fx.name in args.diagnose:
                 # A second bf16 sample of the reference (transformers' CPU kernels round and accumulate
                 # differently) says how wide bf16 noise is on this prompt.
@@ -90,15 +102,18 @@ def main():
                 for pos, (a, b, c) in enumerate(zip(*row["per_position"].values())):
                     print(f"  {pos:>4} {a:10.3e} {b:10.3e} {c:10.3e}")
             rows.append(row)
-    print(f"{'fixture':<16} {'prompt':>6} {'tokens':>6} {'max rel err':>12} {'hf bf16 err':>12} {'argmax':>7}  result")
+    print(f"{'fixture':<16} {'prompt':>6} {'tokens':>6} {'max rel err':>12} {'hf bf16 err':>12} {'bound':>9} "
+          f"{'mean err':>9} {'hf mean':>9} {'argmax':>7}  result")
     for r in rows:
         if "error" in r:
             print(f"{r['fixture']:<16} {r['prompt']:>6} {'':>6} {'':>12} {'':>7}  ERROR {r['error']}")
         else:
             print(f"{r['fixture']:<16} {r['prompt']:>6} {r['tokens']:>6} {r['rel_err']:>12.2e} {r['hf_bf16_err']:>12.2e} "
+                  f"{r['bound']:>9.2e} {r['mean_err']:>9.2e} {r['hf_bf16_mean_err']:>9.2e} "
                   f"{'same' if r['same_argmax'] else 'differs':>7}  {'ok' if r['ok'] else 'FAIL'}")
-    print(f"hf_live_parity: {len(rows) - failed} passed, {failed} failed "
-          f"(bound: max({args.tol}, 2 x transformers' own bf16 error), bf16 activations)")
+    print(f"hf_live_parity: {len(rows) - failed} passed, {failed} failed (bounds: largest error < max({args.tol}, "
+          "2 x transformers' own largest bf16 error over the fixture's prompts), mean over positions < 2 x "
+          "transformers' own on the prompt; bf16 activations)")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
     sys.exit(1 if failed else 0)

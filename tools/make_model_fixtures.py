@@ -13,11 +13,13 @@ creates a tiny randomly initialised Hugging Face model (seeded), saves it with s
   logits.npy      float32 [sum of prompt lengths, vocab]: the logits of every prompt position,
                   prompts concatenated in order.
 reference.json also records, per prompt, how far transformers itself lands from those logits when
-run in bfloat16 (hf_bf16_rel_err, max|bf16 - f32| / max|f32|): the GPU parity test allows twice
-that where it exceeds its fixed bound, as tools/hf_live_parity.py does live.
+run in bfloat16: the per-position error max_vocab|bf16 - f32| / max|f32|, its largest value
+(hf_bf16_rel_err) and its mean over the prompt's positions (hf_bf16_mean_err). The GPU parity
+test (and tools/hf_live_parity.py, live) bounds flashgen's bf16 logits by twice those.
 
 Run it with a Python that has torch and transformers (CPU is enough):
   python tools/make_model_fixtures.py [--out tests/fixtures/models]
+  python tools/make_model_fixtures.py --bf16-stats   (only add hf_bf16_mean_err to existing fixtures)
 The output is deterministic for a given torch/transformers version.
 """
 
@@ -292,12 +294,7 @@ def build(name, out_root, seed):
                 margins.append(float(top[0] - top[1]))
     logits = np.concatenate(rows, axis=0).astype(np.float32)
     np.save(os.path.join(out_dir, "logits.npy"), logits)
-    bf16_errs = []
-    m16 = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.bfloat16, attn_implementation="eager").eval()
-    with torch.no_grad():
-        for p, f32 in zip(prompts, rows):
-            b = m16(torch.tensor([p])).logits[0].float().numpy()
-            bf16_errs.append(float(np.abs(b - f32).max() / np.abs(f32).max()))
+    bf16_max, bf16_mean = bf16_errors(out_dir, prompts, rows)
     router_risk = max_router_risk(out_dir, prompts, greedy)
     ref = {
         "architecture": cfg.architectures[0] if cfg.architectures else type(model).__name__,
@@ -309,7 +306,8 @@ def build(name, out_root, seed):
         "max_new_tokens": NEW_TOKENS,
         "min_greedy_margin": min(margins),
         "max_router_risk": router_risk,
-        "hf_bf16_rel_err": bf16_errs,
+        "hf_bf16_rel_err": bf16_max,
+        "hf_bf16_mean_err": bf16_mean,
         "max_abs_logit": float(np.abs(logits).max()),
     }
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
@@ -319,6 +317,45 @@ def build(name, out_root, seed):
     print(f"{name:14s} {ref['architecture']:20s} {size / 1024:7.1f} KiB  min margin {min(margins):.4f}  "
           f"router risk {router_risk:.4f}  greedy lens {[len(g) for g in greedy]}")
     return min(margins) if router_risk <= MAX_ROUTER_RISK else -1.0
+
+
+def bf16_errors(out_dir, prompts, rows):
+    """How far transformers itself, run in bfloat16, lands from the f32 logits rows of each prompt:
+    per prompt the largest and the mean over positions of the per-position error
+    max_vocab |bf16 - f32| / max|f32| (the prompt's largest f32 logit)."""
+    m16 = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.bfloat16, attn_implementation="eager").eval()
+    worst, mean = [], []
+    with torch.no_grad():
+        for p, f32 in zip(prompts, rows):
+            b = m16(torch.tensor([p])).logits[0].float().numpy()
+            per_pos = np.abs(b - f32).max(axis=1) / np.abs(f32).max()
+            worst.append(float(per_pos.max()))
+            mean.append(float(per_pos.mean()))
+    return worst, mean
+
+
+def add_bf16_stats(fixture):
+    """Adds hf_bf16_mean_err to an existing fixture's reference.json, from its own logits.npy; the
+    recomputed hf_bf16_rel_err must equal the recorded one (same torch and transformers)."""
+    path = os.path.join(fixture, "reference.json")
+    with open(path) as f:
+        ref = json.load(f)
+    if "hf_bf16_rel_err" not in ref:
+        return
+    logits = np.load(os.path.join(fixture, "logits.npy"))
+    rows, row0 = [], 0
+    for p in ref["prompts"]:
+        rows.append(logits[row0:row0 + len(p)])
+        row0 += len(p)
+    worst, mean = bf16_errors(fixture, ref["prompts"], rows)
+    if not np.allclose(worst, ref["hf_bf16_rel_err"], rtol=1e-5, atol=0):
+        raise SystemExit(f"{fixture}: bf16 errors {worst} differ from the recorded {ref['hf_bf16_rel_err']}: "
+                         "another torch/transformers than the fixture's; rebuild it instead")
+    ref["hf_bf16_mean_err"] = mean
+    with open(path, "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    print(f"{os.path.basename(fixture):14s} bf16 max {['%.3e' % w for w in worst]}  mean {['%.3e' % m for m in mean]}")
 
 
 def routers(model):
@@ -359,8 +396,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "models"))
     ap.add_argument("--only", nargs="*", help="variant names (default: all)")
+    ap.add_argument("--bf16-stats", action="store_true",
+                    help="only add hf_bf16_mean_err to the existing fixtures (no rebuild)")
     args = ap.parse_args()
     torch.set_num_threads(2)
+    if args.bf16_stats:
+        for name in sorted(os.listdir(args.out)):
+            if (not args.only or name in args.only) and os.path.exists(os.path.join(args.out, name, "logits.npy")):
+                add_bf16_stats(os.path.join(args.out, name))
+        return
     os.makedirs(args.out, exist_ok=True)
     for i, name in enumerate(VARIANTS):
         if args.only and name not in args.only:

@@ -4,12 +4,19 @@
 // ids of transformers' generate(do_sample=False) exactly (including stopping at eos).
 //
 // FG_TEST_BACKEND=cuda runs the same fixtures on the CUDA backend (bf16 activations; skipped when
-// there is no GPU). bf16 cannot promise f32 agreement (transformers itself, run in bf16 on these
+// there is no GPU). bf16 cannot promise f32 agreement: transformers itself, run in bf16 on these
 // fixtures, is up to 3.3e-2 of max|logit| away from its f32 logits on the Llama-family ones and up
-// to about 7e-2 on the Gemma, Phi-3 and MoE ones, recorded per prompt as hf_bf16_rel_err), so there
-// the bounds are: logits within max(6e-2, 2 x hf_bf16_rel_err) of max|HF|, the same argmax
-// wherever HF's top-2 margin exceeds twice that error, and every greedy token within that error of
-// the best logit of the exact (CPU, f32) model on the same prefix.
+// to about 1e-1 on the Gemma, Phi-3 and MoE ones (recorded per prompt: the per-position error's
+// largest value, hf_bf16_rel_err, and its mean over the positions, hf_bf16_mean_err). That error
+// is heavy-tailed along a prompt: a few positions amplify any rounding (tools/bf16_noise_spread.py
+// puts random half-ulp rounding noise into every projection and norm; over 40 samples the gemma2
+// 19-token prompt's largest error spreads from 1.5e-2 to 5.4e-2, nearly always at position 13),
+// so one bf16 run's largest error on one prompt is not a yardstick for another run's. The bounds:
+// per prompt the largest error within max(6e-2, 2 x the fixture's largest hf_bf16_rel_err over its
+// prompts) of max|HF| and the mean error within twice that prompt's hf_bf16_mean_err (a systematic
+// error moves every position); the same argmax wherever HF's top-2 margin exceeds twice the bound;
+// every greedy token within that error of the best logit of the exact (CPU, f32) model on the same
+// prefix.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,7 +44,8 @@ struct Reference {
   std::vector<std::vector<int32_t>> greedy;
   std::vector<float> logits;  // [sum of prompt lengths, vocab]
   int max_new_tokens = 0;
-  std::vector<float> hf_bf16_rel_err;  // per prompt (fixtures made since it was recorded)
+  std::vector<float> hf_bf16_rel_err;   // per prompt (fixtures made since it was recorded)
+  std::vector<float> hf_bf16_mean_err;  // per prompt (likewise)
 };
 
 Reference load_reference(const std::string& dir) {
@@ -49,6 +57,7 @@ Reference load_reference(const std::string& dir) {
   r.greedy = j["greedy"].get<std::vector<std::vector<int32_t>>>();
   r.max_new_tokens = j["max_new_tokens"].get<int>();
   if (j.contains("hf_bf16_rel_err")) r.hf_bf16_rel_err = j["hf_bf16_rel_err"].get<std::vector<float>>();
+  if (j.contains("hf_bf16_mean_err")) r.hf_bf16_mean_err = j["hf_bf16_mean_err"].get<std::vector<float>>();
   auto npy = read_npy(dir + "/logits.npy");
   EXPECT_TRUE(npy.is_ok()) << npy.status().message();
   r.logits = npy->f32;
@@ -85,10 +94,12 @@ class ModelParity : public ::testing::TestWithParam<std::string> {
     exact_ = backend_->act_dtype() == DType::kF32;
     tolerance_ = exact_ ? 1e-4f : 6e-2f;
   }
-  // The bound for prompt p: the fixed one, or on bf16 twice transformers' own bf16 error when larger.
-  float tolerance(const Reference& ref, size_t p) const {
-    if (exact_ || p >= ref.hf_bf16_rel_err.size()) return tolerance_;
-    return std::max(tolerance_, 2.0f * ref.hf_bf16_rel_err[p]);
+  // The bound on the largest error: the fixed one, or on bf16 twice transformers' own largest bf16
+  // error over the fixture's prompts when larger.
+  float tolerance(const Reference& ref) const {
+    float hf = 0.0f;
+    for (float e : ref.hf_bf16_rel_err) hf = std::max(hf, e);
+    return exact_ ? tolerance_ : std::max(tolerance_, 2.0f * hf);
   }
   std::unique_ptr<Backend> backend_;
   bool exact_ = true;
@@ -104,25 +115,36 @@ TEST_P(ModelParity, LogitsMatchTransformers) {
   size_t row0 = 0;
   for (size_t p = 0; p < ref.prompts.size(); ++p) {
     const auto& prompt = ref.prompts[p];
-    const float bound = tolerance(ref, p);
+    const float bound = tolerance(ref);
     auto logits = prompt_logits(**model, prompt, /*page_size=*/16);
     ASSERT_TRUE(logits.is_ok()) << logits.status().message();
     ASSERT_EQ(logits->size(), prompt.size() * size_t(vocab));
     ASSERT_LE((row0 + prompt.size()) * size_t(vocab), ref.logits.size());
-    float max_diff = 0.0f, max_ref = 0.0f;
+    float max_diff = 0.0f, max_ref = 0.0f, sum_pos_diff = 0.0f;
     size_t worst = 0;
-    for (size_t i = 0; i < logits->size(); ++i) {
-      float r = ref.logits[row0 * size_t(vocab) + i];
-      float d = std::fabs((*logits)[i] - r);
-      if (d > max_diff) worst = i;
-      max_diff = std::max(max_diff, d);
-      max_ref = std::max(max_ref, std::fabs(r));
+    for (size_t t = 0; t < prompt.size(); ++t) {
+      float pos_diff = 0.0f;
+      for (size_t v = 0; v < size_t(vocab); ++v) {
+        const size_t i = t * size_t(vocab) + v;
+        float r = ref.logits[row0 * size_t(vocab) + i];
+        float d = std::fabs((*logits)[i] - r);
+        if (d > max_diff) worst = t;
+        max_diff = std::max(max_diff, d);
+        pos_diff = std::max(pos_diff, d);
+        max_ref = std::max(max_ref, std::fabs(r));
+      }
+      sum_pos_diff += pos_diff;
     }
     EXPECT_GT(max_ref, 0.0f);
-    std::printf("[ parity   ] %-16s %3zu tokens  max rel err %.2e\n", GetParam().c_str(), prompt.size(),
-                double(max_diff / max_ref));
+    const float mean_err = sum_pos_diff / float(prompt.size()) / max_ref;
+    std::printf("[ parity   ] %-16s %3zu tokens  max rel err %.2e  mean %.2e\n", GetParam().c_str(), prompt.size(),
+                double(max_diff / max_ref), double(mean_err));
     EXPECT_LT(max_diff / max_ref, bound) << "prompt of " << prompt.size() << " tokens on " << backend_->name()
-                                         << ", worst at position " << worst / size_t(vocab);
+                                         << ", worst at position " << worst;
+    if (!exact_ && p < ref.hf_bf16_mean_err.size()) {
+      EXPECT_LT(mean_err, 2.0f * ref.hf_bf16_mean_err[p])
+          << "mean error over the prompt's positions, prompt of " << prompt.size() << " tokens";
+    }
     if (!exact_) {
       for (size_t t = 0; t < prompt.size(); ++t) {
         const float* r = ref.logits.data() + (row0 + t) * size_t(vocab);
@@ -171,7 +193,7 @@ TEST_P(ModelParity, GreedyMatchesTransformersGenerate) {
     for (size_t i = 0; i < ids->size(); ++i) {
       const float* row = exact->data() + i * size_t(vocab);
       float best = row[argmax(row, vocab)];
-      EXPECT_GE(row[(*ids)[i]], best - 2 * tolerance(ref, p) * max_abs) << "prompt " << p << ", token " << i;
+      EXPECT_GE(row[(*ids)[i]], best - 2 * tolerance(ref) * max_abs) << "prompt " << p << ", token " << i;
     }
   }
 }
