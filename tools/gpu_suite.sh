@@ -72,21 +72,23 @@ run_all() {
   [ -f .devpack/device.tar.xz ] && tar -xJf .devpack/device.tar.xz
   mkdir -p "$OUT/raw"
   export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-  local ld="${LD_LIBRARY_PATH:-}" probe
-  # Any packed tool shows what the loader lacks (a slim pack may leave flashgen out).
-  probe=$(find .device/tools -type f -perm -u+x | head -1)
+  local ld="${LD_LIBRARY_PATH:-}" probes
+  # Every packed tool shows what the loader lacks (tools link different libraries; a slim pack may
+  # leave flashgen out). ldd's output is taken whole: grep -q under pipefail would fail the test.
+  probes=$(find .device/tools -type f -perm -u+x)
+  lacking() { LD_LIBRARY_PATH=$ld ldd $probes 2>/dev/null | grep "$1"; }
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && ld="$ld:$d"; done
-  if LD_LIBRARY_PATH=$ld ldd "$probe" | grep -q "not found"; then ld="$ld:$ROOT/.device/lib"; fi
-  if LD_LIBRARY_PATH=$ld ldd "$probe" | grep -q "libcublasLt.so.* not found"; then
+  if [ -n "$(lacking 'not found')" ]; then ld="$ld:$ROOT/.device/lib"; fi
+  if [ -n "$(lacking 'libcublasLt.so.* not found')" ]; then
     lt=$(find / -xdev -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)
     [ -n "$lt" ] && ld="$ld:$(dirname "$lt")"
   fi
-  if LD_LIBRARY_PATH=$ld ldd "$probe" | grep -q "libnccl.so.* not found"; then
+  if [ -n "$(lacking 'libnccl.so.* not found')" ]; then
     nc=$(find / -xdev -name 'libnccl.so.2*' -print -quit 2>/dev/null)   # e.g. the nvidia-nccl wheel's
     [ -n "$nc" ] && ld="$ld:$(dirname "$nc")"
   fi
   export LD_LIBRARY_PATH=$ld
-  LD_LIBRARY_PATH=$ld ldd "$probe" | grep -E "not found|cublas|icu|openblas|nccl"
+  lacking -E "not found|cublas|icu|openblas|nccl" | sort -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b

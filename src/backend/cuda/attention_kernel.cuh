@@ -23,9 +23,12 @@
 // 16-byte cp.async copies, 2 or 3 stages deep. Head sizes 64, 128 and 256; at 256 the kinds stop
 // at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>).
 // An fp8 KV cache (KV = __nv_fp8_e4m3, act bf16) is copied as stored (half the bytes) into raw
-// stages and converted once per block, after it lands, into one act-dtype K/V block in the layout
-// the MMAs read (exact: every e4m3 value is a bf16 value); the kv head's K scale is folded into the
-// score scale and its V scale into the output's 1 / l, so the MMAs never see a scale.
+// stages. At head_dim 128 each warp converts the bytes its own MMA fragments need in registers
+// (K's head dimension and V's output columns read in permuted orders that make those bytes
+// contiguous; fp8_in_registers); at 64 and 256 a pass converts each landed block into one
+// act-dtype K/V block in the layout the MMAs read. Exact either way (every e4m3 value is a bf16
+// value); the kv head's K scale is folded into the score scale and its V scale into the output's
+// 1 / l, so the MMAs never see a scale.
 // This file must never allocate or synchronize the host.
 #pragma once
 
@@ -143,28 +146,34 @@ constexpr bool kv_is_fp8() {
   return std::is_same_v<KV, __nv_fp8_e4m3>;
 }
 
-// 16 e4m3 values (one 16-byte chunk, element 0 in the lowest byte) -> the same 16 values in T
-// (bf16 or f16), as two 16-byte chunks. Exact: e4m3 -> f16 is exact, and so is f16 -> f32 -> bf16
-// for values of 4 significant bits within 2^-9 .. 448.
+// Two e4m3 values (the low 16 bits of v, element 0 in the lowest byte) -> the same two values as
+// a packed pair of T (bf16 or f16). Exact: e4m3 -> f16 is exact, and so is f16 -> f32 -> bf16 for
+// values of 4 significant bits within 2^-9 .. 448.
+template <typename T>
+__device__ __forceinline__ uint32_t e4m3x2_to(uint32_t v) {
+  const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(v & 0xffffu), __NV_E4M3);
+  if constexpr (std::is_same_v<T, __half>) {
+    return uint32_t(raw.x) | (uint32_t(raw.y) << 16);
+  } else {
+    const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(__half2(raw)));
+    return *reinterpret_cast<const uint32_t*>(&b);
+  }
+}
+
+// 16 e4m3 values (one 16-byte chunk, element 0 in the lowest byte) -> the same 16 values in T,
+// as two 16-byte chunks.
 template <typename T>
 __device__ __forceinline__ void e4m3x16_to(const uint4& in, uint4& lo, uint4& hi) {
-  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  uint32_t o[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w[i] >> (16 * h)), __NV_E4M3);
-      if constexpr (std::is_same_v<T, __half>) {
-        o[2 * i + h] = uint32_t(raw.x) | (uint32_t(raw.y) << 16);
-      } else {
-        const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(__half2(raw)));
-        o[2 * i + h] = *reinterpret_cast<const uint32_t*>(&b);
-      }
-    }
-  }
-  lo = make_uint4(o[0], o[1], o[2], o[3]);
-  hi = make_uint4(o[4], o[5], o[6], o[7]);
+  lo = make_uint4(e4m3x2_to<T>(in.x), e4m3x2_to<T>(in.x >> 16), e4m3x2_to<T>(in.y), e4m3x2_to<T>(in.y >> 16));
+  hi = make_uint4(e4m3x2_to<T>(in.z), e4m3x2_to<T>(in.z >> 16), e4m3x2_to<T>(in.w), e4m3x2_to<T>(in.w >> 16));
+}
+
+// Whether fp8 pages of head size D are converted in registers, each warp converting only the
+// bytes its own MMA fragments need (attend_tile), instead of by a pass over the landed block into
+// an act-dtype copy in shared memory (head sizes 64 and 256: their fragment reads would need other
+// swizzles, and at 256 O leaves no registers).
+constexpr bool fp8_in_registers(int head_dim) {
+  return head_dim == 128;
 }
 
 __device__ __forceinline__ TileGeom tile_geom(const KernelParams& p, const WorkItem& it, int rows, int bn) {
@@ -422,22 +431,22 @@ constexpr int const_max(int a, int b) {
 }
 
 // Shared memory of one tile shape, in bytes: Q tile + kSt x (K, V) blocks as stored (kKvBytes per
-// element) + for fp8 one converted (K, V) block, or the epilogue's per-warp softmax states,
-// whichever is larger.
+// element) + for fp8 converted by a pass one converted (K, V) block, or the epilogue's per-warp
+// softmax states, whichever is larger.
 template <int D, typename S, int kKvBytes = 2>
 struct TileSmem {
   static constexpr int kQBytes = S::kRows * D * 2;
   static constexpr int kKvBlockBytes = S::kBn * D * 2;                     // one K or V block in the act dtype
   static constexpr int kStageBytes = 2 * S::kBn * D * kKvBytes;            // K then V as stored
   static constexpr int kConvertedOffset = kQBytes + S::kSt * kStageBytes;  // fp8: the converted block
-  static constexpr int kMainBytes = kConvertedOffset + (kKvBytes == 1 ? 2 * kKvBlockBytes : 0);
+  static constexpr int kMainBytes = kConvertedOffset + (kKvBytes == 1 && !fp8_in_registers(D) ? 2 * kKvBlockBytes : 0);
   static constexpr int kRedStride = D + 8;  // floats per row of the epilogue's O buffer
   static constexpr int kRedBytes = S::kColWarps * S::kRows * (kRedStride + 2) * 4;
   static constexpr int kBytes = const_max(kMainBytes, kRedBytes);
 };
 
 // Dynamic shared memory of the main kernel: the largest tile shape (Shape64 at 112 KB for
-// head_dim 128, which still lets two CTAs share an SM; 96 KB with fp8 pages; Shape16's 136 KB at
+// head_dim 128, which still lets two CTAs share an SM; 64 KB with fp8 pages; Shape16's 136 KB at
 // 256, one CTA per SM, with fp8 pages too: half-size stages plus the converted block).
 template <int D, int kKvBytes = 2>
 constexpr int main_kernel_smem_bytes() {
@@ -459,6 +468,11 @@ struct SmemLayout {
 template <typename T, typename KV, int D, typename S>
 __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkItem& it, int kvh, char* smem) {
   constexpr bool kFp8 = kv_is_fp8<KV>();
+  // fp8 pages converted in registers: the stage rows are swizzled in 16-byte chunks, K's head
+  // dimension is read in a permuted order (the same for Q, so Q.K^T is unchanged) that gives each
+  // thread 32 contiguous bytes of a key, and V's (O's columns, undone in the epilogue) one that
+  // gives it 16 contiguous bytes of each of its keys.
+  constexpr bool kFp8Regs = kFp8 && fp8_in_registers(D);
   constexpr int kRows = S::kRows;
   constexpr int kMt = S::kMt;
   constexpr int kSt = S::kSt;
@@ -535,8 +549,8 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       const int j = j0 + rr;
       const bool valid = j < geo.tile_hi;
       const uint32_t off = valid ? kv_row_chunk(p, pages[pass], j) : 0;
-      if constexpr (kFp8) {  // plain [kBn][D] byte rows; convert_block swizzles
-        char* kd = stage + rr * D + my_chunk * 16;
+      if constexpr (kFp8) {  // [kBn][D] byte rows: chunks swizzled (kFp8Regs) or plain (convert_block swizzles)
+        char* kd = stage + rr * D + (kFp8Regs ? my_chunk ^ (rr & 7) : my_chunk) * 16;
         cp_async16(smem_addr(kd), kbase + off, valid);
         cp_async16(smem_addr(kd + S::kBn * D), vbase + off, valid);
       } else {
@@ -591,8 +605,21 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     l_run[i] = 0.f;
   }
   auto ldsm_q = [&](int kk, int mt, uint32_t(&a)[4]) {
-    const int row = warp_row0 + mt * 16 + (lane & 15);
-    ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), a[0], a[1], a[2], a[3]);
+    if constexpr (kFp8Regs) {
+      // Head dimension in K's permuted order: k-step kk's columns 2t, 2t + 1 (a0, a1) and
+      // 2t + 8, 2t + 9 (a2, a3) are dims 32t + 4kk + {0, 1} and {2, 3} (t = lane % 4).
+      const int row = warp_row0 + mt * 16 + (lane >> 2);
+      const int col = 32 * (lane & 3) + 4 * kk;
+      const T* r0 = q_s + swz<D>(row, col >> 3) + (col & 7);
+      const T* r1 = q_s + swz<D>(row + 8, col >> 3) + (col & 7);
+      a[0] = *reinterpret_cast<const uint32_t*>(r0);
+      a[1] = *reinterpret_cast<const uint32_t*>(r1);
+      a[2] = *reinterpret_cast<const uint32_t*>(r0 + 2);
+      a[3] = *reinterpret_cast<const uint32_t*>(r1 + 2);
+    } else {
+      const int row = warp_row0 + mt * 16 + (lane & 15);
+      ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), a[0], a[1], a[2], a[3]);
+    }
   };
 
   for (int b = 0; b < geo.n_blocks; ++b) {
@@ -615,7 +642,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     // The block's K/V in T: its stage, or (fp8) converted now that it has landed. The previous
     // block's MMAs are done (the barrier above), so the converted block is free.
     const T* ks = reinterpret_cast<const T*>(kv_raw + (b % kSt) * L::kStageBytes);
-    if constexpr (kFp8) {
+    if constexpr (kFp8 && !kFp8Regs) {
       convert_block(b);
       __syncthreads();
       ks = kv_converted;
@@ -629,6 +656,11 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll
       for (int i = 0; i < kNi; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+    // fp8 in registers: key row cw * kCols + 8i + lane / 4 of n-tile i, its bytes 32t + 16h ..
+    // + 15 (chunk 2t + h) hold k-steps 4h .. 4h + 3 in the permuted order (word kk % 4: b0 in
+    // the low half, b1 in the high one).
+    [[maybe_unused]] const char* kraw = kv_raw + (b % kSt) * L::kStageBytes;
+    [[maybe_unused]] uint4 kchunk[kFp8Regs ? kNi : 1];
 #pragma unroll
     for (int kk = 0; kk < kKi; ++kk) {
       uint32_t qa[kMt][4];
@@ -641,15 +673,36 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
           ldsm_q(kk, mt, qa[mt]);
         }
       }
+      if constexpr (kFp8Regs) {
+        if (kk % 4 == 0) {
 #pragma unroll
-      for (int nj = 0; nj < kNi / 2; ++nj) {
-        const int row = cw * kCols + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4(smem_addr(ks + swz<D>(row, kk * 2 + ((lane >> 3) & 1))), b0, b1, b2, b3);
+          for (int i = 0; i < kNi; ++i) {
+            const int row = cw * kCols + i * 8 + (lane >> 2);
+            const int chunk = (2 * (lane & 3) + kk / 4) ^ (row & 7);
+            kchunk[i] = *reinterpret_cast<const uint4*>(kraw + row * D + chunk * 16);
+          }
+        }
 #pragma unroll
-        for (int mt = 0; mt < kMt; ++mt) {
-          mma16816<T>(s[mt][2 * nj], qa[mt], b0, b1);
-          mma16816<T>(s[mt][2 * nj + 1], qa[mt], b2, b3);
+        for (int i = 0; i < kNi; ++i) {
+          const uint32_t w = (kk % 4 == 0)   ? kchunk[i].x
+                             : (kk % 4 == 1) ? kchunk[i].y
+                             : (kk % 4 == 2) ? kchunk[i].z
+                                             : kchunk[i].w;
+          const uint32_t b0 = e4m3x2_to<T>(w), b1 = e4m3x2_to<T>(w >> 16);
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt) mma16816<T>(s[mt][i], qa[mt], b0, b1);
+        }
+      } else {
+#pragma unroll
+        for (int nj = 0; nj < kNi / 2; ++nj) {
+          const int row = cw * kCols + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
+          uint32_t b0, b1, b2, b3;
+          ldsm_x4(smem_addr(ks + swz<D>(row, kk * 2 + ((lane >> 3) & 1))), b0, b1, b2, b3);
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt) {
+            mma16816<T>(s[mt][2 * nj], qa[mt], b0, b1);
+            mma16816<T>(s[mt][2 * nj + 1], qa[mt], b2, b3);
+          }
         }
       }
     }
@@ -733,15 +786,45 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
         a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
         a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }
-      const int row = cw * kCols + kk * 16 + (lane & 15);
+      if constexpr (kFp8Regs) {
+        // Keys 2t, 2t + 1, 2t + 8, 2t + 9 of this 16-key chunk (the B rows of this thread), each
+        // at its 16 bytes of dims 16g .. 16g + 15 (g = lane / 4): O's n-tile dn column g is dim
+        // 16g + dn. Byte pairs of two keys at one dim make a B register.
+        const char* vraw = kraw + S::kBn * D;
+        uint32_t vw[4][4];
 #pragma unroll
-      for (int dn = 0; dn < D / 16; ++dn) {
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4_t(smem_addr(vs + swz<D>(row, dn * 2 + (lane >> 4))), b0, b1, b2, b3);
+        for (int r = 0; r < 4; ++r) {
+          const int key = cw * kCols + kk * 16 + 2 * (lane & 3) + (r & 1) + 8 * (r >> 1);
+          const uint4 c = *reinterpret_cast<const uint4*>(vraw + key * D + (((lane >> 2) ^ (key & 7)) * 16));
+          vw[r][0] = c.x;
+          vw[r][1] = c.y;
+          vw[r][2] = c.z;
+          vw[r][3] = c.w;
+        }
 #pragma unroll
-        for (int mt = 0; mt < kMt; ++mt) {
-          mma16816<T>(o[mt][2 * dn], a[mt], b0, b1);
-          mma16816<T>(o[mt][2 * dn + 1], a[mt], b2, b3);
+        for (int w = 0; w < 4; ++w) {
+          const uint32_t lo01 = __byte_perm(vw[0][w], vw[1][w], 0x5140), hi01 = __byte_perm(vw[0][w], vw[1][w], 0x7362);
+          const uint32_t lo23 = __byte_perm(vw[2][w], vw[3][w], 0x5140), hi23 = __byte_perm(vw[2][w], vw[3][w], 0x7362);
+          const uint32_t b0[4] = {e4m3x2_to<T>(lo01), e4m3x2_to<T>(lo01 >> 16), e4m3x2_to<T>(hi01),
+                                  e4m3x2_to<T>(hi01 >> 16)};
+          const uint32_t b1[4] = {e4m3x2_to<T>(lo23), e4m3x2_to<T>(lo23 >> 16), e4m3x2_to<T>(hi23),
+                                  e4m3x2_to<T>(hi23 >> 16)};
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int mt = 0; mt < kMt; ++mt) mma16816<T>(o[mt][4 * w + j], a[mt], b0[j], b1[j]);
+        }
+      } else {
+        const int row = cw * kCols + kk * 16 + (lane & 15);
+#pragma unroll
+        for (int dn = 0; dn < D / 16; ++dn) {
+          uint32_t b0, b1, b2, b3;
+          ldsm_x4_t(smem_addr(vs + swz<D>(row, dn * 2 + (lane >> 4))), b0, b1, b2, b3);
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt) {
+            mma16816<T>(o[mt][2 * dn], a[mt], b0, b1);
+            mma16816<T>(o[mt][2 * dn + 1], a[mt], b2, b3);
+          }
         }
       }
     }
@@ -764,8 +847,14 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     float* base = red_o + (cw * kRows + r) * L::kRedStride + 2 * (lane & 3);
     const int h = i & 1;
 #pragma unroll
-    for (int dn = 0; dn < kDi; ++dn)
-      *reinterpret_cast<float2*>(base + dn * 8) = make_float2(o[i >> 1][dn][2 * h], o[i >> 1][dn][2 * h + 1]);
+    for (int dn = 0; dn < kDi; ++dn) {
+      if constexpr (kFp8Regs) {  // n-tile dn's column c is dim kDi * c + dn
+        base[-2 * (lane & 3) + kDi * (2 * (lane & 3)) + dn] = o[i >> 1][dn][2 * h];
+        base[-2 * (lane & 3) + kDi * (2 * (lane & 3) + 1) + dn] = o[i >> 1][dn][2 * h + 1];
+      } else {
+        *reinterpret_cast<float2*>(base + dn * 8) = make_float2(o[i >> 1][dn][2 * h], o[i >> 1][dn][2 * h + 1]);
+      }
+    }
     if ((lane & 3) == 0) {
       red_m[cw * kRows + r] = m_run[i];
       red_l[cw * kRows + r] = l_run[i];
