@@ -21,7 +21,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "--max-model-len need, and at most 2 GiB)");
   cmd->add_option("--kv-cache-dtype", f.kv_cache_dtype,
                   "what the KV cache stores: auto (default: fp8 when the checkpoint has calibrated K/V scales, "
-                  "else bf16), bf16 (the activation dtype: bf16 on CUDA, f32 on the CPU) or fp8 (e4m3 with a "
+                  "else the activation dtype: bf16 on CUDA, f32 on the CPU), bf16 (on the CPU: rows rounded to bf16) "
+                  "or fp8 (e4m3 with a "
                   "power-of-two scale per layer and kv head: twice the tokens of bf16 in the same memory)")
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}));
   cmd->add_option("--gpu-memory-fraction", f.gpu_memory_fraction,

@@ -82,7 +82,9 @@ float kv_scale_power_of_two(float s) {
 
 Result<DType> resolve_kv_cache_dtype(std::string_view name, const Backend& backend, bool checkpoint_has_kv_scales) {
   if (name == "auto") return checkpoint_has_kv_scales ? DType::kF8E4M3 : backend.act_dtype();
-  if (name == "bf16") return backend.act_dtype();
+  // bf16: the act dtype where that is bf16 (CUDA); the CPU reference (f32 activations) stores
+  // rows rounded to bf16.
+  if (name == "bf16") return backend.act_dtype() == DType::kF32 ? DType::kBF16 : backend.act_dtype();
   if (name == "fp8") return DType::kF8E4M3;
   return invalid_argument("--kv-cache-dtype '" + std::string(name) + "': expected auto, bf16 or fp8");
 }
@@ -92,9 +94,11 @@ Result<KvCache> KvCache::create(Backend& backend, const ModelConfig& c, int num_
   if (page_size <= 0) return invalid_argument("KV page size must be positive, got " + std::to_string(page_size));
   if (num_pages <= 0) return invalid_argument("KV cache needs at least one page, got " + std::to_string(num_pages));
   const bool fp8 = dtype == DType::kF8E4M3;
-  if (!fp8 && dtype != backend.act_dtype())
+  const bool bf16_on_f32 = dtype == DType::kBF16 && backend.act_dtype() == DType::kF32;
+  if (!fp8 && !bf16_on_f32 && dtype != backend.act_dtype())
     return invalid_argument("a KV cache holds the activation dtype " + std::string(dtype_name(backend.act_dtype())) +
-                            " or f8_e4m3, not " + std::string(dtype_name(dtype)));
+                            (backend.act_dtype() == DType::kF32 ? ", bf16" : "") + " or f8_e4m3, not " +
+                            std::string(dtype_name(dtype)));
   const size_t per_layer = size_t(c.num_kv_heads);
   KvScales used;
   if (fp8) {

@@ -1,6 +1,7 @@
 // KvCache: the per-layer paged K/V tensors of one model, [num_pages, page_size, num_kv_heads,
-// head_dim] in the backend's activation dtype or in f8_e4m3 (an fp8 KV cache: half the bytes of
-// bf16, so the same memory holds twice the tokens), in one allocation. Which page belongs to which
+// head_dim] in the backend's activation dtype (or bf16 on the CPU, whose activations are f32) or
+// in f8_e4m3 (an fp8 KV cache: half the bytes of bf16, so the same memory holds twice the
+// tokens), in one allocation. Which page belongs to which
 // sequence is decided outside (the engine's page pool, or a trivial sequential assignment in the
 // CLI and tests); this object only owns the memory.
 //
@@ -44,14 +45,14 @@ class WeightSource;
 // errors when only some layers or only one of K and V have them, or on another shape or dtype.
 Result<std::optional<KvScales>> read_checkpoint_kv_scales(const ModelConfig& config, const WeightSource& source);
 
-// --kv-cache-dtype: "auto", "bf16" (the backend's activation dtype, unquantized: bf16 on CUDA,
-// f32 on the CPU) or "fp8" (e4m3). "auto" is fp8 when the checkpoint carries calibrated K/V scales
-// (it was quantized for an fp8 KV cache), else the activation dtype. Errors name the flag's text.
+// --kv-cache-dtype: "auto", "bf16" (unquantized: the activation dtype bf16 on CUDA; on the CPU,
+// whose activations are f32, rows rounded to bf16) or "fp8" (e4m3). "auto" is fp8 when the checkpoint carries
+// calibrated K/V scales (it was quantized for an fp8 KV cache), else the activation dtype. Errors name the flag's text.
 Result<DType> resolve_kv_cache_dtype(std::string_view name, const Backend& backend, bool checkpoint_has_kv_scales);
 
 class KvCache {
  public:
-  // `dtype`: the backend's act dtype or kF8E4M3; `scales` (fp8 only): the checkpoint's, or
+  // `dtype`: the backend's act dtype, kBF16 where that is f32, or kF8E4M3; `scales` (fp8 only): the checkpoint's, or
   // nullopt for 1.0 everywhere. Errors: non-positive sizes, another dtype, scales of the wrong
   // size or not finite and positive, allocation failure.
   static Result<KvCache> create(Backend& backend, const ModelConfig& config, int num_pages, int page_size, DType dtype,

@@ -13,7 +13,8 @@
 // for, it gets out = 0 and lse = -inf.
 //
 // An fp8 cache (backend.h's KvCacheLayer) is read as e4m3 * scale in f32, exactly the values the
-// CUDA kernels compute with, so its results equal those of an f32 cache holding those values.
+// CUDA kernels compute with, so its results equal those of an f32 cache holding those values; a
+// bf16 cache (--kv-cache-dtype bf16 here) likewise as its bf16 values.
 //
 // The CPU plan (CpuAttentionPlan) holds the sequence of every q row; planning validates the
 // metadata like attention does, so a batch-builder bug fails at the first step in CI rather than
@@ -120,14 +121,14 @@ void CpuBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch
 namespace {
 
 // One layer's cache as plain pointers and element strides: [num_pages, page_size, kv_heads, head_dim],
-// f32 or e4m3 bytes with a scale per kv head (fp8).
+// f32, bf16 or e4m3 bytes with a scale per kv head (fp8).
 struct PagedKv {
   const char* k;
   const char* v;
   int64_t k_page, k_slot, k_head;  // strides of k in elements
   int64_t v_page, v_slot, v_head;  // strides of v in elements
   int64_t page_size;
-  int64_t elem_bytes;    // 4 (f32) or 1 (e4m3)
+  int64_t elem_bytes;    // 4 (f32), 2 (bf16) or 1 (e4m3)
   const float* k_scale;  // [kv_heads] (fp8), else null
   const float* v_scale;
 };
@@ -165,10 +166,15 @@ const float* e4m3_table() {
   return table.data();
 }
 
-// A cache row as f32 values: the row itself (f32 cache), or e4m3 * scale decoded into `scratch`
-// (exact: scales are powers of two).
-inline const float* row_values(const char* row, int64_t head_dim, const float* scale, float* scratch) {
-  if (scale == nullptr) return reinterpret_cast<const float*>(row);
+// A cache row as f32 values: the row itself (f32 cache), or bf16 / e4m3 * scale decoded into
+// `scratch` (exact: scales are powers of two).
+inline const float* row_values(const char* row, int64_t es, int64_t head_dim, const float* scale, float* scratch) {
+  if (es == 4) return reinterpret_cast<const float*>(row);
+  if (es == 2) {
+    const auto* b = reinterpret_cast<const uint16_t*>(row);
+    for (int64_t d = 0; d < head_dim; ++d) scratch[d] = bf16_to_f32(b[d]);
+    return scratch;
+  }
   const float* table = e4m3_table();
   const float s = *scale;
   const auto* codes = reinterpret_cast<const uint8_t*>(row);
@@ -189,7 +195,7 @@ float attend_row(const PagedKv& kv, const AttentionRow& r, const AttentionParams
   const float* v_scale = kv.v_scale ? kv.v_scale + r.kv_head : nullptr;
   float m = -std::numeric_limits<float>::infinity();
   for_each_key(kv, r, [&](int64_t j, const char* k_row, const char*) {
-    const float* k = row_values(k_row, head_dim, k_scale, row);
+    const float* k = row_values(k_row, kv.elem_bytes, head_dim, k_scale, row);
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * k[d];
@@ -201,7 +207,7 @@ float attend_row(const PagedKv& kv, const AttentionRow& r, const AttentionParams
   std::fill(out, out + head_dim, 0.0f);
   float l = 0.0f;
   for_each_key(kv, r, [&](int64_t j, const char*, const char* v_row) {
-    const float* v = row_values(v_row, head_dim, v_scale, row);
+    const float* v = row_values(v_row, kv.elem_bytes, head_dim, v_scale, row);
     const float p = std::exp(scores[j - r.lo] - m);
     l += p;
 #pragma omp simd
@@ -219,7 +225,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
   FG_CHECK(p != nullptr && p->planned, "attention: the plan was not made by the CPU backend or never planned");
   check_view("attention", "q", q, DType::kF32, 3);
   check_view("attention", "out", out, DType::kF32, 3);
-  const bool fp8 = cpu::check_kv_cache("attention", cache);
+  const bool fp8 = cpu::check_kv_cache("attention", cache) == DType::kF8E4M3;
   const int64_t total_q = q.shape[0], q_heads = q.shape[1], head_dim = q.shape[2];
   const int64_t num_pages = cache.k.shape[0], kv_heads = cache.k.shape[2];
   check_dim("attention", "q", q, 0, batch.total_q);

@@ -291,7 +291,7 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
   check_view("kv_write", "k", k, DType::kF32, 3);
   check_view("kv_write", "v", v, DType::kF32, 3);
   check_view("kv_write", "slot_mapping", slot_mapping, DType::kI32, 1);
-  const bool fp8 = cpu::check_kv_cache("kv_write", cache);
+  const DType kv_dtype = cpu::check_kv_cache("kv_write", cache);
   const int64_t n = k.shape[0], heads = k.shape[1], head_dim = k.shape[2];
   const int64_t num_pages = cache.k.shape[0], page_size = cache.k.shape[1];
   for (int d = 0; d < 3; ++d) check_dim("kv_write", "v", v, d, k.shape[d]);
@@ -304,17 +304,20 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
                                                    "] = " + std::to_string(slots[i]) + " is past the cache " +
                                                    cache.k.describe());
   const size_t es = dtype_size(cache.k.dtype);
-  // One row of head_dim values into the cache: copied, or quantized as x * (1 / scale) (exact:
-  // scales are powers of two) rounded to e4m3.
+  // One row of head_dim values into the cache: copied (f32), rounded to bf16, or quantized as
+  // x * (1 / scale) (exact: scales are powers of two) rounded to e4m3.
   auto store = [&](const float* src, const Tensor& dst_cache, int64_t elem, const Tensor& scales, int64_t h) {
     char* dst = static_cast<char*>(dst_cache.data) + elem * int64_t(es);
-    if (!fp8) {
+    if (kv_dtype == DType::kF32) {
       std::memcpy(dst, src, size_t(head_dim) * 4);
-      return;
+    } else if (kv_dtype == DType::kBF16) {
+      auto* b = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t d = 0; d < head_dim; ++d) b[d] = f32_to_bf16(src[d]);
+    } else {
+      const float inv = 1.0f / scales.ptr<float>()[h];
+      auto* q = reinterpret_cast<uint8_t*>(dst);
+      for (int64_t d = 0; d < head_dim; ++d) q[d] = f32_to_f8e4m3(src[d] * inv);
     }
-    const float inv = 1.0f / scales.ptr<float>()[h];
-    auto* q = reinterpret_cast<uint8_t*>(dst);
-    for (int64_t d = 0; d < head_dim; ++d) q[d] = f32_to_f8e4m3(src[d] * inv);
   };
   cpu::parallel_items(pool_, n, n * heads * head_dim, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {

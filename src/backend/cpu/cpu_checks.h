@@ -40,11 +40,11 @@ inline void check_dim(const char* op, const char* name, const Tensor& t, int dim
 }
 
 // A layer's cache: k and v [num_pages, page_size, num_kv_heads, head_dim] of one shape, f32 (the
-// act dtype) or f8_e4m3 with k_scale and v_scale [num_kv_heads] f32 (backend.h's KvCacheLayer).
-// Returns whether it is an fp8 cache.
-inline bool check_kv_cache(const char* op, const KvCacheLayer& cache) {
+// act dtype), bf16 (rows rounded to bf16: --kv-cache-dtype bf16 on the CPU) or f8_e4m3 with
+// k_scale and v_scale [num_kv_heads] f32 (backend.h's KvCacheLayer). Returns its dtype.
+inline DType check_kv_cache(const char* op, const KvCacheLayer& cache) {
   const bool fp8 = cache.k.dtype == DType::kF8E4M3;
-  const DType dtype = fp8 ? DType::kF8E4M3 : DType::kF32;
+  const DType dtype = fp8 || cache.k.dtype == DType::kBF16 ? cache.k.dtype : DType::kF32;
   check_view(op, "cache.k", cache.k, dtype, 4);
   check_view(op, "cache.v", cache.v, dtype, 4);
   for (int d = 0; d < 4; ++d) check_dim(op, "cache.v", cache.v, d, cache.k.shape[d]);
@@ -54,7 +54,7 @@ inline bool check_kv_cache(const char* op, const KvCacheLayer& cache) {
     check_dim(op, "cache.k_scale", cache.k_scale, 0, cache.k.shape[2]);
     check_dim(op, "cache.v_scale", cache.v_scale, 0, cache.k.shape[2]);
   }
-  return fp8;
+  return dtype;
 }
 
 // Row i of a 2-D view, or row (i, j) of a 3-D view (the last dim is contiguous).

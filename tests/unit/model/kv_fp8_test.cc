@@ -49,7 +49,8 @@ TEST(KvFp8, KvCacheDtypeFlag) {
   auto be = make_cpu_backend();
   EXPECT_EQ(*resolve_kv_cache_dtype("auto", *be, false), DType::kF32);
   EXPECT_EQ(*resolve_kv_cache_dtype("auto", *be, true), DType::kF8E4M3);
-  EXPECT_EQ(*resolve_kv_cache_dtype("bf16", *be, true), DType::kF32);  // the act dtype, unquantized
+  // Unquantized bf16: on the CPU (f32 activations) rows rounded to bf16.
+  EXPECT_EQ(*resolve_kv_cache_dtype("bf16", *be, true), DType::kBF16);
   EXPECT_EQ(*resolve_kv_cache_dtype("fp8", *be, false), DType::kF8E4M3);
   auto bad = resolve_kv_cache_dtype("fp16", *be, false);
   ASSERT_FALSE(bad.is_ok());
@@ -108,7 +109,7 @@ TEST(KvFp8, CacheRefusesBadScalesAndDtypes) {
   KvScales negative{std::vector<float>(6, 1.0f), std::vector<float>(6, 1.0f)};
   negative.k[0] = -1.0f;
   expect_error(KvCache::create(*be, c, 4, 8, DType::kF8E4M3, negative), "finite and positive");
-  expect_error(KvCache::create(*be, c, 4, 8, DType::kBF16), "not bf16");
+  expect_error(KvCache::create(*be, c, 4, 8, DType::kF16), "not f16");
 }
 
 // A WeightSource over named f32 / bf16 vectors.
