@@ -23,7 +23,8 @@
 // 16-byte cp.async copies, 2 or 3 stages deep. Head sizes 64, 128 and 256; at 256 the kinds stop
 // at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>).
 // An fp8 KV cache (KV = __nv_fp8_e4m3, act bf16) is copied as stored (half the bytes) into raw
-// stages. At head_dim 128 each warp converts the bytes its own MMA fragments need in registers
+// stages. At head_dim 128 each warp converts the bytes its own MMA fragments need in registers, to
+// f16 (one instruction per pair; those tiles run f16 MMAs, Q scaled into f16 by a power of two)
 // (K's head dimension and V's output columns read in permuted orders that make those bytes
 // contiguous; fp8_in_registers); at 64 and 256 a pass converts each landed block into one
 // act-dtype K/V block in the layout the MMAs read. Exact either way (every e4m3 value is a bf16
@@ -283,6 +284,18 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// A packed pair of T times `scale` as a packed f16 pair (round to nearest).
+template <typename T>
+__device__ __forceinline__ uint32_t to_f16x2(uint32_t v, float scale) {
+  float2 f;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  } else {
+    f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+  }
+  return pack2<__half>(f.x * scale, f.y * scale);
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -473,6 +486,11 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // thread 32 contiguous bytes of a key, and V's (O's columns, undone in the epilogue) one that
   // gives it 16 contiguous bytes of each of its keys.
   constexpr bool kFp8Regs = kFp8 && fp8_in_registers(D);
+  // The MMAs' operand type: T, or f16 for fp8 pages converted in registers (e4m3 -> f16 is one
+  // instruction per pair, e4m3 -> bf16 four); Q then enters as f16 times kQToF16 (a power of two:
+  // exact, and |Q| up to 2^24 stays finite), undone in the score scale, and P as f16.
+  using M = std::conditional_t<kFp8Regs, __half, T>;
+  constexpr float kQToF16 = 1.0f / 256.0f;
   constexpr int kRows = S::kRows;
   constexpr int kMt = S::kMt;
   constexpr int kSt = S::kSt;
@@ -502,6 +520,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // the epilogue: at head_dim 256 O leaves few registers).
   float k_scale = 1.f;
   if constexpr (kFp8) k_scale = p.k_scale[kvh];
+  if constexpr (kFp8Regs) k_scale *= 1.0f / kQToF16;
 
   const TileGeom geo = tile_geom(p, it, kRows, S::kBn);
 
@@ -612,10 +631,10 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       const int col = 32 * (lane & 3) + 4 * kk;
       const T* r0 = q_s + swz<D>(row, col >> 3) + (col & 7);
       const T* r1 = q_s + swz<D>(row + 8, col >> 3) + (col & 7);
-      a[0] = *reinterpret_cast<const uint32_t*>(r0);
-      a[1] = *reinterpret_cast<const uint32_t*>(r1);
-      a[2] = *reinterpret_cast<const uint32_t*>(r0 + 2);
-      a[3] = *reinterpret_cast<const uint32_t*>(r1 + 2);
+      a[0] = to_f16x2<T>(*reinterpret_cast<const uint32_t*>(r0), kQToF16);
+      a[1] = to_f16x2<T>(*reinterpret_cast<const uint32_t*>(r1), kQToF16);
+      a[2] = to_f16x2<T>(*reinterpret_cast<const uint32_t*>(r0 + 2), kQToF16);
+      a[3] = to_f16x2<T>(*reinterpret_cast<const uint32_t*>(r1 + 2), kQToF16);
     } else {
       const int row = warp_row0 + mt * 16 + (lane & 15);
       ldsm_x4(smem_addr(q_s + swz<D>(row, kk * 2 + (lane >> 4))), a[0], a[1], a[2], a[3]);
@@ -688,9 +707,9 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
                              : (kk % 4 == 1) ? kchunk[i].y
                              : (kk % 4 == 2) ? kchunk[i].z
                                              : kchunk[i].w;
-          const uint32_t b0 = e4m3x2_to<T>(w), b1 = e4m3x2_to<T>(w >> 16);
+          const uint32_t b0 = e4m3x2_to<M>(w), b1 = e4m3x2_to<M>(w >> 16);
 #pragma unroll
-          for (int mt = 0; mt < kMt; ++mt) mma16816<T>(s[mt][i], qa[mt], b0, b1);
+          for (int mt = 0; mt < kMt; ++mt) mma16816<M>(s[mt][i], qa[mt], b0, b1);
         }
       } else {
 #pragma unroll
@@ -781,10 +800,10 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       uint32_t a[kMt][4];
 #pragma unroll
       for (int mt = 0; mt < kMt; ++mt) {
-        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        a[mt][0] = pack2<M>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<M>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<M>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<M>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }
       if constexpr (kFp8Regs) {
         // Keys 2t, 2t + 1, 2t + 8, 2t + 9 of this 16-key chunk (the B rows of this thread), each
@@ -805,14 +824,14 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
         for (int w = 0; w < 4; ++w) {
           const uint32_t lo01 = __byte_perm(vw[0][w], vw[1][w], 0x5140), hi01 = __byte_perm(vw[0][w], vw[1][w], 0x7362);
           const uint32_t lo23 = __byte_perm(vw[2][w], vw[3][w], 0x5140), hi23 = __byte_perm(vw[2][w], vw[3][w], 0x7362);
-          const uint32_t b0[4] = {e4m3x2_to<T>(lo01), e4m3x2_to<T>(lo01 >> 16), e4m3x2_to<T>(hi01),
-                                  e4m3x2_to<T>(hi01 >> 16)};
-          const uint32_t b1[4] = {e4m3x2_to<T>(lo23), e4m3x2_to<T>(lo23 >> 16), e4m3x2_to<T>(hi23),
-                                  e4m3x2_to<T>(hi23 >> 16)};
+          const uint32_t b0[4] = {e4m3x2_to<M>(lo01), e4m3x2_to<M>(lo01 >> 16), e4m3x2_to<M>(hi01),
+                                  e4m3x2_to<M>(hi01 >> 16)};
+          const uint32_t b1[4] = {e4m3x2_to<M>(lo23), e4m3x2_to<M>(lo23 >> 16), e4m3x2_to<M>(hi23),
+                                  e4m3x2_to<M>(hi23 >> 16)};
 #pragma unroll
           for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int mt = 0; mt < kMt; ++mt) mma16816<T>(o[mt][4 * w + j], a[mt], b0[j], b1[j]);
+            for (int mt = 0; mt < kMt; ++mt) mma16816<M>(o[mt][4 * w + j], a[mt], b0[j], b1[j]);
         }
       } else {
         const int row = cw * kCols + kk * 16 + (lane & 15);
