@@ -121,13 +121,14 @@ int main(int argc, char** argv) {
   // fp8. The comparison is fp8 against bf16; bf16 against f32 says how much of that any
   // rounding of the cache already does.
   struct Pair {
+    explicit Pair(const char* n) : name(n) {}
     const char* name;
     int identical = 0;
     std::vector<int> first_diffs;
     double sum_abs = 0;
     int64_t argmax_same = 0;
   };
-  Pair vs_bf16{"fp8 vs bf16"}, bf16_vs_f32{"bf16 vs f32"}, fp8_vs_f32{"fp8 vs f32"};
+  Pair vs_bf16("fp8 vs bf16"), bf16_vs_f32("bf16 vs f32"), fp8_vs_f32("fp8 vs f32");
   double sum_mag = 0;
   int64_t positions = 0;
   nlohmann::json rows = nlohmann::json::array();
