@@ -94,8 +94,7 @@ Result<KvCache> KvCache::create(Backend& backend, const ModelConfig& c, int num_
   if (page_size <= 0) return invalid_argument("KV page size must be positive, got " + std::to_string(page_size));
   if (num_pages <= 0) return invalid_argument("KV cache needs at least one page, got " + std::to_string(num_pages));
   const bool fp8 = dtype == DType::kF8E4M3;
-  const bool bf16_on_f32 = dtype == DType::kBF16 && backend.act_dtype() == DType::kF32;
-  if (!fp8 && !bf16_on_f32 && dtype != backend.act_dtype())
+  if (!kv_cache_dtype_ok(dtype, backend.act_dtype()))
     return invalid_argument("a KV cache holds the activation dtype " + std::string(dtype_name(backend.act_dtype())) +
                             (backend.act_dtype() == DType::kF32 ? ", bf16" : "") + " or f8_e4m3, not " +
                             std::string(dtype_name(dtype)));

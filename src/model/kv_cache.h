@@ -50,6 +50,12 @@ Result<std::optional<KvScales>> read_checkpoint_kv_scales(const ModelConfig& con
 // calibrated K/V scales (it was quantized for an fp8 KV cache), else the activation dtype. Errors name the flag's text.
 Result<DType> resolve_kv_cache_dtype(std::string_view name, const Backend& backend, bool checkpoint_has_kv_scales);
 
+// Whether a KV cache may hold `dtype` next to activations of `act`: the act dtype, f8_e4m3, or
+// bf16 next to f32 (the CPU reference's --kv-cache-dtype bf16).
+constexpr bool kv_cache_dtype_ok(DType dtype, DType act) {
+  return dtype == act || dtype == DType::kF8E4M3 || (dtype == DType::kBF16 && act == DType::kF32);
+}
+
 class KvCache {
  public:
   // `dtype`: the backend's act dtype, kBF16 where that is f32, or kF8E4M3; `scales` (fp8 only): the checkpoint's, or

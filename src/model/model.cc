@@ -179,8 +179,7 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
 
 Status Model::validate(const StepMetadata& step, const KvCache& cache) const {
   const DType kv_dtype = cache.layer(0).k.dtype;
-  const bool kv_dtype_ok = kv_dtype == backend_.act_dtype() || kv_dtype == DType::kF8E4M3 ||
-                           (kv_dtype == DType::kBF16 && backend_.act_dtype() == DType::kF32);
+  const bool kv_dtype_ok = kv_cache_dtype_ok(kv_dtype, backend_.act_dtype());
   if (cache.num_layers() != config_.num_layers || !kv_dtype_ok || cache.layer(0).k.size(2) != local_.num_kv_heads ||
       cache.layer(0).k.size(3) != config_.head_dim)
     return invalid_argument("the KV cache was not made for this model and backend");

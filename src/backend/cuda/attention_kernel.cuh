@@ -660,7 +660,8 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 
     // The block's K/V in T: its stage, or (fp8) converted now that it has landed. The previous
     // block's MMAs are done (the barrier above), so the converted block is free.
-    const T* ks = reinterpret_cast<const T*>(kv_raw + (b % kSt) * L::kStageBytes);
+    const char* stage = kv_raw + (b % kSt) * L::kStageBytes;  // as stored
+    const T* ks = reinterpret_cast<const T*>(stage);
     if constexpr (kFp8 && !kFp8Regs) {
       convert_block(b);
       __syncthreads();
@@ -678,7 +679,6 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     // fp8 in registers: key row cw * kCols + 8i + lane / 4 of n-tile i, its bytes 32t + 16h ..
     // + 15 (chunk 2t + h) hold k-steps 4h .. 4h + 3 in the permuted order (word kk % 4: b0 in
     // the low half, b1 in the high one).
-    [[maybe_unused]] const char* kraw = kv_raw + (b % kSt) * L::kStageBytes;
     [[maybe_unused]] uint4 kchunk[kFp8Regs ? kNi : 1];
 #pragma unroll
     for (int kk = 0; kk < kKi; ++kk) {
@@ -698,7 +698,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
           for (int i = 0; i < kNi; ++i) {
             const int row = cw * kCols + i * 8 + (lane >> 2);
             const int chunk = (2 * (lane & 3) + kk / 4) ^ (row & 7);
-            kchunk[i] = *reinterpret_cast<const uint4*>(kraw + row * D + chunk * 16);
+            kchunk[i] = *reinterpret_cast<const uint4*>(stage + row * D + chunk * 16);
           }
         }
 #pragma unroll
@@ -809,7 +809,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
         // Keys 2t, 2t + 1, 2t + 8, 2t + 9 of this 16-key chunk (the B rows of this thread), each
         // at its 16 bytes of dims 16g .. 16g + 15 (g = lane / 4): O's n-tile dn column g is dim
         // 16g + dn. Byte pairs of two keys at one dim make a B register.
-        const char* vraw = kraw + S::kBn * D;
+        const char* vraw = stage + S::kBn * D;
         uint32_t vw[4][4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
