@@ -112,6 +112,16 @@ run_all() {
   # "Speculative decoding").
   step spec_step 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
     --skip b,c,d --step-batches 32 --json "$OUT/raw/spec_step.json"
+  # Where the verification step's extra time goes: Nsight Compute kernel times of steps of 1 and of
+  # 1 + 4 query tokens per sequence at batch 32 (graph nodes; 1,000 launches after 3,000, about
+  # three steps), summed per kernel by tools/ncu_summary.py (its --steps: the steps captured).
+  local q
+  for q in 1 5; do
+    step "spec_ncu:q$q" 240 sh -c "ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+      --graph-profiling node --launch-skip 3000 --launch-count 1000 $T/spec_bench --config $CFG --backend cuda \
+      --kv-cache-memory 60GiB --skip b,c,d --step-batches 32 --step-only-q $q > $OUT/raw/spec_ncu_q$q.csv \
+      && python3 tools/ncu_summary.py $OUT/raw/spec_ncu_q$q.csv"
+  done
   step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory 60GiB \
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
@@ -128,6 +138,18 @@ run_all() {
   # FP8 weights with an fp8 KV cache (issue #17's pairing): batch-1 decode and offline 1k/1k.
   step engine_fp8_fp8kv 240 $T/engine_bench --config $CFG --backend cuda --quantization fp8 --kv-cache-dtype fp8 \
     --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 --json "$OUT/raw/engine_fp8_fp8kv.json"
+  # The same at 512 running (the 1k/1k figures of docs/perf.md), decode graphs up to 256 and up to
+  # 512 sequences back to back: whether eager launching of 512-sequence steps costs the GPU time.
+  for gb in 256 512; do
+    step "engine_fp8_512:graphs$gb" 240 $T/engine_bench --config $CFG --backend cuda --quantization fp8 \
+      --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 --max-running 512 \
+      --max-graph-batch $gb --skip-decode --json "$OUT/raw/engine_fp8_512_g$gb.json"
+  done
+  for gb in 256 512; do
+    step "engine_bf16_512:graphs$gb" 300 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB \
+      --prompt-len 1024 --output-len 1024 --max-running 512 --max-graph-batch $gb --skip-decode \
+      --json "$OUT/raw/engine_bf16_512_g$gb.json"
+  done
   # HF_DIAGNOSE="gemma2 ...": per-position errors of those fixtures (tools/hf_live_parity.py --diagnose)
   local diag=()
   for fx in ${HF_DIAGNOSE:-}; do diag+=(--diagnose "$fx"); done
@@ -179,9 +201,9 @@ PY
       local name=serve_bench json=$OUT/serve.json
       [ "$variant" = fixed ] && name=serve_bench:fixed json=$OUT/raw/serve_fixed.json
       step $name 80 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8199 --num-requests 400 \
-        --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --check-idle --json "$json"
+        --concurrency 64 --prompt-len uniform:128:1024 --output-len fixed:128 --token-itl --check-idle --json "$json"
       python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:8199/metrics").read().decode())' \
-        | grep -E "^flashgen_(step_latency|decode_step|prefill_|engine_steps)" | tee "$OUT/raw/metrics_$variant.txt"
+        | grep -E "^flashgen_(step_latency|decode_step|prefill_|engine_steps|inter_token)" | tee "$OUT/raw/metrics_$variant.txt"
       kill -TERM $spid; wait $spid
       echo "serve ($variant) exit after SIGTERM: $?"
     done
@@ -197,6 +219,9 @@ for label, r in rows:
     print(f"serve_bench {label:8}: ITL p50 {r['itl_ms_p50']:.2f} ms, p99 {r['itl_ms_p99']:.2f} ms "
           f"(p99/p50 {r['itl_ms_p99'] / r['itl_ms_p50']:.2f}), {r['output_tokens_per_s']:.0f} output tok/s, "
           f"TTFT p50 {r['ttft_ms_p50']:.0f} ms")
+    if "token_itl_ms_p50" in r:
+        print(f"  per token: ITL p50 {r['token_itl_ms_p50']:.2f} ms, p99 {r['token_itl_ms_p99']:.2f} ms "
+              f"(p99/p50 {r['token_itl_ms_p99'] / r['token_itl_ms_p50']:.2f}), {r['token_itl_ms_count']} gaps")
 if len(rows) == 2:
     print(f"adaptive / fixed output tok/s: {rows[0][1]['output_tokens_per_s'] / rows[1][1]['output_tokens_per_s']:.3f}")
 PY

@@ -73,13 +73,14 @@ def scrape_metrics(base):
 
 
 class Result:
-    __slots__ = ("ok", "error", "ttft", "itls", "e2e", "out_tokens", "prompt_tokens", "start")
+    __slots__ = ("ok", "error", "ttft", "itls", "token_itls", "e2e", "out_tokens", "prompt_tokens", "start")
 
     def __init__(self):
         self.ok = False
         self.error = ""
         self.ttft = None
         self.itls = []
+        self.token_itls = []
         self.e2e = 0.0
         self.out_tokens = 0
         self.prompt_tokens = 0
@@ -106,6 +107,7 @@ async def one_request(host, port, path, body, timeout, client_busy):
             return res
         buf = b""
         last = None
+        last_token = None  # the previous event that carried tokens (with --token-itl)
         done = False
         while not done:
             size_line = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)
@@ -116,6 +118,7 @@ async def one_request(host, port, path, body, timeout, client_busy):
             now = time.perf_counter()
             t0 = time.perf_counter()
             buf += data[:-2]
+            chunk_tokens = 0
             while b"\n\n" in buf:
                 event, buf = buf.split(b"\n\n", 1)
                 if not event.startswith(b"data: "):
@@ -138,6 +141,15 @@ async def one_request(host, port, path, body, timeout, client_busy):
                         else:
                             res.itls.append(now - last)
                         last = now
+                    # With logprobs every token arrives in an event naming it, also one whose text
+                    # the server holds back (an incomplete UTF-8 sequence).
+                    chunk_tokens += len((c.get("logprobs") or {}).get("tokens") or [])
+            # The n tokens of one chunk (events the server wrote together) share the gap since the
+            # previous chunk with tokens, as the server's own histogram counts them.
+            if chunk_tokens:
+                if last_token is not None:
+                    res.token_itls.extend([(now - last_token) / chunk_tokens] * chunk_tokens)
+                last_token = now
             client_busy[0] += time.perf_counter() - t0
         res.e2e = time.perf_counter() - res.start
         if not done:
@@ -173,6 +185,8 @@ async def run(args):
         bodies.append({"model": model, "prompt": [rng.randrange(3, vocab) for _ in range(p_n)], "max_tokens": out_n,
                        "temperature": args.temperature, "ignore_eos": True, "stream": True,
                        "stream_options": {"include_usage": True}})
+        if args.token_itl:
+            bodies[-1]["logprobs"] = 0
     client_busy = [0.0]
     results = []
     sem = asyncio.Semaphore(args.concurrency) if args.concurrency > 0 else None
@@ -215,6 +229,10 @@ def main():
     ap.add_argument("--max-duration", type=float, default=600.0, help="stop sending after this many seconds")
     ap.add_argument("--check-idle", action="store_true",
                     help="afterwards, require /metrics to show no KV page held and no request in flight")
+    ap.add_argument("--token-itl", action="store_true",
+                    help="also time every token (asks for logprobs, so an event names its tokens): an "
+                         "event's text can be held back a step while it ends inside a UTF-8 sequence, "
+                         "which the text-event ITL counts as one gap of two steps")
     ap.add_argument("--json", default="", help="write the summary here")
     ap.add_argument("--allow-remote", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -225,6 +243,7 @@ def main():
     out_tokens = sum(r.out_tokens for r in ok)
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     itls = [x for r in ok for x in r.itls]
+    token_itls = [x for r in ok for x in r.token_itls]
     e2es = [r.e2e for r in ok]
     summary = {
         "model": model, "requests": len(results), "succeeded": len(ok), "errors": len(errors),
@@ -235,10 +254,14 @@ def main():
         "concurrency": args.concurrency, "request_rate": args.request_rate, "arrival": args.arrival,
         "prompt_len": args.prompt_len, "output_len": args.output_len,
     }
-    for name, xs in (("ttft_ms", ttfts), ("itl_ms", itls), ("e2e_ms", e2es)):
+    series = [("ttft_ms", ttfts), ("itl_ms", itls), ("e2e_ms", e2es)]
+    if args.token_itl:
+        series.append(("token_itl_ms", token_itls))
+    for name, xs in series:
         for p in (50, 90, 99):
             summary[f"{name}_p{p}"] = percentile(xs, p) * 1e3
         summary[f"{name}_mean"] = statistics.fmean(xs) * 1e3 if xs else float("nan")
+        summary[f"{name}_count"] = len(xs)
     idle_ok = True
     if args.check_idle:
         deadline = time.time() + 30
@@ -256,7 +279,10 @@ def main():
     print(f"  request throughput  {summary['request_throughput']:10.2f} req/s")
     print(f"  output tokens/s     {summary['output_tokens_per_s']:10.1f}   ({out_tokens} tokens)")
     print(f"  {'':18}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}")
-    for name, label in (("ttft_ms", "TTFT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")):
+    labels = [("ttft_ms", "TTFT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")]
+    if args.token_itl:
+        labels.append(("token_itl_ms", "ITL per token ms"))
+    for name, label in labels:
         print(f"  {label:18}" + "".join(f"{summary[f'{name}_{k}']:10.2f}" for k in ("p50", "p90", "p99", "mean")))
     print(f"  client busy         {busy:10.3f} s")
     if args.check_idle:

@@ -324,6 +324,21 @@ class Backend {
   // logits: [m, vocab] f32 (read-only); rows: m settings (host); out: [m] i32, device.
   virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) = 0;
 
+  // Log-probabilities of logits rows: the log-softmax of the logits as they stand (after penalties
+  // and masks, before temperature). For each of r selected rows i (rows[i] in [0, m)), with
+  // lse_i = max + log(sum over t of exp(logits[rows[i], t] - max)) (each difference in f32, exp and
+  // sum in double, lse rounded to f32):
+  //   stats[i] = {logits[rows[i], tokens[rows[i]]] - lse_i, lse_i};
+  //   top_ids[i, j], top_lp[i, j] for j < n: the row's n largest logits in order (value descending,
+  //   lower id on ties) and their log-probabilities, stopping at the first -inf (masked) one:
+  //   -1 and -inf from there on.
+  // logits: [m, vocab] f32, contiguous rows; rows: [r] i32; tokens: [m] i32 (one per logits row,
+  // e.g. the sampled ids); stats: [r, 2] f32; top_ids: [r, n] i32 and top_lp: [r, n] f32,
+  // contiguous (unused when n == 0). 0 <= n <= kMaxTopLogprobs.
+  static constexpr int kMaxTopLogprobs = 20;
+  virtual void logprobs(const Tensor& logits, const Tensor& rows, const Tensor& tokens, int n, Tensor& stats,
+                        Tensor& top_ids, Tensor& top_lp) = 0;
+
   // Token masks of constrained generation: logits[rows[i], t] = -inf wherever bit t of
   // masks[i] is clear (bit t = word t / 32, bit t % 32). logits: [m, vocab] f32, contiguous rows;
   // rows: [r] i32, distinct, in [0, m); masks: [r, ceil(vocab / 32)] u32 as i32 words, contiguous.

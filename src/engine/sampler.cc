@@ -1,4 +1,4 @@
-// Sampler: host-side penalties and logprobs around Backend::sample (policy in sampler.h).
+// Sampler: host-side penalties around Backend::sample and Backend::logprobs (policy in sampler.h).
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -40,27 +40,6 @@ void Sampler::apply_penalties(const Sequence& seq, std::span<const int32_t> extr
   }
 }
 
-void Sampler::fill_logprobs(const float* row, int32_t token, int n, SampledToken& out) const {
-  float mx = -INFINITY;
-  for (int32_t i = 0; i < vocab_; ++i) mx = std::max(mx, row[i]);
-  double sum = 0.0;
-  for (int32_t i = 0; i < vocab_; ++i) sum += std::exp(double(row[i] - mx));
-  const float log_z = mx + float(std::log(sum));
-  out.logprob = row[token] - log_z;
-  out.top_logprobs.clear();
-  if (n <= 0) return;
-  const int k = std::min<int>(n, vocab_);
-  std::vector<int32_t> ids(static_cast<size_t>(vocab_));
-  for (int32_t i = 0; i < vocab_; ++i) ids[size_t(i)] = i;
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                    [&](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
-  for (int i = 0; i < k; ++i) {
-    const int32_t id = ids[size_t(i)];
-    if (row[id] == -INFINITY) break;  // masked by a constraint: not a candidate
-    out.top_logprobs.push_back({id, row[id] - log_z});
-  }
-}
-
 Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out) {
   int32_t m = 0;
   for (const SampleGroup& g : groups) m += g.rows();
@@ -72,15 +51,28 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
                           std::to_string(vocab_) + "], got " + logits.describe());
   }
   const size_t V = size_t(vocab_);
-  // Sampled verification runs on the host; penalties and logprobs need the rows there too.
+  // Sampled verification runs on the host; penalties need the rows there too.
   auto verified_on_host = [](const SampleGroup& g) { return !g.draft.empty() && g.seq->params.temperature > 0.0f; };
   bool any_penalty = false, any_host = false;
   int32_t constrained = 0;
-  for (const SampleGroup& g : groups) {
-    any_penalty |= g.seq->params.needs_penalties();
-    any_host |= g.seq->params.needs_penalties() || g.seq->params.wants_logprobs() || verified_on_host(g);
-    constrained += g.seq->constraint ? 1 : 0;
+  // Rows whose log-probabilities are asked for (every row of such a group), and the most top
+  // entries any of them wants.
+  lp_rows_.clear();
+  int top_n = 0;
+  {
+    int32_t r = 0;
+    for (const SampleGroup& g : groups) {
+      any_penalty |= g.seq->params.needs_penalties();
+      any_host |= g.seq->params.needs_penalties() || verified_on_host(g);
+      constrained += g.seq->constraint ? 1 : 0;
+      if (g.seq->params.wants_logprobs()) {
+        for (int32_t j = 0; j < g.rows(); ++j) lp_rows_.push_back(r + j);
+        top_n = std::max(top_n, g.seq->params.logprobs);
+      }
+      r += g.rows();
+    }
   }
+  if (top_n > Backend::kMaxTopLogprobs) return internal_error("more top logprobs asked for than the backend lists");
   // Constrained rows' masks, filled on the host while the GPU still runs the step's layers.
   const size_t words = (V + 31) / 32;
   if (constrained > 0) {
@@ -148,15 +140,43 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   }
   Tensor ids = Tensor::contiguous(ids_device_.data(), DType::kI32, backend_.device(), {m});
   backend_.sample(logits, rows_, ids);
+  // Log-probabilities on the backend, from the logits as sampled (penalties and masks applied):
+  // the chosen row's value at the sampled id, the log-normalizer and the top entries.
+  const auto r_lp = int64_t(lp_rows_.size());
+  if (r_lp > 0) {
+    if (!lp_rows_device_.data()) {
+      const size_t rows_cap = size_t(max_rows_);
+      lp_rows_host_ = backend_.alloc_host(rows_cap * sizeof(int32_t));
+      lp_rows_device_ = backend_.alloc(rows_cap * sizeof(int32_t));
+      lp_out_host_ = backend_.alloc_host(rows_cap * kLpWords * 4);
+      lp_out_device_ = backend_.alloc(rows_cap * kLpWords * 4);
+    }
+    std::copy(lp_rows_.begin(), lp_rows_.end(), static_cast<int32_t*>(lp_rows_host_.data()));
+    backend_.copy_from_host(lp_rows_device_.data(), lp_rows_host_.data(), size_t(r_lp) * sizeof(int32_t));
+    // One device block, [stats (r, 2) | top ids (r, n) | top logprobs (r, n)], one copy back.
+    auto* out_dev = static_cast<char*>(lp_out_device_.data());
+    const Device dev = backend_.device();
+    Tensor lp_rows = Tensor::contiguous(lp_rows_device_.data(), DType::kI32, dev, {r_lp});
+    Tensor stats = Tensor::contiguous(out_dev, DType::kF32, dev, {r_lp, 2});
+    Tensor top_ids = Tensor::contiguous(out_dev + size_t(r_lp) * 8, DType::kI32, dev, {r_lp, top_n});
+    Tensor top_lp =
+        Tensor::contiguous(out_dev + size_t(r_lp) * (8 + 4 * size_t(top_n)), DType::kF32, dev, {r_lp, top_n});
+    backend_.logprobs(logits, lp_rows, ids, top_n, stats, top_ids, top_lp);
+    backend_.copy_to_host(lp_out_host_.data(), out_dev, size_t(r_lp) * (8 + 8 * size_t(top_n)));
+  }
   int32_t* ids_host = static_cast<int32_t*>(ids_host_.data());
   backend_.copy_to_host(ids_host, ids_device_.data(), size_t(m) * sizeof(int32_t));
   backend_.synchronize();
+  const auto* lp_stats = static_cast<const float*>(lp_out_host_.data());
+  const auto* lp_top_ids = reinterpret_cast<const int32_t*>(lp_stats + 2 * r_lp);
+  const float* lp_top = reinterpret_cast<const float*>(lp_top_ids + r_lp * top_n);
   for (int32_t i = 0; i < m; ++i) {
     if (ids_host[i] < 0 || ids_host[i] >= vocab_)
       return internal_error("the backend sampled token " + std::to_string(ids_host[i]) + " outside the vocabulary");
   }
 
   int32_t r0 = 0;
+  int64_t lp0 = 0;  // the group's first entry in lp_rows_
   for (const SampleGroup& g : groups) {
     const Sequence& s = *g.seq;
     SampleOutcome o;
@@ -186,10 +206,26 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
     for (size_t j = 0; j < tokens.size(); ++j) {
       SampledToken t;
       t.token = tokens[j];
-      if (s.params.wants_logprobs()) fill_logprobs(host + size_t(r0) * V + j * V, t.token, s.params.logprobs, t);
+      if (s.params.wants_logprobs()) {
+        const int64_t e = lp0 + int64_t(j);
+        // The backend took the sampled id's value; a token that differs (sampled verification
+        // kept a draft) is read from the host rows that verification used.
+        if (t.token == ids_host[r0 + int32_t(j)]) {
+          t.logprob = lp_stats[2 * e];
+        } else {
+          FG_CHECK(host != nullptr, "a logprob of a token the backend did not sample needs the host rows");
+          t.logprob = host[size_t(r0) * V + j * V + size_t(t.token)] - lp_stats[2 * e + 1];
+        }
+        for (int k = 0; k < s.params.logprobs; ++k) {
+          const int32_t id = lp_top_ids[e * top_n + k];
+          if (id < 0) break;  // the row's unmasked tokens ran out
+          t.top_logprobs.push_back({id, lp_top[e * top_n + k]});
+        }
+      }
       o.tokens.push_back(std::move(t));
     }
     out.push_back(std::move(o));
+    if (s.params.wants_logprobs()) lp0 += g.rows();
     r0 += g.rows();
   }
   return Status::ok();

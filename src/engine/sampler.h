@@ -2,11 +2,13 @@
 //
 // The token choice itself is Backend::sample (temperature, top-k, top-p, min-p; seeded by the
 // request's seed and its output position, so it does not depend on batch mates or preemption).
-// Penalties and logprobs are applied on the host, and only when a row asks for them: the whole
-// logits block is copied to pinned host memory once, penalised rows are rewritten and copied back
-// with one transfer, then the backend samples. Logprobs are the log-softmax of the logits after
-// penalties and before temperature / truncation (the model's distribution the client can compare).
-// Steps without penalties or logprobs move only the sampled ids back to the host.
+// Penalties are applied on the host, and only when a row asks for them: the whole logits block is
+// copied to pinned host memory once, penalised rows are rewritten and copied back with one
+// transfer, then the backend samples. Logprobs come from the backend (Backend::logprobs, after
+// sampling, for the rows that ask): the log-softmax of the logits after penalties and masks and
+// before temperature / truncation (the model's distribution the client can compare), the sampled
+// token's value and the top n; only those few numbers travel to the host. Steps without penalties
+// move only the sampled ids (and asked-for logprobs) back to the host.
 //
 // Speculative verification: a sequence with drafts owns 1 + k consecutive rows (the target's
 // logits after its last token and after each draft). Every row gets the sampling rule with the
@@ -63,7 +65,6 @@ class Sampler {
  private:
   // Penalties as if `extra` (drafts before this row) followed the sequence's tokens.
   void apply_penalties(const Sequence& seq, std::span<const int32_t> extra, float* row) const;
-  void fill_logprobs(const float* row, int32_t token, int n, SampledToken& out) const;
 
   Backend& backend_;
   int32_t vocab_;
@@ -76,6 +77,11 @@ class Sampler {
   // Token masks of constrained rows (engine/token_constraint.h), pinned and on the device.
   Buffer mask_host_, mask_device_, mask_rows_host_, mask_rows_device_;
   CpuSampleScratch scratch_;
+  // Backend::logprobs: the rows that ask (pinned and on the device), and its outputs for up to
+  // max_rows rows, [stats (r, 2) f32 | top ids (r, n) i32 | top logprobs (r, n) f32] in 4-byte words.
+  static constexpr size_t kLpWords = 2 + 2 * size_t(Backend::kMaxTopLogprobs);
+  std::vector<int32_t> lp_rows_;
+  Buffer lp_rows_host_, lp_rows_device_, lp_out_host_, lp_out_device_;
 };
 
 }  // namespace fg

@@ -76,6 +76,8 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
   void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override;
+  void logprobs(const Tensor& logits, const Tensor& rows, const Tensor& tokens, int n, Tensor& stats, Tensor& top_ids,
+                Tensor& top_lp) override;
 
  private:
   BackendOptions options_;

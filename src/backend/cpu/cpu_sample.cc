@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
@@ -189,6 +190,57 @@ void CpuBackend::mask_logits(Tensor& logits, const Tensor& rows, const Tensor& m
     const auto* bits = reinterpret_cast<const uint32_t*>(cpu::row<int32_t>(masks, i));
     for (int64_t t = 0; t < vocab; ++t)
       if (!((bits[t >> 5] >> (t & 31)) & 1u)) row[t] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+void CpuBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tensor& tokens, int n, Tensor& stats,
+                          Tensor& top_ids, Tensor& top_lp) {
+  cpu::check_view("logprobs", "logits", logits, DType::kF32, 2);
+  cpu::check_view("logprobs", "rows", rows, DType::kI32, 1);
+  cpu::check_view("logprobs", "tokens", tokens, DType::kI32, 1);
+  cpu::check_view("logprobs", "stats", stats, DType::kF32, 2);
+  const int64_t m = logits.shape[0], vocab = logits.shape[1], r = rows.shape[0];
+  FG_CHECK(n >= 0 && n <= kMaxTopLogprobs, "logprobs: n " + std::to_string(n) + " outside [0, 20]");
+  cpu::check_dim("logprobs", "tokens", tokens, 0, m);
+  cpu::check_dim("logprobs", "stats", stats, 0, r);
+  cpu::check_dim("logprobs", "stats", stats, 1, 2);
+  if (n > 0) {
+    cpu::check_view("logprobs", "top_ids", top_ids, DType::kI32, 2);
+    cpu::check_view("logprobs", "top_lp", top_lp, DType::kF32, 2);
+    for (const Tensor* t : {&top_ids, &top_lp}) {
+      cpu::check_dim("logprobs", "top", *t, 0, r);
+      cpu::check_dim("logprobs", "top", *t, 1, n);
+    }
+  }
+  std::vector<int32_t> ids(size_t(n > 0 ? vocab : 0));
+  for (int64_t i = 0; i < r; ++i) {
+    const int32_t ri = rows.ptr<int32_t>()[i * rows.stride[0]];
+    FG_CHECK(ri >= 0 && ri < m, "logprobs: row " + std::to_string(ri) + " outside the logits " + logits.describe());
+    const int32_t token = tokens.ptr<int32_t>()[ri * tokens.stride[0]];
+    FG_CHECK(token >= 0 && token < vocab, "logprobs: token " + std::to_string(token) + " outside the vocabulary");
+    const float* row = cpu::row<float>(logits, ri);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < vocab; ++t) mx = std::max(mx, row[t]);
+    double sum = 0.0;
+    for (int64_t t = 0; t < vocab; ++t) sum += std::exp(double(row[t] - mx));
+    const float lse = mx + float(std::log(sum));
+    float* st = cpu::row<float>(stats, i);
+    st[0] = row[token] - lse;
+    st[1] = lse;
+    if (n == 0) continue;
+    for (int64_t t = 0; t < vocab; ++t) ids[size_t(t)] = int32_t(t);
+    const int64_t k = std::min<int64_t>(n, vocab);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
+    int32_t* out_ids = cpu::row<int32_t>(top_ids, i);
+    float* out_lp = cpu::row<float>(top_lp, i);
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    bool ended = false;  // from the first masked (-inf) entry on, none
+    for (int j = 0; j < n; ++j) {
+      ended = ended || j >= k || row[ids[size_t(j)]] == kNegInf;
+      out_ids[j] = ended ? -1 : ids[size_t(j)];
+      out_lp[j] = ended ? kNegInf : row[ids[size_t(j)]] - lse;
+    }
   }
 }
 

@@ -753,6 +753,47 @@ void CudaBackend::mask_logits(Tensor& logits, const Tensor& rows, const Tensor& 
   launch_mask_logits(p, stream_);
 }
 
+void CudaBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tensor& tokens, int n, Tensor& stats,
+                           Tensor& top_ids, Tensor& top_lp) {
+  check_on_device(logits, "logprobs logits");
+  check_on_device(rows, "logprobs rows");
+  check_on_device(tokens, "logprobs tokens");
+  check_on_device(stats, "logprobs stats");
+  FG_CHECK(logits.ndim == 2 && logits.dtype == DType::kF32 && (logits.shape[1] <= 1 || logits.stride[1] == 1),
+           "logprobs: logits must be [m, vocab] f32 with contiguous rows: " + logits.describe());
+  FG_CHECK(n >= 0 && n <= kMaxTopLogprobs, "logprobs: n " + std::to_string(n) + " outside [0, 20]");
+  const int64_t r = rows.ndim == 1 ? rows.shape[0] : -1;
+  FG_CHECK(rows.dtype == DType::kI32 && r >= 0 && (r <= 1 || rows.stride[0] == 1),
+           "logprobs: rows must be [r] i32 contiguous: " + rows.describe());
+  FG_CHECK(tokens.dtype == DType::kI32 && tokens.ndim == 1 && tokens.shape[0] == logits.shape[0] &&
+               (tokens.shape[0] <= 1 || tokens.stride[0] == 1),
+           "logprobs: tokens must be [m] i32 contiguous: " + tokens.describe());
+  FG_CHECK(stats.dtype == DType::kF32 && stats.ndim == 2 && stats.shape[0] == r && stats.shape[1] == 2 &&
+               stats.is_contiguous(),
+           "logprobs: stats must be [r, 2] f32 contiguous: " + stats.describe());
+  if (n > 0) {
+    check_on_device(top_ids, "logprobs top_ids");
+    check_on_device(top_lp, "logprobs top_lp");
+    FG_CHECK(top_ids.dtype == DType::kI32 && top_ids.ndim == 2 && top_ids.shape[0] == r && top_ids.shape[1] == n &&
+                 top_ids.is_contiguous() && top_lp.dtype == DType::kF32 && top_lp.ndim == 2 && top_lp.shape[0] == r &&
+                 top_lp.shape[1] == n && top_lp.is_contiguous(),
+             "logprobs: top_ids / top_lp must be [r, n] i32 / f32 contiguous: " + top_ids.describe() + ", " +
+                 top_lp.describe());
+  }
+  LogprobsParams p;
+  p.logits = logits.ptr<float>();
+  p.row_stride = logits.shape[0] <= 1 ? logits.shape[1] : logits.stride[0];
+  p.vocab = int(logits.shape[1]);
+  p.rows = rows.ptr<const int32_t>();
+  p.tokens = tokens.ptr<const int32_t>();
+  p.num_rows = int(r);
+  p.n = n;
+  p.stats = stats.ptr<float>();
+  p.top_ids = n > 0 ? top_ids.ptr<int32_t>() : nullptr;
+  p.top_lp = n > 0 ? top_lp.ptr<float>() : nullptr;
+  launch_logprobs(p, stream_);
+}
+
 void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {
   check_on_device(logits, "sample logits");
   check_on_device(out, "sample out");

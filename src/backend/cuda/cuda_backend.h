@@ -77,6 +77,8 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
   void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override;
+  void logprobs(const Tensor& logits, const Tensor& rows, const Tensor& tokens, int n, Tensor& stats, Tensor& top_ids,
+                Tensor& top_lp) override;
 
   // CUDA graphs: stream capture (thread-local mode) on the backend's stream, instantiated once.
   bool supports_graphs() const override { return true; }

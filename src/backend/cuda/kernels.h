@@ -266,4 +266,19 @@ struct MaskLogitsParams {
 };
 void launch_mask_logits(const MaskLogitsParams& p, cudaStream_t stream);
 
+// Log-probabilities of selected logits rows (backend.h's Backend::logprobs).
+struct LogprobsParams {
+  const float* logits = nullptr;  // [m, vocab] f32, row stride `row_stride`
+  int64_t row_stride = 0;
+  int vocab = 0;
+  const int32_t* rows = nullptr;    // [num_rows]
+  const int32_t* tokens = nullptr;  // [m]
+  int num_rows = 0;
+  int n = 0;                   // top entries per row
+  float* stats = nullptr;      // [num_rows, 2]
+  int32_t* top_ids = nullptr;  // [num_rows, n]
+  float* top_lp = nullptr;     // [num_rows, n]
+};
+void launch_logprobs(const LogprobsParams& p, cudaStream_t stream);
+
 }  // namespace fg::cuda

@@ -270,7 +270,78 @@ __global__ void mask_logits_kernel(MaskLogitsParams p) {
   }
 }
 
+// Logits in the order of the logprobs' top list (value descending, lower id on ties) as one
+// unsigned key: the value's bits made monotone, then the complement of the id. v is neither NaN
+// nor -inf; -0 counts as +0 (equal values). No key is 0.
+__device__ __forceinline__ uint64_t logit_key(float v, int id) {
+  uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (uint64_t(u) << 32) | uint64_t(0xffffffffu - uint32_t(id));
+}
+
+__device__ unsigned long long block_max_u64(unsigned long long v, unsigned long long* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  unsigned long long t = lane < int(blockDim.x >> 5) ? scratch[lane] : 0ull;
+  for (int o = 16; o > 0; o >>= 1) t = max(t, __shfl_xor_sync(0xffffffffu, t, o));
+  __syncthreads();
+  return t;
+}
+
+constexpr int kLogprobThreads = 512;
+
+// One block per selected row: the log-normalizer as the CPU backend computes it (f32 differences,
+// exp and sum in double, the log rounded to f32 before the f32 add), then the top n by n passes
+// over the row (from L2 after the first), each taking the largest key below the previous one.
+__global__ void __launch_bounds__(kLogprobThreads) logprobs_kernel(LogprobsParams p) {
+  __shared__ float scratch[32];
+  __shared__ double scratch_f64[32];
+  __shared__ unsigned long long scratch_u64[32];
+  const int i = blockIdx.x;
+  const int ri = p.rows[i];
+  const float* row = p.logits + int64_t(ri) * p.row_stride;
+  float local_max = -INFINITY;
+  for (int t = threadIdx.x; t < p.vocab; t += blockDim.x) local_max = fmaxf(local_max, row[t]);
+  const float mx = block_max(local_max, scratch);
+  double local_sum = 0.0;
+  for (int t = threadIdx.x; t < p.vocab; t += blockDim.x) local_sum += exp(double(__fsub_rn(row[t], mx)));
+  const double sum = block_sum_f64(local_sum, scratch_f64);
+  const float lse = __fadd_rn(mx, __double2float_rn(log(sum)));
+  if (threadIdx.x == 0) {
+    p.stats[2 * i] = __fsub_rn(row[p.tokens[ri]], lse);
+    p.stats[2 * i + 1] = lse;
+  }
+  unsigned long long below = ~0ull;
+  for (int j = 0; j < p.n; ++j) {
+    unsigned long long best = 0;
+    if (below != 0) {
+      for (int t = threadIdx.x; t < p.vocab; t += blockDim.x) {
+        const float v = row[t];
+        if (!(v > -INFINITY)) continue;  // masked (or NaN): never listed
+        const unsigned long long k = logit_key(v, t);
+        if (k < below && k > best) best = k;
+      }
+      best = block_max_u64(best, scratch_u64);
+    }
+    if (threadIdx.x == 0) {
+      const int id = best == 0 ? -1 : int(0xffffffffu - uint32_t(best & 0xffffffffu));
+      p.top_ids[int64_t(i) * p.n + j] = id;
+      p.top_lp[int64_t(i) * p.n + j] = id < 0 ? -INFINITY : __fsub_rn(row[id], lse);
+    }
+    below = best;  // 0 once the row ran out: the rest stay empty
+  }
+}
+
 }  // namespace
+
+void launch_logprobs(const LogprobsParams& p, cudaStream_t stream) {
+  if (p.num_rows == 0) return;
+  FG_CHECK(p.vocab > 0, "logprobs: empty vocabulary");
+  logprobs_kernel<<<unsigned(p.num_rows), kLogprobThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_mask_logits(const MaskLogitsParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return;

@@ -22,3 +22,19 @@ def test_serve_bench_soak(server, tmp_path):
     assert s["idle_after"] is True and s["kv_pages_used_after"] == 0
     assert s["output_tokens"] > 300
     assert s["ttft_ms_p50"] > 0 and s["itl_ms_p50"] >= 0
+
+
+def test_serve_bench_token_itl(server, tmp_path):
+    # --token-itl times every token, text or not: a gap per output token after the first chunk.
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "bench", "serve", "serve_bench.py"),
+                        "--url", server.url, "--num-requests", "24", "--concurrency", "8",
+                        "--prompt-len", "uniform:4:32", "--output-len", "fixed:12", "--token-itl",
+                        "--timeout", "60", "--check-idle", "--json", str(out)],
+                       capture_output=True, text=True, timeout=180)
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads(out.read_text())
+    assert s["errors"] == 0 and s["output_tokens"] == 24 * 12
+    assert s["token_itl_ms_p50"] > 0 and s["token_itl_ms_p99"] >= s["token_itl_ms_p50"]
+    assert 24 <= s["token_itl_ms_count"] <= 24 * 11

@@ -656,6 +656,87 @@ TEST(BackendParity, MaskLogitsBitExact) {
   EXPECT_LT(masked, 3 * 1000);
 }
 
+// logprobs: the CUDA kernel against the CPU reference on a large vocabulary, on rows with many
+// exact ties (top lists ordered by id there) and on rows with masked (-inf) tokens, fewer
+// unmasked tokens than the list asks for, and a selection of rows out of order.
+TEST(BackendParity, LogprobsMatchCpu) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(31);
+  const int m = 9, n = Backend::kMaxTopLogprobs;
+  const int64_t vocab = 128256;
+  std::vector<float> v(size_t(m) * size_t(vocab));
+  std::uniform_real_distribution<float> u(-12.0f, 12.0f);
+  std::uniform_int_distribution<int> grid(-6, 3);
+  for (int r = 0; r < m; ++r) {
+    for (int64_t t = 0; t < vocab; ++t) {
+      float x = r % 3 == 1 ? float(grid(rng)) * 0.25f : u(rng);                   // rows 1, 4, 7: coarse grid (ties)
+      if (r % 3 == 2 && t % 5 != 0) x = -std::numeric_limits<float>::infinity();  // 2, 5, 8: masked
+      v[size_t(r) * size_t(vocab) + size_t(t)] = x;
+    }
+  }
+  // Row 8: only 7 tokens left, fewer than the 20 asked for.
+  for (int64_t t = 0; t < vocab; ++t)
+    if (t % 5 == 0 && t >= 35) v[size_t(8) * size_t(vocab) + size_t(t)] = -std::numeric_limits<float>::infinity();
+  Twin logits({m, vocab}, DType::kF32);
+  logits.set(v);
+  const std::vector<int32_t> rows = {8, 0, 1, 2, 4, 7, 5, 3};
+  std::vector<int32_t> tokens(static_cast<size_t>(m));
+  for (int r = 0; r < m; ++r) tokens[size_t(r)] = int32_t(r * 977 % vocab) / 5 * 5;  // unmasked
+  tokens[8] = 10;
+  const auto r = int64_t(rows.size());
+  struct Out {
+    std::vector<float> stats, top_lp;
+    std::vector<int32_t> top_ids;
+  };
+  auto run = [&](Backend& b, const Tensor& lg) {
+    auto upload = [&](const void* src, size_t bytes) {
+      Buffer buf = b.alloc(bytes);
+      b.copy_from_host(buf.data(), src, bytes);
+      return buf;
+    };
+    Buffer rb = upload(rows.data(), rows.size() * 4), tb = upload(tokens.data(), tokens.size() * 4);
+    Buffer sb = b.alloc(size_t(r) * 8), ib = b.alloc(size_t(r * n) * 4), lb = b.alloc(size_t(r * n) * 4);
+    const Device d = b.device();
+    Tensor rt = Tensor::contiguous(rb.data(), DType::kI32, d, {r});
+    Tensor tt = Tensor::contiguous(tb.data(), DType::kI32, d, {int64_t(m)});
+    Tensor st = Tensor::contiguous(sb.data(), DType::kF32, d, {r, 2});
+    Tensor it = Tensor::contiguous(ib.data(), DType::kI32, d, {r, int64_t(n)});
+    Tensor lt = Tensor::contiguous(lb.data(), DType::kF32, d, {r, int64_t(n)});
+    b.logprobs(lg, rt, tt, n, st, it, lt);
+    Out o{std::vector<float>(size_t(r) * 2), std::vector<float>(size_t(r * n)), std::vector<int32_t>(size_t(r * n))};
+    b.copy_to_host(o.stats.data(), sb.data(), size_t(r) * 8);
+    b.copy_to_host(o.top_lp.data(), lb.data(), size_t(r * n) * 4);
+    b.copy_to_host(o.top_ids.data(), ib.data(), size_t(r * n) * 4);
+    b.synchronize();
+    return o;
+  };
+  const Out c = run(cpu(), logits.cpu), g = run(gpu(), logits.gpu);
+  for (int64_t i = 0; i < r; ++i) {
+    // The normalizer's double sum runs in another order: a few f32 ulps at most.
+    for (int k = 0; k < 2; ++k)
+      EXPECT_NEAR(g.stats[size_t(2 * i + k)], c.stats[size_t(2 * i + k)],
+                  4e-6f * std::fabs(c.stats[size_t(2 * i + 1)]) + 1e-6f)
+          << "row " << rows[size_t(i)] << (k == 0 ? " chosen" : " lse");
+    for (int j = 0; j < n; ++j) {
+      const size_t e = size_t(i * n + j);
+      ASSERT_EQ(g.top_ids[e], c.top_ids[e]) << "row " << rows[size_t(i)] << " entry " << j;
+      if (c.top_ids[e] < 0) {
+        EXPECT_TRUE(std::isinf(g.top_lp[e]) && g.top_lp[e] < 0);
+      } else {
+        EXPECT_NEAR(g.top_lp[e], c.top_lp[e], 4e-6f * std::fabs(c.stats[size_t(2 * i + 1)]) + 1e-6f);
+      }
+    }
+  }
+  // Row 8 (first selected) lists its 7 tokens, then none; a tie row lists equal values by id.
+  for (int j = 0; j < 7; ++j) EXPECT_TRUE(c.top_ids[size_t(j)] % 5 == 0 && c.top_ids[size_t(j)] < 35);
+  EXPECT_EQ(c.top_ids[7], -1);
+  for (int j = 1; j < n; ++j) {
+    const size_t e = size_t(2 * n + j);  // row 1
+    const float a = v[size_t(vocab) + size_t(c.top_ids[e - 1])], b = v[size_t(vocab) + size_t(c.top_ids[e])];
+    EXPECT_TRUE(a > b || (a == b && c.top_ids[e - 1] < c.top_ids[e]));
+  }
+}
+
 TEST(BackendParity, SampleIsDeterministicAndSeeded) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(13);

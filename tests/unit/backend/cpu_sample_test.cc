@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -86,6 +87,51 @@ TEST(CpuSample, GreedyTakesTheLowestIdOnTies) {
     row.seed = 3;
     EXPECT_EQ(sample_one(*be, logits, row), 17);
   }
+}
+
+// logprobs: the log-softmax of the selected rows, the value at each row's token, and the top n
+// by value (lower id on ties) that stop at the first masked token.
+TEST(CpuSample, LogprobsAreTheLogSoftmaxAndItsTopEntries) {
+  auto be = make_cpu_backend();
+  const int64_t vocab = 6;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::vector<float> logits = {1.0f,  3.0f, -kInf, 3.0f,  0.5f, 2.0f,    // row 0: a tie at 3 (ids 1 and 3)
+                               -kInf, 0.0f, -kInf, -kInf, 1.0f, -kInf};  // row 1: two tokens left
+  Tensor l = Tensor::contiguous(logits.data(), DType::kF32, Device::kCpu, {2, vocab});
+  std::vector<int32_t> rows = {1, 0}, tokens = {5, 4};  // tokens: one per logits row
+  const int n = 4;
+  std::vector<float> stats(4), top_lp(8);
+  std::vector<int32_t> top_ids(8);
+  Tensor rt = test::view_of(rows), tt = test::view_of(tokens);
+  Tensor st = Tensor::contiguous(stats.data(), DType::kF32, Device::kCpu, {2, 2});
+  Tensor it = Tensor::contiguous(top_ids.data(), DType::kI32, Device::kCpu, {2, n});
+  Tensor lt = Tensor::contiguous(top_lp.data(), DType::kF32, Device::kCpu, {2, n});
+  be->logprobs(l, rt, tt, n, st, it, lt);
+  // Selected row 0 is logits row 1: log(e^0 + e^1), its token 4 (logit 1).
+  const double lse1 = std::log(std::exp(0.0) + std::exp(1.0));
+  EXPECT_NEAR(stats[1], lse1, 1e-6);
+  EXPECT_NEAR(stats[0], 1.0 - lse1, 1e-6);
+  EXPECT_EQ(top_ids[0], 4);
+  EXPECT_EQ(top_ids[1], 1);
+  EXPECT_EQ(top_ids[2], -1);
+  EXPECT_EQ(top_ids[3], -1);
+  EXPECT_TRUE(std::isinf(top_lp[2]) && top_lp[2] < 0);
+  EXPECT_NEAR(top_lp[1], 0.0 - lse1, 1e-6);
+  // Selected row 1 is logits row 0, its token 5 (logit 2); the tie lists id 1 before id 3.
+  double z = 0.0;
+  for (int t = 0; t < 6; ++t) z += std::exp(double(logits[size_t(t)]));
+  EXPECT_NEAR(stats[3], std::log(z), 1e-6);
+  EXPECT_NEAR(stats[2], 2.0 - std::log(z), 1e-6);
+  EXPECT_EQ(top_ids[4], 1);
+  EXPECT_EQ(top_ids[5], 3);
+  EXPECT_EQ(top_ids[6], 5);
+  EXPECT_EQ(top_ids[7], 0);
+  EXPECT_EQ(top_lp[4], top_lp[5]);
+  // Probabilities of the listed tokens add up to at most 1.
+  double mass = 0.0;
+  for (int j = 4; j < 8; ++j) mass += std::exp(double(top_lp[size_t(j)]));
+  EXPECT_LT(mass, 1.0);
+  EXPECT_GT(mass, 0.9);
 }
 
 TEST(CpuSample, SameSeedAndCounterGiveTheSameTokenInAnyBatch) {
