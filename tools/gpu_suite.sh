@@ -145,11 +145,9 @@ run_all() {
       --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 --max-running 512 \
       --max-graph-batch $gb --skip-decode --json "$OUT/raw/engine_fp8_512_g$gb.json"
   done
-  for gb in 256 512; do
-    step "engine_bf16_512:graphs$gb" 300 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB \
-      --prompt-len 1024 --output-len 1024 --max-running 512 --max-graph-batch $gb --skip-decode \
-      --json "$OUT/raw/engine_bf16_512_g$gb.json"
-  done
+  # bf16 weights and cache at 512 running (issue #16's 1k/1k figure).
+  step engine_bf16_512 300 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB \
+    --prompt-len 1024 --output-len 1024 --max-running 512 --skip-decode --json "$OUT/raw/engine_bf16_512.json"
   # HF_DIAGNOSE="gemma2 ...": per-position errors of those fixtures (tools/hf_live_parity.py --diagnose)
   local diag=()
   for fx in ${HF_DIAGNOSE:-}; do diag+=(--diagnose "$fx"); done
@@ -187,7 +185,7 @@ run_all() {
       local extra=""
       [ "$variant" = fixed ] && extra="--no-adaptive-prefill"
       $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
-        --port 8199 --no-log-requests $extra >"$OUT/raw/serve_$variant.log" 2>&1 &
+        --port 8199 --no-log-requests --step-trace "$OUT/raw/steps_$variant.csv" $extra >"$OUT/raw/serve_$variant.log" 2>&1 &
       local spid=$!
       python3 - <<'PY'
 import time, urllib.request
@@ -206,6 +204,7 @@ PY
         | grep -E "^flashgen_(step_latency|decode_step|prefill_|engine_steps|inter_token)" | tee "$OUT/raw/metrics_$variant.txt"
       kill -TERM $spid; wait $spid
       echo "serve ($variant) exit after SIGTERM: $?"
+      python3 tools/step_trace_summary.py "$OUT/raw/steps_$variant.csv"
     done
     python3 - "$OUT/serve.json" "$OUT/raw/serve_fixed.json" <<'PY'
 import json, sys

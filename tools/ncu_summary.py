@@ -13,6 +13,7 @@ import sys
 
 
 def short(name):
+    name = re.sub(r"<unnamed>::|\(anonymous namespace\)::", "", name)  # before the two cuts below
     name = re.sub(r"\(.*", "", name)          # drop parameter lists
     name = re.sub(r"<.*", "", name)           # and template arguments
     return name.split("::")[-1][:60]

@@ -2,7 +2,10 @@
 #include "cli/engine_flags.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "kvcache/kv_sizing.h"
@@ -46,6 +49,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "median decode-only step, measured)");
   cmd->add_option("--min-prefill-chunk", f.min_prefill_chunk,
                   "prefill tokens a step with running decodes may always take, whatever the budget (256)");
+  cmd->add_option("--step-trace", f.step_trace,
+                  "write one CSV line per engine step to FILE: its start and duration, decodes, prefill "
+                  "tokens, the latency budget's chunk, running and waiting sequences (for latency analysis)");
   cmd->add_option("--speculative", f.speculative,
                   "speculative decoding: off (default), ngram (prompt lookup) or draft (--draft-model)")
       ->check(CLI::IsMember({"off", "ngram", "draft"}));
@@ -96,6 +102,20 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   latency.adaptive = !f.no_adaptive_prefill;
   latency.max_step_seconds = f.max_step_latency_ms * 1e-3;
   latency.min_prefill_tokens = f.min_prefill_chunk;
+  if (!f.step_trace.empty()) {
+    std::shared_ptr<FILE> out(std::fopen(f.step_trace.c_str(), "w"), [](FILE* p) {
+      if (p != nullptr) std::fclose(p);
+    });
+    if (!out) throw std::runtime_error("--step-trace: cannot write " + f.step_trace + ": " + std::strerror(errno));
+    std::setvbuf(out.get(), nullptr, _IOLBF, 1 << 16);  // a line per step: readable while it runs
+    std::fprintf(out.get(), "step,start_s,seconds,seqs,decodes,prefill_tokens,prefill_chunk,running,waiting\n");
+    engine.on_step = [out, next = engine.on_step](const StepSummary& s) {
+      std::fprintf(out.get(), "%lld,%.6f,%.6f,%d,%d,%d,%d,%lld,%lld\n", static_cast<long long>(s.step), s.start_seconds,
+                   s.seconds, s.num_seqs, s.num_decode, s.prefill_tokens, s.prefill_chunk,
+                   static_cast<long long>(s.running), static_cast<long long>(s.waiting));
+      if (next) next(s);
+    };
+  }
 
   SpecConfig& spec = engine.spec;
   spec.method = f.speculative == "ngram"   ? SpecMethod::kNgram

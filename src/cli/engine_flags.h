@@ -30,6 +30,7 @@ struct EngineFlags {
   bool no_adaptive_prefill = false;
   double max_step_latency_ms = 0.0;  // 0: 1.8 times the median decode-only step
   int min_prefill_chunk = 256;
+  std::string step_trace;  // a CSV line per engine step to this file (--step-trace)
   // Speculative decoding (engine/spec_decoder.h).
   std::string speculative = "off";  // off, ngram or draft
   int num_speculative_tokens = 4;

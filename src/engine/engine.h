@@ -37,10 +37,17 @@
 
 namespace fg {
 
-// What one step ran, for observers such as the server's batch-size histogram.
+// What one step ran, for observers such as the server's batch-size histogram and --step-trace.
 struct StepSummary {
-  int64_t step = 0;      // 1 for the engine's first step
-  int32_t num_seqs = 0;  // sequences in the step's batch
+  int64_t step = 0;            // 1 for the engine's first step
+  int32_t num_seqs = 0;        // sequences in the step's batch
+  int32_t num_decode = 0;      // of them decodes (or verifications)
+  int32_t prefill_tokens = 0;  // every other token of the step
+  int32_t prefill_chunk = -1;  // the latency budget's chunk for this step (-1: not limited)
+  int64_t running = 0;         // sequences running and waiting after the step
+  int64_t waiting = 0;
+  double start_seconds = 0.0;  // on the step clock
+  double seconds = 0.0;        // the whole step: schedule to postprocess
 };
 
 struct EngineConfig {

@@ -171,6 +171,12 @@ double EngineCore::step_clock_now() const {
 
 Status EngineCore::step() {
   const double start = step_clock_now();
+  // Steps that record a graph (or do other one-time setup) in the target or the draft are no
+  // measure of what the next such step costs.
+  auto setup_count = [this] {
+    return runner_.setup_steps() + (runner_.draft() != nullptr ? runner_.draft()->setup_steps() : 0);
+  };
+  const int64_t setups_before = setup_count();
   auto t0 = Clock::now();
   if (spec_.enabled()) spec_.propose(scheduler_.running());
   counters_.times.propose += seconds_since(t0);
@@ -214,12 +220,25 @@ Status EngineCore::step() {
     postprocess(plan, outcomes_);
   }
   ++counters_.steps;
-  if (config_.on_step) config_.on_step(StepSummary{counters_.steps, int32_t(plan.seqs.size())});
   if (batch.decode_only() && batch.num_logits() == batch.num_seqs()) ++counters_.decode_only_steps;
   counters_.times.postprocess += seconds_since(t4);
   counters_.last_step_seconds = seconds_since(t0);
-  // A failed forward says nothing about how long a step takes.
-  if (failure.is_ok()) scheduler_.observe_step(plan, step_clock_now() - start);
+  const double seconds = step_clock_now() - start;
+  // A failed forward says nothing about how long a step takes, nor does one that did setup.
+  if (failure.is_ok() && setup_count() == setups_before) scheduler_.observe_step(plan, seconds);
+  if (config_.on_step) {
+    StepSummary s;
+    s.step = counters_.steps;
+    s.num_seqs = int32_t(plan.seqs.size());
+    s.num_decode = plan.num_decode;
+    s.prefill_tokens = plan.num_prefill_tokens();
+    s.prefill_chunk = plan.prefill_chunk;
+    s.running = int64_t(scheduler_.num_running());
+    s.waiting = int64_t(scheduler_.num_waiting());
+    s.start_seconds = start;
+    s.seconds = seconds;
+    config_.on_step(s);
+  }
   return failure;
 }
 

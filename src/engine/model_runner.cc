@@ -25,6 +25,7 @@ class ModelRunner::DraftRunner final : public StepRunner {
   int32_t kv_page_size() const override { return cache_->page_size(); }
   StepWriter begin_step(const StepShape& shape) override { return model_->begin_step(shape, cache_->page_size()); }
   Result<Tensor> forward(const StepMetadata& step) override { return model_->forward(step, *cache_); }
+  int64_t setup_steps() const override { return model_->decode_graph_stats().captures; }
 
   Backend& backend_;
   std::unique_ptr<Model> model_;

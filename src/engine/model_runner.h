@@ -86,6 +86,8 @@ class ModelRunner final : public StepRunner {
   }
   StepWriter begin_step(const StepShape& shape) override;
   Result<Tensor> forward(const StepMetadata& step) override;
+  // Decode steps that recorded their batch bucket's graph (rank 0's; the ranks record together).
+  int64_t setup_steps() const override { return model_->decode_graph_stats().captures; }
   StepRunner* draft() override;
 
   const ModelConfig& config() const { return model_->config(); }

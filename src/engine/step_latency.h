@@ -25,7 +25,8 @@
 // a chunk is at most twice the latest one (or the floor), so chunks grow step by step instead of
 // jumping to a size never timed, and while the cost of a prefill token is unknown the chunk is the
 // floor. Steps without running decodes are never limited. Until a decode-only step has been timed
-// there is no base: the first step with decodes then carries no prefill, which times one.
+// there is no base: the first step with decodes then carries no prefill, which times one. Steps
+// that did one-time setup (StepRunner::setup_steps: a CUDA graph recorded) are never observed.
 #pragma once
 
 #include <cstddef>

@@ -44,6 +44,12 @@ class StepRunner {
   // writable by the sampler) until the next call.
   virtual Result<Tensor> forward(const StepMetadata& step) = 0;
 
+  // How many steps so far did one-time setup inside forward (recorded a CUDA graph for a new batch
+  // size, ...): a step that moved it took longer than the same step will from now on, so the
+  // engine's step-time model (engine/step_latency.h) does not learn from it. The draft's count
+  // is its own.
+  virtual int64_t setup_steps() const { return 0; }
+
   // The draft model for speculative decoding, on the same backend with its own KV cache (as many
   // pages as this runner's), or nullptr when none was loaded.
   virtual StepRunner* draft() { return nullptr; }

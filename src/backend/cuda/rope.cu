@@ -1,7 +1,7 @@
-// Rotary position embedding, in place on q and k (one launch for both). One block per token: its
-// cos/sin per rotated pair i < rotary_dim / 2 once (angles in f32, their cos/sin in double:
-// positions reach tens of thousands of radians), then one thread per (head, pair); channels past
-// rotary_dim are left untouched.
+// Rotary position embedding, in place on q and k (one launch for both). Blocks of a token: each
+// computes the token's cos/sin per rotated pair i < rotary_dim / 2 (angles in f32, their cos/sin in
+// double: positions reach tens of thousands of radians), then each thread rotates one (head, pair)
+// of the token; channels past rotary_dim are left untouched.
 // With p.kv.slots the same launch writes the new K/V rows into the paged cache (kv_write): the kv
 // heads' threads then cover all head_dim / 2 channel pairs, rotated or not.
 #include <algorithm>
@@ -12,13 +12,15 @@ namespace fg::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 
-// One block per token (grid-stride): the token's cos/sin of every rotary pair are computed once
-// into shared memory, then every head's pairs of that token use them (the angle depends on the
-// token and the pair, not the head).
+// Grid: x = blocks per token (each thread one (head, pair): a decode step's token spreads over
+// ~20 blocks instead of one block looping over its heads, whose dependent loads and stores made a
+// step's RoPE latency-bound), y = tokens (grid-stride). Every block of a token computes the
+// token's cos/sin table into shared memory (the angle depends on the token and the pair, not the
+// head).
 template <class T>
-__global__ void rope_kernel(RopeParams p) {
+__global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
   extern __shared__ float cs[];  // [half] cos, then [half] sin
   const int half = p.rotary_dim / 2;
   float* cos_t = cs;
@@ -26,7 +28,8 @@ __global__ void rope_kernel(RopeParams p) {
   const bool write_cache = p.kv.slots != nullptr;
   const int pairs = write_cache ? p.head_dim / 2 : half;
   const int heads = p.num_q_heads + p.num_kv_heads;
-  for (int64_t token = blockIdx.x; token < p.n; token += gridDim.x) {
+  const int e = int(blockIdx.x) * kThreads + int(threadIdx.x);  // this thread's (head, pair)
+  for (int64_t token = blockIdx.y; token < p.n; token += gridDim.y) {
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
       float inv_freq;
       if (p.per_token_base != nullptr) {
@@ -43,17 +46,18 @@ __global__ void rope_kernel(RopeParams p) {
       sin_t[i] = float(sd) * p.attention_scaling;
     }
     __syncthreads();
-    const int32_t slot = write_cache ? p.kv.slots[token] : -1;
-    for (int e = threadIdx.x; e < heads * pairs; e += blockDim.x) {
+    if (e < heads * pairs) {
       const int head = e / pairs;
       const int i = e - head * pairs;
       const bool is_q = head < p.num_q_heads;
       const int kvh = head - p.num_q_heads;
       T* x = is_q ? static_cast<T*>(p.q) + token * p.q_stride_token + int64_t(head) * p.q_stride_head
                   : static_cast<T*>(p.k) + token * p.k_stride_token + int64_t(kvh) * p.k_stride_head;
-      int i0, i1;
+      const int32_t slot = write_cache && !is_q ? p.kv.slots[token] : -1;
+      int i0 = 0, i1 = 0;
+      bool act = true;
       if (i >= half) {  // a channel pair past rotary_dim: only copied to the cache
-        if (is_q) continue;
+        act = !is_q;
         i0 = p.rotary_dim + 2 * (i - half);
         i1 = i0 + 1;
       } else {
@@ -65,7 +69,7 @@ __global__ void rope_kernel(RopeParams p) {
         x[i0] = from_f32<T>(x0 * c - x1 * s);
         x[i1] = from_f32<T>(x1 * c + x0 * s);
       }
-      if (write_cache && !is_q && slot >= 0) {
+      if (act && slot >= 0) {
         const int64_t page = slot / p.kv.page_size;
         const int64_t offset = slot - page * p.kv.page_size;
         const int64_t ce =
@@ -97,10 +101,10 @@ __global__ void rope_kernel(RopeParams p) {
 
 void launch_rope(const RopeParams& p, DType act, cudaStream_t stream) {
   const int pairs = p.kv.slots != nullptr ? p.head_dim / 2 : p.rotary_dim / 2;
-  int64_t total = int64_t(p.n) * (p.num_q_heads + p.num_kv_heads) * pairs;
-  if (total == 0) return;
+  const int64_t per_token = int64_t(p.num_q_heads + p.num_kv_heads) * pairs;
+  if (int64_t(p.n) * per_token == 0) return;
   const size_t smem = size_t(p.rotary_dim) * sizeof(float);  // cos and sin of rotary_dim / 2 pairs
-  const unsigned grid = unsigned(std::min<int64_t>(p.n, 65535));
+  const dim3 grid(unsigned((per_token + kThreads - 1) / kThreads), unsigned(std::min<int64_t>(p.n, 65535)));
   dispatch_act(act, [&]<class T>() {
     rope_kernel<T><<<grid, kThreads, smem, stream>>>(p);
     CUDA_CHECK_LAUNCH();

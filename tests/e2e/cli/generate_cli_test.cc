@@ -165,6 +165,41 @@ TEST_F(GenerateCli, StopStringsWorkInPromptsFiles) {
   EXPECT_EQ(flag[0]["output_ids"], stopped[0]["output_ids"]);
 }
 
+// --step-trace: a CSV header and one line per engine step; the first step prefills the prompts,
+// the later ones decode them, and the output tokens add up to what the steps decoded.
+TEST_F(GenerateCli, StepTraceWritesALinePerStep) {
+  const fs::path trace = tmp_ / "steps.csv";
+  const std::vector<Json> out =
+      generate_lines({Json{{"prompt_ids", {5, 6, 7, 8}}, {"max_new_tokens", 6}, {"ignore_eos", true}},
+                      Json{{"prompt_ids", {9, 10}}, {"max_new_tokens", 6}, {"ignore_eos", true}}},
+                     "--step-trace " + trace.string());
+  ASSERT_EQ(out.size(), 2u);
+  std::ifstream f(trace);
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  EXPECT_EQ(line, "step,start_s,seconds,seqs,decodes,prefill_tokens,prefill_chunk,running,waiting");
+  int steps = 0, decodes = 0, prefill = 0;
+  double last_start = -1.0;
+  while (std::getline(f, line)) {
+    std::vector<double> v;
+    std::istringstream cells(line);
+    for (std::string c; std::getline(cells, c, ',');) v.push_back(std::stod(c));
+    ASSERT_EQ(v.size(), 9u) << line;
+    EXPECT_EQ(int(v[0]), ++steps);
+    EXPECT_GE(v[1], last_start);
+    EXPECT_GT(v[2], 0.0);
+    last_start = v[1];
+    decodes += int(v[4]);
+    prefill += int(v[5]);
+  }
+  EXPECT_EQ(prefill, 6);      // both prompts, the first step
+  EXPECT_EQ(decodes, 2 * 5);  // every output token but each request's first comes from a decode
+  EXPECT_EQ(steps, 6);
+  CliResult bad = run("generate --model " + kChatModel + kCommon + " --prompt-ids 5 --step-trace /nonexistent/x.csv");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--step-trace"), std::string::npos) << bad.err;
+}
+
 TEST_F(GenerateCli, MaxNewTokensZeroIsNothingAndNullIsNoLimit) {
   const Json zero = {{"prompt_ids", {5, 6, 7}}, {"max_new_tokens", 0}};
   const Json unlimited = {{"prompt_ids", {5, 6, 7}}, {"max_new_tokens", nullptr}, {"ignore_eos", true}};

@@ -2,10 +2,13 @@
 // the fake model's steps "take" a time convex in their tokens (a decode step leaves compute idle,
 // prefill is compute-bound), the engine times them on EngineConfig::step_clock, and requests
 // arrive while others decode. With the policy on, steps that carry decodes stay within twice the
-// decode-only step once the model has learned; off, they do not; greedy tokens are the same.
+// decode-only step once the model has learned; off, they do not; greedy tokens are the same. A
+// runner whose first decode step at each batch size records a graph (a one-time cost) does not
+// teach the model that decode steps are slow.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "engine_test_util.h"
 
@@ -27,6 +30,11 @@ class TimedRunner : public FakeRunner {
   explicit TimedRunner(const FakeModelShape& shape) : FakeRunner(shape) {}
   double now = 0.0;
   std::vector<TimedStep> steps;
+  double setup_seconds = 0.0;  // added to the first decode-only step of each batch size (power of 2)
+  std::set<int32_t> buckets;   // ... already seen
+  int64_t setups = 0;
+
+  int64_t setup_steps() const override { return setups; }
 
   Result<Tensor> forward(const StepMetadata& b) override {
     TimedStep s;
@@ -39,6 +47,14 @@ class TimedRunner : public FakeRunner {
       }
     }
     s.seconds = std::max(kDecodeSeconds, kTokenSeconds * double(b.total_q()));
+    if (setup_seconds > 0.0 && s.prefill == 0) {
+      int32_t bucket = 1;
+      while (bucket < s.decodes) bucket *= 2;
+      if (buckets.insert(bucket).second) {
+        s.seconds += setup_seconds;
+        ++setups;
+      }
+    }
     now += s.seconds;
     steps.push_back(s);
     return FakeRunner::forward(b);
@@ -52,20 +68,23 @@ struct TimedRun {
   EngineStats stats;
 };
 
-// 48 requests arriving four at a time every twelfth step, prompts of 1..300 tokens, up to 40
-// greedy tokens.
-TimedRun run_timed(bool adaptive) {
+// 48 requests arriving four at a time every twelfth step, prompts of 1..max_prompt tokens, up to
+// 40 greedy tokens.
+TimedRun run_timed(bool adaptive, double setup_seconds = 0.0, int32_t max_batch_tokens = 512,
+                   int32_t max_prompt = 300) {
   FakeModelShape shape;
   shape.num_pages = 4096;
+  shape.max_model_len = std::max(shape.max_model_len, max_prompt + 64);
   TimedRunner runner(shape);
+  runner.setup_seconds = setup_seconds;
   EngineConfig config;
-  config.scheduler.max_batch_tokens = 512;
+  config.scheduler.max_batch_tokens = max_batch_tokens;
   config.scheduler.latency.adaptive = adaptive;
   config.scheduler.latency.min_prefill_tokens = 16;
   config.scheduler.latency.decode_factor = 2.0;
   config.step_clock = [&runner] { return runner.now; };
   EngineCore core(config, runner);
-  const std::vector<Request> requests = mixed_requests(48, shape.vocab, 300, 40, 5);
+  const std::vector<Request> requests = mixed_requests(48, shape.vocab, max_prompt, 40, 5);
   std::vector<RequestHandle> handles;
   for (int step = 0; handles.size() < requests.size() || core.has_work(); ++step) {
     for (int i = 0; i < 4 && step % 12 == 0 && handles.size() < requests.size(); ++i) {
@@ -123,6 +142,33 @@ TEST(StepLatencyEngine, StepsWithDecodesKeepTheBudgetAndTokensDoNotChange) {
   // The cost: a few more steps than without the budget, and little more simulated time.
   EXPECT_LE(on.steps.size(), off.steps.size() * 12 / 10);
   EXPECT_LE(on.seconds, off.seconds * 1.1);
+}
+
+TEST(StepLatencyEngine, StepsThatRecordAGraphDoNotTeachTheModel) {
+  // Steps of up to 2,048 tokens (82 ms of prefill) and prompts of up to 1,500 tokens: a model
+  // that took a 30 ms setup step for the decode base would let prefill chunks grow far past the
+  // budget.
+  const TimedRun on = run_timed(true, 25e-3, 2048, 1500);
+  const double budget = 2.0 * kDecodeSeconds;
+  EXPECT_NEAR(on.stats.step_latency.decode_seconds, kDecodeSeconds, 1e-9);
+  // The setup steps themselves are slow (decode-only, so they carry no prefill); the steps that
+  // carry prefill beside decodes keep the budget once learned, as without setup.
+  int mixed = 0, late_over = 0, slow_decode_only = 0;
+  double worst = 0.0;
+  for (const TimedStep& s : on.steps) {
+    if (s.decodes == 0) continue;
+    if (s.prefill == 0) {
+      slow_decode_only += s.seconds > 2 * kDecodeSeconds ? 1 : 0;
+      continue;
+    }
+    ++mixed;
+    worst = std::max(worst, s.seconds);
+    if (mixed > 10 && s.seconds > budget * 1.02) ++late_over;
+  }
+  EXPECT_GE(slow_decode_only, 3);  // graphs for 4, 8, 16, ... sequences
+  EXPECT_GT(mixed, 30);
+  EXPECT_EQ(late_over, 0);
+  EXPECT_LE(worst, 1.25 * budget);
 }
 
 }  // namespace
