@@ -7,17 +7,15 @@ prefill they carried, and the longest of them with what they held.
 """
 import argparse
 import csv
+import statistics
 import sys
 
 
 def pct(xs, p):
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    k = (len(xs) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+    """The p-th percentile with linear interpolation between order statistics."""
+    if len(xs) < 2:
+        return xs[0] if xs else float("nan")
+    return statistics.quantiles(xs, n=100, method="inclusive")[p - 1]
 
 
 def main():
