@@ -167,9 +167,14 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   int32_t* ids_host = static_cast<int32_t*>(ids_host_.data());
   backend_.copy_to_host(ids_host, ids_device_.data(), size_t(m) * sizeof(int32_t));
   backend_.synchronize();
-  const auto* lp_stats = static_cast<const float*>(lp_out_host_.data());
-  const auto* lp_top_ids = reinterpret_cast<const int32_t*>(lp_stats + 2 * r_lp);
-  const float* lp_top = reinterpret_cast<const float*>(lp_top_ids + r_lp * top_n);
+  const float* lp_stats = nullptr;
+  const int32_t* lp_top_ids = nullptr;
+  const float* lp_top = nullptr;
+  if (r_lp > 0) {
+    lp_stats = static_cast<const float*>(lp_out_host_.data());
+    lp_top_ids = reinterpret_cast<const int32_t*>(lp_stats + 2 * r_lp);
+    lp_top = reinterpret_cast<const float*>(lp_top_ids + r_lp * top_n);
+  }
   for (int32_t i = 0; i < m; ++i) {
     if (ids_host[i] < 0 || ids_host[i] >= vocab_)
       return internal_error("the backend sampled token " + std::to_string(ids_host[i]) + " outside the vocabulary");
