@@ -31,7 +31,7 @@ t0=$SECONDS
 # its build as it is.
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_ENABLE_CUDA=OFF \
-  -DFG_BUILD_TESTS=${FUZZ_WITH_TESTS:-OFF} -DFG_BUILD_BENCH=OFF -DFG_WERROR=OFF >/dev/null
+  -DFG_BUILD_TESTS=${FUZZ_WITH_TESTS:-OFF} -DFG_BUILD_BENCH=OFF -DFG_WERROR=OFF -DFG_TEST_LABELS="unit;e2e" >/dev/null
 # shellcheck disable=SC2046
 cmake --build "$BUILD" -j "${BUILD_JOBS:-$(nproc)}" --target $(for t in $TARGETS; do printf '%s_fuzz ' "$t"; done)
 echo "fuzz: built in $((SECONDS - t0)) s"
