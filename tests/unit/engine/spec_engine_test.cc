@@ -13,8 +13,10 @@
 //    seeded request gives the same tokens alone and in a crowd.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include "engine_test_util.h"
 
@@ -315,6 +317,48 @@ TEST(SpecEngine, SampledOutputsFollowTheTargetWithADraftModel) {
 }
 TEST(SpecEngine, SampledOutputsFollowTheTargetWithNgramDrafts) {
   check_sampled_distribution(SpecMethod::kNgram);
+}
+
+// Logprobs of speculated tokens: every emitted token's logprob and top list are the target's
+// log-softmax after the tokens before it (the fake model's logits, recomputed here), whether the
+// token was the sampled id (read on the backend) or a draft kept by sampled verification (read
+// from the host rows), greedy or sampled, n-gram or draft model.
+TEST(SpecEngine, LogprobsOfAcceptedTokensAreTheTargets) {
+  const FakeModelShape shape = looping_shape();
+  FakeModelShape draft = shape;
+  draft.salt = 0x99;
+  std::vector<float> logits(static_cast<size_t>(shape.vocab));
+  for (SpecMethod m : {SpecMethod::kNgram, SpecMethod::kDraft}) {
+    for (const float temperature : {0.0f, 0.9f}) {
+      SCOPED_TRACE(std::string(spec_method_name(m)) + " temperature " + std::to_string(temperature));
+      auto requests = looping_requests(12, shape.vocab, 41, 24);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        requests[i].params.temperature = temperature;
+        requests[i].params.seed = 500 + i;
+        requests[i].params.logprobs = 3;
+      }
+      const RunResult run = run_all(shape, spec_config(m), requests, &draft);
+      EXPECT_GT(run.stats.spec.accepted_tokens, 0);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        const RequestOutput& o = run.outputs[i];
+        ASSERT_EQ(o.logprobs.size(), o.output_ids.size());
+        std::vector<int32_t> ctx = requests[i].prompt_ids;
+        for (size_t t = 0; t < o.output_ids.size(); ++t) {
+          fake_logits(shape, ctx, logits.data());
+          double mx = -INFINITY, sum = 0.0;
+          for (float x : logits) mx = std::max(mx, double(x));
+          for (float x : logits) sum += std::exp(double(x) - mx);
+          const double lse = mx + std::log(sum);
+          EXPECT_NEAR(o.logprobs[t], double(logits[size_t(o.output_ids[t])]) - lse, 1e-5) << "request " << i;
+          ASSERT_EQ(o.top_logprobs[t].size(), 3u);
+          EXPECT_NEAR(o.top_logprobs[t][0].logprob, *std::max_element(logits.begin(), logits.end()) - lse, 1e-5);
+          for (const TokenLogprob& tl : o.top_logprobs[t])
+            EXPECT_NEAR(tl.logprob, double(logits[size_t(tl.id)]) - lse, 1e-5);
+          ctx.push_back(o.output_ids[t]);
+        }
+      }
+    }
+  }
 }
 
 TEST(SpecEngine, SeededSampledRequestsAreReproducibleInAnyBatch) {
