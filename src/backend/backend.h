@@ -333,7 +333,8 @@ class Backend {
   //   lower id on ties) and their log-probabilities, stopping at the first -inf (masked) one:
   //   -1 and -inf from there on.
   // logits: [m, vocab] f32, contiguous rows; rows: [r] i32; tokens: [m] i32 (one per logits row,
-  // e.g. the sampled ids); stats: [r, 2] f32; top_ids: [r, n] i32 and top_lp: [r, n] f32,
+  // e.g. the sampled ids; one outside [0, vocab) gets a NaN logprob, never a read outside the row:
+  // the sampler checks the ids after this runs); stats: [r, 2] f32; top_ids: [r, n] i32 and top_lp: [r, n] f32,
   // contiguous (unused when n == 0). 0 <= n <= kMaxTopLogprobs.
   static constexpr int kMaxTopLogprobs = 20;
   virtual void logprobs(const Tensor& logits, const Tensor& rows, const Tensor& tokens, int n, Tensor& stats,

@@ -200,7 +200,8 @@ void CpuBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tensor
   cpu::check_view("logprobs", "tokens", tokens, DType::kI32, 1);
   cpu::check_view("logprobs", "stats", stats, DType::kF32, 2);
   const int64_t m = logits.shape[0], vocab = logits.shape[1], r = rows.shape[0];
-  FG_CHECK(n >= 0 && n <= kMaxTopLogprobs, "logprobs: n " + std::to_string(n) + " outside [0, 20]");
+  FG_CHECK(n >= 0 && n <= kMaxTopLogprobs,
+           "logprobs: n " + std::to_string(n) + " outside [0, " + std::to_string(kMaxTopLogprobs) + "]");
   cpu::check_dim("logprobs", "tokens", tokens, 0, m);
   cpu::check_dim("logprobs", "stats", stats, 0, r);
   cpu::check_dim("logprobs", "stats", stats, 1, 2);
@@ -217,7 +218,6 @@ void CpuBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tensor
     const int32_t ri = rows.ptr<int32_t>()[i * rows.stride[0]];
     FG_CHECK(ri >= 0 && ri < m, "logprobs: row " + std::to_string(ri) + " outside the logits " + logits.describe());
     const int32_t token = tokens.ptr<int32_t>()[ri * tokens.stride[0]];
-    FG_CHECK(token >= 0 && token < vocab, "logprobs: token " + std::to_string(token) + " outside the vocabulary");
     const float* row = cpu::row<float>(logits, ri);
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t t = 0; t < vocab; ++t) mx = std::max(mx, row[t]);
@@ -225,7 +225,7 @@ void CpuBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tensor
     for (int64_t t = 0; t < vocab; ++t) sum += std::exp(double(row[t] - mx));
     const float lse = mx + float(std::log(sum));
     float* st = cpu::row<float>(stats, i);
-    st[0] = row[token] - lse;
+    st[0] = token >= 0 && token < vocab ? row[token] - lse : std::numeric_limits<float>::quiet_NaN();
     st[1] = lse;
     if (n == 0) continue;
     for (int64_t t = 0; t < vocab; ++t) ids[size_t(t)] = int32_t(t);

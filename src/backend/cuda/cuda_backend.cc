@@ -761,7 +761,8 @@ void CudaBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tenso
   check_on_device(stats, "logprobs stats");
   FG_CHECK(logits.ndim == 2 && logits.dtype == DType::kF32 && (logits.shape[1] <= 1 || logits.stride[1] == 1),
            "logprobs: logits must be [m, vocab] f32 with contiguous rows: " + logits.describe());
-  FG_CHECK(n >= 0 && n <= kMaxTopLogprobs, "logprobs: n " + std::to_string(n) + " outside [0, 20]");
+  FG_CHECK(n >= 0 && n <= kMaxTopLogprobs,
+           "logprobs: n " + std::to_string(n) + " outside [0, " + std::to_string(kMaxTopLogprobs) + "]");
   const int64_t r = rows.ndim == 1 ? rows.shape[0] : -1;
   FG_CHECK(rows.dtype == DType::kI32 && r >= 0 && (r <= 1 || rows.stride[0] == 1),
            "logprobs: rows must be [r] i32 contiguous: " + rows.describe());

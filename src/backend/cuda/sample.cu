@@ -310,7 +310,8 @@ __global__ void __launch_bounds__(kLogprobThreads) logprobs_kernel(LogprobsParam
   const double sum = block_sum_f64(local_sum, scratch_f64);
   const float lse = __fadd_rn(mx, __double2float_rn(log(sum)));
   if (threadIdx.x == 0) {
-    p.stats[2 * i] = __fsub_rn(row[p.tokens[ri]], lse);
+    const int token = p.tokens[ri];
+    p.stats[2 * i] = token >= 0 && token < p.vocab ? __fsub_rn(row[token], lse) : __int_as_float(0x7fffffff);
     p.stats[2 * i + 1] = lse;
   }
   unsigned long long below = ~0ull;

@@ -132,6 +132,11 @@ TEST(CpuSample, LogprobsAreTheLogSoftmaxAndItsTopEntries) {
   for (int j = 4; j < 8; ++j) mass += std::exp(double(top_lp[size_t(j)]));
   EXPECT_LT(mass, 1.0);
   EXPECT_GT(mass, 0.9);
+  // A token outside the vocabulary (a sampler bug the caller reports afterwards) reads nothing.
+  tokens[1] = int32_t(vocab);
+  be->logprobs(l, rt, tt, 0, st, it, lt);
+  EXPECT_TRUE(std::isnan(stats[0]));
+  EXPECT_NEAR(stats[1], lse1, 1e-6);
 }
 
 TEST(CpuSample, SameSeedAndCounterGiveTheSameTokenInAnyBatch) {
