@@ -21,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS=${PACK_TOOLS-"flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench gemm_fp8_bench"}
+BENCH_TARGETS=${PACK_TOOLS-"flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench gemm_fp8_bench gemm_algo_search"}
 TEST_TARGETS=${PACK_TESTS-"backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests tensor_parallel_tests"}
 
 pack() {
@@ -163,6 +163,9 @@ run_all() {
   # widths and KV bytes in 128-wide heads), so the two head sizes compare on one model.
   step moe_gemm 120 $T/moe_gemm_bench --backend cuda --json "$OUT/raw/moe_gemm.json"
   step gemm_fp8 120 $T/gemm_fp8_bench --backend cuda --json "$OUT/raw/gemm_fp8.json"
+  # cuBLASLt's first heuristic answer against its other answers and their split-K variants at the
+  # row counts of batch-1 decode, batch-32 decode and batch-32 verification (1 + 4).
+  step gemm_search 300 $T/gemm_algo_search --rows 1,32,160 --json "$OUT/raw/gemm_search.json"
   step mixtral 300 $T/engine_bench --config bench/configs/mixtral-8x7b --backend cuda --kv-cache-memory 30GiB \
     --num-requests 256 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/mixtral.json"
   step qwen3_moe 240 $T/engine_bench --config bench/configs/qwen3-30b-a3b --backend cuda --kv-cache-memory 60GiB \
