@@ -94,7 +94,8 @@ std::string describe(const cublasLtMatmulAlgo_t& a) {
   char buf[256];
   std::snprintf(buf, sizeof(buf), "algo %d tile %u stages %u splitK %d scheme %u swizzle %u cluster %u custom %u",
                 config<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID), config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), config<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                config<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
                 config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
                 config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
                 config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
@@ -226,9 +227,9 @@ int main(int argc, char** argv) {
         if (cap<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) == 0) continue;
         const uint32_t schemes = cap<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
         for (int s : splits) {
-          for (uint32_t r : {uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE), uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE),
-                             uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
-                             uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
+          for (uint32_t r :
+               {uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE), uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE),
+                uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
             if ((s == 1) != (r == CUBLASLT_REDUCTION_SCHEME_NONE)) continue;
             if (r != CUBLASLT_REDUCTION_SCHEME_NONE && (schemes & r) == 0) continue;
             cublasLtMatmulAlgo_t v = base;
@@ -287,11 +288,11 @@ int main(int argc, char** argv) {
         std::printf("%-8s m %4d: no candidate ran\n", sh.name.c_str(), m);
       } else {
         const Candidate& first = cands.front();
-        std::printf("%-8s m %4d: floor %7.2f us | heuristic #0 %7.2f us (%.2fx) | best %7.2f us (%.2fx, %.3f of #0) "
-                    "of %zu: %s [%s, workspace %zu]\n",
-                    sh.name.c_str(), m, floor_us, first.us, first.us / floor_us, best->us, best->us / floor_us,
-                    best->us / first.us, cands.size(), best->origin.c_str(), describe(best->algo).c_str(),
-                    best->workspace);
+        std::printf(
+            "%-8s m %4d: floor %7.2f us | heuristic #0 %7.2f us (%.2fx) | best %7.2f us (%.2fx, %.3f of #0) "
+            "of %zu: %s [%s, workspace %zu]\n",
+            sh.name.c_str(), m, floor_us, first.us, first.us / floor_us, best->us, best->us / floor_us,
+            best->us / first.us, cands.size(), best->origin.c_str(), describe(best->algo).c_str(), best->workspace);
         std::printf("           heuristic #0: %s\n", describe(first.algo).c_str());
       }
       std::fflush(stdout);

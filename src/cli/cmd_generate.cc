@@ -11,8 +11,9 @@
 // request per line with exactly one of "prompt_ids", "prompt" (text) or "messages" (a chat, as
 // with --chat), and optionally max_new_tokens (null: no limit but the context), temperature,
 // top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed,
-// stop_token_ids, stop (stop strings), ignore_eos, logprobs, priority, cache_salt; missing ones
-// take the command line's values. All requests run concurrently through the engine.
+// stop_token_ids, stop (stop strings), ignore_eos, logprobs, logit_bias (token id -> bias, as
+// OpenAI's), priority, cache_salt; missing ones take the command line's values. All requests run concurrently through
+// the engine.
 // --reference runs one prompt (--prompt or --prompt-ids) and refuses the flags only the engine
 // has (--prompts, --stop, the engine flags).
 //
@@ -146,6 +147,13 @@ Request parse_request_line(const std::string& line, const std::string& where, co
         p.ignore_eos = v.get<bool>();
       } else if (k == "logprobs") {
         p.logprobs = v.get<int>();
+      } else if (k == "logit_bias") {
+        if (!v.is_object()) fail(where + ": \"logit_bias\" must be an object of token id -> bias");
+        for (auto b = v.begin(); b != v.end(); ++b) {
+          const std::optional<int32_t> id = token_id_from_key(b.key());
+          if (!id) fail(where + ": \"logit_bias\" keys must be token ids in decimal");
+          p.logit_bias.emplace_back(*id, b.value().get<float>());
+        }
       } else if (k == "priority") {
         r.priority = v.get<int>();
       } else if (k == "cache_salt") {

@@ -1,4 +1,4 @@
-// Sampler: host-side penalties around Backend::sample and Backend::logprobs (policy in sampler.h).
+// Sampler: host-side penalties and logit biases around Backend::sample and Backend::logprobs (policy in sampler.h).
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -17,7 +17,7 @@ Sampler::Sampler(Backend& backend, int32_t vocab_size, int32_t max_rows)
   rows_.reserve(size_t(max_rows));
 }
 
-void Sampler::apply_penalties(const Sequence& seq, std::span<const int32_t> extra, float* row) const {
+void Sampler::adjust_row(const Sequence& seq, std::span<const int32_t> extra, float* row) const {
   if (seq.params.repetition_penalty != 1.0f) {
     std::vector<int32_t> seen(seq.tokens.begin(), seq.tokens.end());
     seen.insert(seen.end(), extra.begin(), extra.end());
@@ -38,6 +38,7 @@ void Sampler::apply_penalties(const Sequence& seq, std::span<const int32_t> extr
       row[t] -= seq.params.presence_penalty + seq.params.frequency_penalty * float(count);
     }
   }
+  for (const auto& [t, bias] : seq.params.logit_bias) row[t] += bias;  // ids validated at submit
 }
 
 Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out) {
@@ -51,9 +52,9 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
                           std::to_string(vocab_) + "], got " + logits.describe());
   }
   const size_t V = size_t(vocab_);
-  // Sampled verification runs on the host; penalties need the rows there too.
+  // Sampled verification runs on the host; penalties and biases need the rows there too.
   auto verified_on_host = [](const SampleGroup& g) { return !g.draft.empty() && g.seq->params.temperature > 0.0f; };
-  bool any_penalty = false, any_host = false;
+  bool any_adjusted = false, any_host = false;
   int32_t constrained = 0;
   // Rows whose log-probabilities are asked for (every row of such a group), and the most top
   // entries any of them wants.
@@ -62,8 +63,8 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   {
     int32_t r = 0;
     for (const SampleGroup& g : groups) {
-      any_penalty |= g.seq->params.needs_penalties();
-      any_host |= g.seq->params.needs_penalties() || verified_on_host(g);
+      any_adjusted |= g.seq->params.adjusts_logits();
+      any_host |= g.seq->params.adjusts_logits() || verified_on_host(g);
       constrained += g.seq->constraint ? 1 : 0;
       if (g.seq->params.wants_logprobs()) {
         for (int32_t j = 0; j < g.rows(); ++j) lp_rows_.push_back(r + j);
@@ -102,11 +103,11 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
     host = static_cast<float*>(host_logits_.data());
     backend_.copy_to_host(host, logits.data, block_bytes);
     backend_.synchronize();
-    if (any_penalty) {
+    if (any_adjusted) {
       int32_t r = 0;
       for (const SampleGroup& g : groups) {
         for (int32_t j = 0; j < g.rows(); ++j, ++r)
-          if (g.seq->params.needs_penalties()) apply_penalties(*g.seq, g.draft.first(size_t(j)), host + size_t(r) * V);
+          if (g.seq->params.adjusts_logits()) adjust_row(*g.seq, g.draft.first(size_t(j)), host + size_t(r) * V);
       }
     }
     // Masks on the host rows too: logprobs are those of the constrained distribution.
@@ -118,7 +119,7 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
       for (size_t t = 0; t < V; ++t)
         if (!((b[t >> 5] >> (t & 31)) & 1u)) row[t] = -INFINITY;
     }
-    if (any_penalty || constrained > 0) backend_.copy_from_host(logits.data, host, block_bytes);
+    if (any_adjusted || constrained > 0) backend_.copy_from_host(logits.data, host, block_bytes);
   } else if (constrained > 0) {
     backend_.copy_from_host(mask_device_.data(), mask_host_.data(), size_t(constrained) * words * 4);
     backend_.copy_from_host(mask_rows_device_.data(), mask_rows_host_.data(), size_t(constrained) * 4);
@@ -140,7 +141,7 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   }
   Tensor ids = Tensor::contiguous(ids_device_.data(), DType::kI32, backend_.device(), {m});
   backend_.sample(logits, rows_, ids);
-  // Log-probabilities on the backend, from the logits as sampled (penalties and masks applied):
+  // Log-probabilities on the backend, from the logits as sampled (penalties, biases and masks applied):
   // the chosen row's value at the sampled id, the log-normalizer and the top entries.
   const auto r_lp = int64_t(lp_rows_.size());
   if (r_lp > 0) {

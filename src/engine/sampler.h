@@ -2,13 +2,13 @@
 //
 // The token choice itself is Backend::sample (temperature, top-k, top-p, min-p; seeded by the
 // request's seed and its output position, so it does not depend on batch mates or preemption).
-// Penalties are applied on the host, and only when a row asks for them: the whole logits block is
-// copied to pinned host memory once, penalised rows are rewritten and copied back with one
-// transfer, then the backend samples. Logprobs come from the backend (Backend::logprobs, after
-// sampling, for the rows that ask): the log-softmax of the logits after penalties and masks and
+// Penalties and logit biases are applied on the host, and only when a row asks for them: the whole
+// logits block is copied to pinned host memory once, those rows are rewritten and copied back with
+// one transfer, then the backend samples. Logprobs come from the backend (Backend::logprobs, after
+// sampling, for the rows that ask): the log-softmax of the logits after penalties, biases and masks and
 // before temperature / truncation (the model's distribution the client can compare), the sampled
-// token's value and the top n; only those few numbers travel to the host. Steps without penalties
-// move only the sampled ids (and asked-for logprobs) back to the host.
+// token's value and the top n; only those few numbers travel to the host. Steps without penalties or
+// biases move only the sampled ids (and asked-for logprobs) back to the host.
 //
 // Speculative verification: a sequence with drafts owns 1 + k consecutive rows (the target's
 // logits after its last token and after each draft). Every row gets the sampling rule with the
@@ -63,8 +63,9 @@ class Sampler {
   Status sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out);
 
  private:
-  // Penalties as if `extra` (drafts before this row) followed the sequence's tokens.
-  void apply_penalties(const Sequence& seq, std::span<const int32_t> extra, float* row) const;
+  // Penalties as if `extra` (drafts before this row) followed the sequence's tokens, then the
+  // request's logit biases.
+  void adjust_row(const Sequence& seq, std::span<const int32_t> extra, float* row) const;
 
   Backend& backend_;
   int32_t vocab_;

@@ -1,6 +1,7 @@
 // SamplingParams::validate: one message per bad field, in the request's own terms.
 #include "request/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fg {
@@ -31,7 +32,33 @@ Status SamplingParams::validate(int vocab_size) const {
     if (s.empty()) return invalid_argument("stop strings must not be empty");
   }
   if (logprobs > 20) return invalid_argument("logprobs must be at most 20");
+  std::vector<int32_t> biased;
+  biased.reserve(logit_bias.size());
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      return invalid_argument("logit_bias token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                              std::to_string(vocab_size) + ")");
+    }
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
+      return invalid_argument("logit_bias of token " + std::to_string(id) + " must be between -100 and 100");
+    }
+    biased.push_back(id);
+  }
+  std::sort(biased.begin(), biased.end());
+  if (std::adjacent_find(biased.begin(), biased.end()) != biased.end())
+    return invalid_argument("logit_bias names a token id twice");
   return Status::ok();
+}
+
+std::optional<int32_t> token_id_from_key(std::string_view key) {
+  if (key.empty() || key.size() > 10 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  int64_t v = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v > INT32_MAX) return std::nullopt;
+  return int32_t(v);
 }
 
 }  // namespace fg

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/sampling_rule.h"
@@ -19,7 +21,12 @@ struct SamplingParams : SamplingRule {  // temperature (default 0 = greedy), top
   float repetition_penalty = 1.0f;      // 1 = off; > 1 discourages tokens already in prompt or output
   float presence_penalty = 0.0f;        // subtracted once from every token already in the output
   float frequency_penalty = 0.0f;       // subtracted per occurrence in the output
-  std::optional<uint64_t> seed;         // unset: the engine derives one per request
+  // Added to these tokens' logits before sampling, after the penalties (OpenAI's logit_bias): ids
+  // distinct and in the vocabulary, each bias in [-kMaxLogitBias, kMaxLogitBias]. A token a
+  // constraint forbids stays forbidden whatever its bias.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  static constexpr float kMaxLogitBias = 100.0f;
+  std::optional<uint64_t> seed;  // unset: the engine derives one per request
   // Output tokens at most, as every API's max_tokens / max_new_tokens. std::nullopt = no limit of
   // its own: generation runs until the model's context or the KV pool is full. 0 = generate
   // nothing (the request finishes at once with reason length).
@@ -30,12 +37,17 @@ struct SamplingParams : SamplingRule {  // temperature (default 0 = greedy), top
   int logprobs = -1;                    // -1: none; n >= 0: the sampled token's logprob plus the top n
 
   const SamplingRule& rule() const { return *this; }
-  bool needs_penalties() const {
-    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  // Whether the logits rows change on the host before sampling (penalties or biases).
+  bool adjusts_logits() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty();
   }
   bool wants_logprobs() const { return logprobs >= 0; }
   // Range checks with one-line messages naming the field.
   Status validate(int vocab_size) const;
 };
+
+// A token id written as a JSON object key (logit_bias's keys): decimal digits without leading
+// zeros (so that no two keys name one id), below 2^31.
+std::optional<int32_t> token_id_from_key(std::string_view key);
 
 }  // namespace fg

@@ -158,7 +158,21 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ApiContext& ct
       if (auto err = check_stop_string(st, "stop", ctx.limits)) f.fail(*err);
   }
   if (const json* lb = f.get_object("logit_bias")) {
-    if (!lb->empty()) f.fail(unsupported_param("logit_bias", "token biases are not implemented."));
+    for (auto it = lb->begin(); it != lb->end() && f.ok(); ++it) {
+      const std::optional<int32_t> id = token_id_from_key(it.key());
+      if (!id || *id >= info.vocab_size) {
+        f.fail(invalid_request(
+            "'logit_bias' keys must be token ids in [0, " + std::to_string(info.vocab_size) + ") written in decimal.",
+            "logit_bias", "invalid_value"));
+      } else if (!it.value().is_number()) {
+        f.fail(invalid_type("logit_bias", "an object of numbers"));
+      } else if (const double b = it.value().get<double>();
+                 !(b >= -SamplingParams::kMaxLogitBias && b <= SamplingParams::kMaxLogitBias)) {
+        f.fail(range_error("logit_bias", "biases must be between -100 and 100", b));
+      } else {
+        s.logit_bias.emplace_back(*id, float(b));
+      }
+    }
   }
   f.get_string("user");
   // Extensions.

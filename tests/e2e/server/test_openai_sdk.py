@@ -2,6 +2,7 @@
 not, usage, stop, seed reproducibility, logprobs, n, and the error cases)."""
 import openai
 import pytest
+import requests
 
 from conftest import MODEL_NAME, Server
 
@@ -116,6 +117,28 @@ def test_penalties_accepted(client):
     r = client.completions.create(model=MODEL_NAME, prompt="aaaa", max_tokens=5, temperature=0,
                                   presence_penalty=1.5, frequency_penalty=0.5, extra_body={"ignore_eos": True})
     assert r.usage.completion_tokens == 5
+
+
+def test_logit_bias(client, server):
+    # +100 forces a token whatever the model prefers; the text is that token's, repeated.
+    token = requests.post(server.url + "/tokenize", json={"prompt": " zebra"}, timeout=10).json()["tokens"][-1]
+    forced = requests.post(server.url + "/detokenize", json={"tokens": [token] * 6}, timeout=10).json()["prompt"]
+    kw = dict(model=MODEL_NAME, prompt="The quick brown fox", max_tokens=6, extra_body={"ignore_eos": True})
+    plain = client.completions.create(temperature=0, **kw).choices[0].text
+    assert plain != forced
+    assert client.completions.create(temperature=0, logit_bias={str(token): 100}, **kw).choices[0].text == forced
+    assert client.completions.create(temperature=1, seed=3, logit_bias={str(token): 100}, **kw).choices[0].text == forced
+    chat = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                          max_tokens=6, temperature=0, logit_bias={str(token): 100},
+                                          extra_body={"ignore_eos": True})
+    assert chat.choices[0].message.content == forced
+    # Small biases are accepted and change nothing they should not: a bias of 0 is no bias.
+    assert client.completions.create(temperature=0, logit_bias={str(token): 0}, **kw).choices[0].text == plain
+    vocab = requests.get(server.url + "/info", timeout=10).json()["vocab_size"]
+    for bad in ({"abc": 1}, {"-1": 1}, {"01": 1}, {str(vocab): 1}, {"5": 100.5}, {"5": "high"}):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(logit_bias=bad, **kw)
+        assert e.value.body["param"] == "logit_bias", bad
 
 
 def test_any_model_name_is_served_unless_strict(client, tokenizer_dir):

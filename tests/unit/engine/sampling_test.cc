@@ -1,8 +1,12 @@
-// Seeded sampling is a function of (seed, output position, logits) only; penalties and logprobs.
+// Seeded sampling is a function of (seed, output position, logits) only; penalties, logit biases
+// and logprobs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "engine_test_util.h"
 
@@ -74,6 +78,34 @@ TEST(EngineSampling, RepetitionPenaltyAvoidsPromptTokens) {
   EXPECT_TRUE(out.output_ids[0] == 0 || out.output_ids[0] >= 40) << out.output_ids[0];
 }
 
+TEST(EngineSampling, LogitBiasForcesAndBansTokens) {
+  FakeModelShape shape;
+  Request r;
+  r.prompt_ids = {7, 2, 9};
+  r.params.temperature = 0.0f;
+  r.params.max_new_tokens = 12;
+  r.params.ignore_eos = true;
+  const RequestOutput plain = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  ASSERT_EQ(plain.output_ids.size(), 12u);
+  // A token greedy decoding never picks, forced by +100 (the fake logits span 6): every token.
+  int32_t absent = 1;
+  while (std::find(plain.output_ids.begin(), plain.output_ids.end(), absent) != plain.output_ids.end()) ++absent;
+  r.params.logit_bias = {{absent, 100.0f}};
+  const RequestOutput forced = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  EXPECT_EQ(forced.output_ids, std::vector<int32_t>(12, absent));
+  // Every token greedy decoding picked, banned by -100: none of them appears again.
+  r.params.logit_bias.clear();
+  const std::set<int32_t> picked(plain.output_ids.begin(), plain.output_ids.end());
+  for (int32_t t : picked) r.params.logit_bias.emplace_back(t, -100.0f);
+  const RequestOutput banned = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  ASSERT_EQ(banned.output_ids.size(), 12u);
+  for (int32_t t : banned.output_ids) EXPECT_EQ(picked.count(t), 0u) << t;
+  // Sampled requests see the bias too.
+  Request s = sampled_request(7);
+  s.params.logit_bias = {{absent, 100.0f}};
+  EXPECT_EQ(run_all(shape, EngineConfig{}, {s}).outputs[0].output_ids, std::vector<int32_t>(24, absent));
+}
+
 TEST(EngineSampling, LogprobsAreANormalisedTopList) {
   FakeModelShape shape;
   Request r;
@@ -115,6 +147,24 @@ TEST(EngineSampling, ParamsAreValidated) {
   r.params.temperature = 1.0f;
   r.params.stop_token_ids = {shape.vocab};
   EXPECT_NE(core.submit(r).status().message().find("stop token id"), std::string::npos);
+  r.params.stop_token_ids.clear();
+  for (const auto& bias : std::vector<std::vector<std::pair<int32_t, float>>>{
+           {{shape.vocab, 1.0f}}, {{-1, 1.0f}}, {{3, 100.5f}}, {{3, -101.0f}}, {{3, NAN}}, {{3, 1.0f}, {3, 2.0f}}}) {
+    r.params.logit_bias = bias;
+    const Status st = core.submit(r).status();
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("logit_bias"), std::string::npos) << st.message();
+  }
+  r.params.logit_bias = {{0, -100.0f}, {shape.vocab - 1, 100.0f}};
+  EXPECT_TRUE(core.submit(r).is_ok());
+}
+
+TEST(SamplingParams, TokenIdKeys) {
+  EXPECT_EQ(token_id_from_key("0"), 0);
+  EXPECT_EQ(token_id_from_key("50256"), 50256);
+  EXPECT_EQ(token_id_from_key("2147483647"), 2147483647);
+  for (const char* bad : {"", "-1", "+1", "01", " 1", "1 ", "1.0", "1e3", "2147483648", "99999999999", "abc"})
+    EXPECT_FALSE(token_id_from_key(bad).has_value()) << bad;
 }
 
 }  // namespace

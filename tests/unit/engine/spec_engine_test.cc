@@ -42,6 +42,14 @@ EngineConfig spec_config(SpecMethod method, int k = 4) {
   return c;
 }
 
+// log(sum of exp(x)) over a logits row, in double.
+double log_sum_exp(const std::vector<float>& logits) {
+  double mx = -INFINITY, sum = 0.0;
+  for (float x : logits) mx = std::max(mx, double(x));
+  for (float x : logits) sum += std::exp(double(x) - mx);
+  return mx + std::log(sum);
+}
+
 // Repeats a few tokens so n-gram lookup has something to find from the first decode on.
 std::vector<Request> looping_requests(int n, int vocab, uint32_t seed, int max_new = 60) {
   auto requests = mixed_requests(n, vocab, 12, max_new, seed);
@@ -345,10 +353,7 @@ TEST(SpecEngine, LogprobsOfAcceptedTokensAreTheTargets) {
         std::vector<int32_t> ctx = requests[i].prompt_ids;
         for (size_t t = 0; t < o.output_ids.size(); ++t) {
           fake_logits(shape, ctx, logits.data());
-          double mx = -INFINITY, sum = 0.0;
-          for (float x : logits) mx = std::max(mx, double(x));
-          for (float x : logits) sum += std::exp(double(x) - mx);
-          const double lse = mx + std::log(sum);
+          const double lse = log_sum_exp(logits);
           EXPECT_NEAR(o.logprobs[t], double(logits[size_t(o.output_ids[t])]) - lse, 1e-5) << "request " << i;
           ASSERT_EQ(o.top_logprobs[t].size(), 3u);
           EXPECT_NEAR(o.top_logprobs[t][0].logprob, *std::max_element(logits.begin(), logits.end()) - lse, 1e-5);
@@ -356,6 +361,47 @@ TEST(SpecEngine, LogprobsOfAcceptedTokensAreTheTargets) {
             EXPECT_NEAR(tl.logprob, double(logits[size_t(tl.id)]) - lse, 1e-5);
           ctx.push_back(o.output_ids[t]);
         }
+      }
+    }
+  }
+}
+
+// Logit biases apply to every verified row: greedy outputs are the argmax of the biased logits and
+// logprobs are the biased log-softmax, with either proposer (neither sees the bias).
+TEST(SpecEngine, LogitBiasAppliesToEveryVerifiedRow) {
+  const FakeModelShape shape = looping_shape();
+  FakeModelShape draft = shape;
+  draft.salt = 0x99;
+  std::vector<float> logits(static_cast<size_t>(shape.vocab));
+  for (SpecMethod m : {SpecMethod::kOff, SpecMethod::kNgram, SpecMethod::kDraft}) {
+    SCOPED_TRACE(spec_method_name(m));
+    auto requests = looping_requests(12, shape.vocab, 43, 24);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      Request& r = requests[i];
+      r.params.temperature = i % 3 == 2 ? 0.9f : 0.0f;
+      r.params.seed = 700 + i;
+      r.params.logprobs = 2;
+      r.params.logit_bias = {{int32_t(i % 5), 1.5f}, {int32_t(5 + i % 7), -100.0f}, {int32_t(13 + i), -0.75f}};
+    }
+    const RunResult run = run_all(shape, spec_config(m), requests, &draft);
+    if (m != SpecMethod::kOff) {
+      EXPECT_GT(run.stats.spec.accepted_tokens, 0);
+    }
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const RequestOutput& o = run.outputs[i];
+      ASSERT_EQ(o.logprobs.size(), o.output_ids.size());
+      std::vector<int32_t> ctx = requests[i].prompt_ids;
+      for (size_t t = 0; t < o.output_ids.size(); ++t) {
+        fake_logits(shape, ctx, logits.data());
+        for (const auto& [id, bias] : requests[i].params.logit_bias) logits[size_t(id)] += bias;
+        const double lse = log_sum_exp(logits);
+        EXPECT_NE(o.output_ids[t], int32_t(5 + i % 7)) << "a token biased by -100 was picked";
+        if (requests[i].params.temperature == 0.0f) {
+          EXPECT_EQ(o.output_ids[t], int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()))
+              << "request " << i << " token " << t;
+        }
+        EXPECT_NEAR(o.logprobs[t], double(logits[size_t(o.output_ids[t])]) - lse, 1e-5) << "request " << i;
+        ctx.push_back(o.output_ids[t]);
       }
     }
   }
