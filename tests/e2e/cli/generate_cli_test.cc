@@ -326,7 +326,6 @@ TEST_F(GenerateCli, ChatKeepsTheHistoryAndStreamsReplies) {
   EXPECT_EQ(chat.out, reply1 + "\n" + reply2 + "\n");
 }
 
-}  // namespace
 TEST_F(GenerateCli, SpeculativeDecodingGivesTheSameTokensAndReportsAcceptance) {
   const std::string prompt = " --prompt-ids 5,6,7,5,6,7,5,6 --max-new-tokens 24 --ignore-eos --json";
   CliResult plain = run("generate --model " + kIdsModel + kCommon + prompt);
@@ -360,4 +359,5 @@ TEST_F(GenerateCli, TensorParallelGivesTheSameTokensAndRefusesBadSizes) {
   }
 }
 
+}  // namespace
 }  // namespace fg::test

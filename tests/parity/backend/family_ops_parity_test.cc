@@ -15,15 +15,6 @@
 namespace fg::parity {
 namespace {
 
-constexpr double kBf16Tol = 1e-2;
-
-Backend& cpu() {
-  return *backends().cpu;
-}
-Backend& gpu() {
-  return *backends().gpu;
-}
-
 TEST(FamilyParity, GeluTanhMulOddSizesStrided) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(31);

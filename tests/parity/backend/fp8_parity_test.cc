@@ -24,13 +24,6 @@
 namespace fg::parity {
 namespace {
 
-Backend& cpu() {
-  return *backends().cpu;
-}
-Backend& gpu() {
-  return *backends().gpu;
-}
-
 // An FP8-op operand on both backends: host bytes (the CPU tensor points at them) and a device copy.
 struct Operand {
   std::vector<uint8_t> host;

@@ -16,8 +16,6 @@
 namespace fg::parity {
 namespace {
 
-constexpr double kBf16Tol = 1e-2;
-
 // A CUDA backend in batch-invariant mode, next to the harness's default one (same device and
 // memory).
 std::unique_ptr<Backend> batch_invariant_cuda() {

@@ -13,15 +13,6 @@
 namespace fg::parity {
 namespace {
 
-constexpr double kBf16Tol = 1e-2;
-
-Backend& cpu() {
-  return *backends().cpu;
-}
-Backend& gpu() {
-  return *backends().gpu;
-}
-
 // A view of a fused [n, width] row buffer: [n, heads, head_dim] at column `col0`.
 struct HeadsLayout {
   int64_t n, heads, head_dim, width, col0;

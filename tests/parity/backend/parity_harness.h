@@ -28,6 +28,15 @@ struct Backends {
 };
 // Created on first use, shared by every test of the process.
 Backends& backends();
+inline Backend& cpu() {
+  return *backends().cpu;
+}
+inline Backend& gpu() {
+  return *backends().gpu;
+}
+
+// Relative error bound of a bf16 result against the CPU reference.
+constexpr double kBf16Tol = 1e-2;
 
 #define FG_REQUIRE_GPU()                                                                     \
   do {                                                                                       \

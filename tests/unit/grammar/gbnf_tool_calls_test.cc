@@ -17,15 +17,7 @@
 namespace fg::grammar {
 namespace {
 
-std::shared_ptr<const GrammarVocab> byte_vocab() {
-  static const auto v = [] {
-    std::vector<std::string> tokens;
-    for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, char(b)));
-    tokens.push_back("<eos>");
-    return GrammarVocab::from_tokens(tokens, {256}, {256});
-  }();
-  return v;
-}
+using test::byte_vocab;
 
 bool matches(const Result<Grammar>& g, const std::string& text) {
   EXPECT_TRUE(g.is_ok()) << g.status().to_string();

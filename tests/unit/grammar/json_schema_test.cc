@@ -15,16 +15,7 @@
 namespace fg::grammar {
 namespace {
 
-// A vocabulary of the 256 single bytes plus EOS: every text is reachable, masks are cheap.
-std::shared_ptr<const GrammarVocab> byte_vocab() {
-  static const auto v = [] {
-    std::vector<std::string> tokens;
-    for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, char(b)));
-    tokens.push_back("<eos>");
-    return GrammarVocab::from_tokens(tokens, {256}, {256});
-  }();
-  return v;
-}
+using test::byte_vocab;
 
 std::shared_ptr<const TokenGrammar> bind(Result<Grammar> g) {
   EXPECT_TRUE(g.is_ok()) << g.status().to_string();

@@ -15,7 +15,7 @@
 namespace fg::grammar {
 namespace {
 
-const char* kSchema = R"({"type": "object", "properties": {
+const char* kOrderSchema = R"({"type": "object", "properties": {
   "id": {"type": "string", "format": "uuid"}, "kind": {"const": "order"},
   "customer": {"type": "object", "properties": {"name": {"type": "string"}, "tier": {"enum": ["free", "premium"]}},
                "required": ["name", "tier"]},
@@ -81,7 +81,7 @@ std::shared_ptr<const TokenGrammar> bind(const Tokenizer& tok, Result<Grammar> g
 TEST(JumpForward, RetokenizedIdsEqualTheTokenizersLlama3) {
   auto tok = Tokenizer::load(std::string(FG_TEST_FIXTURES_DIR) + "/tokenizers/llama-3-8b-instruct");
   ASSERT_TRUE(tok.is_ok());
-  const Counts c = check_documents(**tok, bind(**tok, compile_json_schema(std::string_view(kSchema))), kDocs);
+  const Counts c = check_documents(**tok, bind(**tok, compile_json_schema(std::string_view(kOrderSchema))), kDocs);
   EXPECT_GT(c.points, 60);
   EXPECT_GT(c.fed, 10);  // forced keys and constants really are fed as ids
   std::printf("llama3: %d points, %d forced, %d fed, %d left to the model\n", c.points, c.forced, c.fed, c.skipped);
@@ -92,7 +92,7 @@ TEST(JumpForward, BytesThatMergeIntoTheLastTokenAreLeftToTheModel) {
   // token: the quote is left for the model, and the rest only fits after it.
   auto tok = Tokenizer::load(std::string(FG_TEST_FIXTURES_DIR) + "/tokenizers/llama-3-8b-instruct");
   ASSERT_TRUE(tok.is_ok());
-  auto tg = bind(**tok, compile_json_schema(std::string_view(kSchema)));
+  auto tg = bind(**tok, compile_json_schema(std::string_view(kOrderSchema)));
   GrammarMatcher m(tg);
   const std::vector<int32_t> emitted = (*tok)->encode("{", false);
   ASSERT_EQ(emitted.size(), 1u);
@@ -113,7 +113,7 @@ TEST(JumpForward, RetokenizedIdsEqualTheTokenizersSmolLM2) {
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "default model not fetched (scripts/fetch-model.sh)";
   auto tok = Tokenizer::load(model);
   ASSERT_TRUE(tok.is_ok());
-  const Counts c = check_documents(**tok, bind(**tok, compile_json_schema(std::string_view(kSchema))), kDocs);
+  const Counts c = check_documents(**tok, bind(**tok, compile_json_schema(std::string_view(kOrderSchema))), kDocs);
   EXPECT_GT(c.fed, 10);
 }
 

@@ -11,19 +11,13 @@
 #include <fstream>
 
 #include "model/rope.h"
+#include "model_test_util.h"
 
 namespace fg {
 namespace {
 
-std::string fixture(const std::string& name) {
-  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
-
-ModelConfig must_load(const std::string& name) {
-  auto c = load_model_config(fixture(name));
-  EXPECT_TRUE(c.is_ok()) << c.status().message();
-  return c.is_ok() ? c.value() : ModelConfig{};
-}
+using model_test::fixture;
+using model_test::must_load;
 
 // A minimal valid config plus `extra` fields; a repeated key keeps its last value, so extras
 // override the base fields.

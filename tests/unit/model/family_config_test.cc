@@ -7,22 +7,16 @@
 
 #include "model/config.h"
 #include "model/rope.h"
+#include "model_test_util.h"
 
 namespace fg {
 namespace {
 
-std::string fixture(const std::string& name) {
-  return std::string(FG_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
-
-ModelConfig must_load(const std::string& name) {
-  auto c = load_model_config(fixture(name));
-  EXPECT_TRUE(c.is_ok()) << c.status().message();
-  return c.is_ok() ? c.value() : ModelConfig{};
-}
+using model_test::fixture;
+using model_test::must_load;
 
 // A small valid config of `arch` plus `extra` fields (a repeated key keeps its last value).
-std::string config_json(const std::string& arch, const std::string& extra = "") {
+std::string family_config_json(const std::string& arch, const std::string& extra = "") {
   return R"({"architectures": [")" + arch + R"("], "hidden_size": 64, "intermediate_size": 128,
     "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
     "vocab_size": 100)" +
@@ -84,21 +78,22 @@ TEST(FamilyConfig, Gemma2Defaults) {
   EXPECT_TRUE(c.tie_word_embeddings);
   // null turns soft-capping off.
   ModelConfig off = must_parse(
-      config_json("Gemma2ForCausalLM", R"("attn_logit_softcapping": null, "final_logit_softcapping": null)"));
+      family_config_json("Gemma2ForCausalLM", R"("attn_logit_softcapping": null, "final_logit_softcapping": null)"));
   EXPECT_EQ(off.attn_softcap, 0.0);
   EXPECT_EQ(off.final_softcap, 0.0);
 }
 
 TEST(FamilyConfig, Gemma3FormsAgree) {
-  const std::string modern = config_json("Gemma3ForCausalLM", R"("sliding_window": 16,
+  const std::string modern = family_config_json("Gemma3ForCausalLM", R"("sliding_window": 16,
       "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
       "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})");
-  const std::string classic = config_json("Gemma3ForCausalLM", R"("sliding_window": 16, "sliding_window_pattern": 3,
+  const std::string classic =
+      family_config_json("Gemma3ForCausalLM", R"("sliding_window": 16, "sliding_window_pattern": 3,
       "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
       "rope_scaling": {"rope_type": "linear", "factor": 8.0})");
   // Neither form named: the config class's defaults (1e6 global, 1e4 local, pattern 6).
-  const std::string defaults = config_json("Gemma3ForCausalLM", R"("sliding_window": 16,
+  const std::string defaults = family_config_json("Gemma3ForCausalLM", R"("sliding_window": 16,
       "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "sliding_window_pattern": 3)");
   ModelConfig a = must_parse(modern), b = must_parse(classic), d = must_parse(defaults);
   for (const ModelConfig* c : {&a, &b, &d}) {
@@ -120,34 +115,38 @@ TEST(FamilyConfig, Gemma3FormsAgree) {
   EXPECT_DOUBLE_EQ(fixture_classic.local_rope->theta, 20000.0);
   EXPECT_DOUBLE_EQ(fixture_classic.rope.factor, 8.0);
   // Without a pattern the config class's 6: layers 0..4 slide, 5 is global.
-  ModelConfig six = must_parse(config_json("Gemma3ForCausalLM", R"("num_hidden_layers": 6, "sliding_window": 4)"));
+  ModelConfig six =
+      must_parse(family_config_json("Gemma3ForCausalLM", R"("num_hidden_layers": 6, "sliding_window": 4)"));
   EXPECT_EQ(six.layer_sliding_window, (std::vector<int>{4, 4, 4, 4, 4, 0}));
 }
 
 TEST(FamilyConfig, Gemma3Refusals) {
-  EXPECT_NE(refusal(config_json("Gemma3ForCausalLM", R"("use_bidirectional_attention": true)"))
+  EXPECT_NE(refusal(family_config_json("Gemma3ForCausalLM", R"("use_bidirectional_attention": true)"))
                 .find("use_bidirectional_attention"),
             std::string::npos);
-  EXPECT_NE(
-      refusal(config_json("Gemma3ForCausalLM", R"("attn_logit_softcapping": 50.0)")).find("attn_logit_softcapping"),
-      std::string::npos);
-  EXPECT_NE(refusal(config_json("Gemma3ForCausalLM", R"("rope_parameters": {"rope_type": "default"})"))
+  EXPECT_NE(refusal(family_config_json("Gemma3ForCausalLM", R"("attn_logit_softcapping": 50.0)"))
+                .find("attn_logit_softcapping"),
+            std::string::npos);
+  EXPECT_NE(refusal(family_config_json("Gemma3ForCausalLM", R"("rope_parameters": {"rope_type": "default"})"))
                 .find("per layer type"),
             std::string::npos);
-  EXPECT_NE(refusal(config_json("Gemma3ForCausalLM", R"("rope_scaling": {"rope_type": "dynamic", "factor": 2.0})"))
-                .find("'dynamic'"),
+  EXPECT_NE(
+      refusal(family_config_json("Gemma3ForCausalLM", R"("rope_scaling": {"rope_type": "dynamic", "factor": 2.0})"))
+          .find("'dynamic'"),
+      std::string::npos);
+  EXPECT_NE(refusal(family_config_json("Gemma3ForCausalLM",
+                                       R"("rope_parameters": {"full_attention": {}, "chunked_attention": {}})"))
+                .find("chunked_attention"),
             std::string::npos);
   EXPECT_NE(
-      refusal(config_json("Gemma3ForCausalLM", R"("rope_parameters": {"full_attention": {}, "chunked_attention": {}})"))
-          .find("chunked_attention"),
+      refusal(family_config_json("Gemma3ForCausalLM", R"("hidden_activation": "relu")")).find("hidden_activation"),
       std::string::npos);
-  EXPECT_NE(refusal(config_json("Gemma3ForCausalLM", R"("hidden_activation": "relu")")).find("hidden_activation"),
-            std::string::npos);
-  EXPECT_NE(refusal(config_json("Gemma3ForCausalLM", R"("sliding_window": null)")).find("sliding_window"),
+  EXPECT_NE(refusal(family_config_json("Gemma3ForCausalLM", R"("sliding_window": null)")).find("sliding_window"),
             std::string::npos);
   // Per-layer-type rope on a family that has one rope.
-  EXPECT_NE(refusal(config_json("LlamaForCausalLM", R"("rope_parameters": {"full_attention": {}})")).find("per-layer"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal(family_config_json("LlamaForCausalLM", R"("rope_parameters": {"full_attention": {}})")).find("per-layer"),
+      std::string::npos);
 }
 
 TEST(FamilyConfig, Phi3LongRopeForms) {
@@ -167,16 +166,16 @@ TEST(FamilyConfig, Phi3LongRopeForms) {
   for (int i = 0; i < 16; ++i) factors += (i ? ", " : "") + std::to_string(1.0 + i);
   const std::string lists = R"("short_factor": [)" + factors + R"(], "long_factor": [)" + factors + "]";
   const std::string base = R"("max_position_embeddings": 4096, "partial_rotary_factor": 0.5, )";
-  const std::string modern = config_json(
+  const std::string modern = family_config_json(
       "Phi3ForCausalLM", base + R"("rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, )" + lists +
                              R"(, "original_max_position_embeddings": 1024, "partial_rotary_factor": 0.5})");
   const std::string classic =
-      config_json("Phi3ForCausalLM", base + R"("rope_theta": 10000.0, "original_max_position_embeddings": 1024,
+      family_config_json("Phi3ForCausalLM", base + R"("rope_theta": 10000.0, "original_max_position_embeddings": 1024,
           "rope_scaling": {"type": "longrope", )" +
-                                         lists + "}");
-  const std::string su = config_json("Phi3ForCausalLM", base + R"("rope_theta": 10000.0,
+                                                lists + "}");
+  const std::string su = family_config_json("Phi3ForCausalLM", base + R"("rope_theta": 10000.0,
           "original_max_position_embeddings": 1024, "rope_scaling": {"type": "su", )" +
-                                                            lists + "}");
+                                                                   lists + "}");
   ModelConfig a = must_parse(modern), b = must_parse(classic), s = must_parse(su);
   expect_same_rope(a.rope, b.rope);
   expect_same_rope(a.rope, s.rope);
@@ -190,21 +189,23 @@ TEST(FamilyConfig, Phi3LongRopeForms) {
   EXPECT_FLOAT_EQ(rope_attention_scaling(a.rope), float(a.rope.attention_factor));
   // An explicit attention_factor wins.
   ModelConfig explicit_factor =
-      must_parse(config_json("Phi3ForCausalLM", base + R"("rope_parameters": {"rope_type": "longrope", )" + lists +
-                                                    R"(, "attention_factor": 1.5})"));
+      must_parse(family_config_json("Phi3ForCausalLM", base + R"("rope_parameters": {"rope_type": "longrope", )" +
+                                                           lists + R"(, "attention_factor": 1.5})"));
   EXPECT_DOUBLE_EQ(explicit_factor.rope.attention_factor, 1.5);
   EXPECT_EQ(explicit_factor.rope.original_max_position, 4096);  // Phi-3's config default
   // Factors must cover rotary_dim / 2.
-  EXPECT_NE(refusal(config_json("Phi3ForCausalLM", R"("rope_scaling": {"type": "longrope", "short_factor": [1.0],
+  EXPECT_NE(refusal(family_config_json("Phi3ForCausalLM", R"("rope_scaling": {"type": "longrope", "short_factor": [1.0],
                                                        "long_factor": [1.0]})"))
                 .find("rotary_dim / 2"),
             std::string::npos);
-  EXPECT_NE(refusal(config_json("Phi3ForCausalLM", R"("rope_scaling": {"type": "longrope", "long_factor": [1.0]})"))
-                .find("short_factor"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal(family_config_json("Phi3ForCausalLM", R"("rope_scaling": {"type": "longrope", "long_factor": [1.0]})"))
+          .find("short_factor"),
+      std::string::npos);
   // "su" is Phi-3's old name only.
-  EXPECT_NE(refusal(config_json("LlamaForCausalLM", R"("rope_scaling": {"type": "su", "factor": 2.0})")).find("'su'"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal(family_config_json("LlamaForCausalLM", R"("rope_scaling": {"type": "su", "factor": 2.0})")).find("'su'"),
+      std::string::npos);
 }
 
 TEST(FamilyConfig, MixtralExperts) {
@@ -216,17 +217,18 @@ TEST(FamilyConfig, MixtralExperts) {
   EXPECT_EQ(fx.layer_moe, (std::vector<uint8_t>{1, 1}));
   EXPECT_EQ(fx.layer_sliding_window, (std::vector<int>{0, 0}));
   // Either name of the expert count, and the window on every layer when set.
-  ModelConfig c = must_parse(config_json("MixtralForCausalLM", R"("num_experts": 8, "sliding_window": 32)"));
+  ModelConfig c = must_parse(family_config_json("MixtralForCausalLM", R"("num_experts": 8, "sliding_window": 32)"));
   EXPECT_EQ(c.moe.num_experts, 8);
   EXPECT_EQ(c.moe.top_k, 2);
   EXPECT_EQ(c.every_layer_window(), 32);
-  EXPECT_EQ(refusal(config_json("MixtralForCausalLM", R"("num_experts": 8, "num_local_experts": 4)")).find("differ") !=
-                std::string::npos,
-            true);
-  EXPECT_NE(refusal(config_json("MixtralForCausalLM", R"("num_local_experts": 4, "num_experts_per_tok": 5)"))
+  EXPECT_EQ(
+      refusal(family_config_json("MixtralForCausalLM", R"("num_experts": 8, "num_local_experts": 4)")).find("differ") !=
+          std::string::npos,
+      true);
+  EXPECT_NE(refusal(family_config_json("MixtralForCausalLM", R"("num_local_experts": 4, "num_experts_per_tok": 5)"))
                 .find("num_experts_per_tok"),
             std::string::npos);
-  EXPECT_NE(refusal(config_json("MixtralForCausalLM", R"("num_local_experts": 1024)")).find("1024 experts"),
+  EXPECT_NE(refusal(family_config_json("MixtralForCausalLM", R"("num_local_experts": 1024)")).find("1024 experts"),
             std::string::npos);
 }
 
@@ -240,13 +242,13 @@ TEST(FamilyConfig, Qwen3MoeLayers) {
   EXPECT_EQ(fx.layer_moe, (std::vector<uint8_t>{1, 0, 1}));
   EXPECT_TRUE(fx.options.qk_norm);
   // decoder_sparse_step 2: layers 1 and 3 have experts; the flag turns the window on everywhere.
-  ModelConfig c = must_parse(config_json("Qwen3MoeForCausalLM", R"("num_experts": 16, "num_experts_per_tok": 4,
+  ModelConfig c = must_parse(family_config_json("Qwen3MoeForCausalLM", R"("num_experts": 16, "num_experts_per_tok": 4,
       "moe_intermediate_size": 32, "norm_topk_prob": true, "decoder_sparse_step": 2,
       "use_sliding_window": true, "sliding_window": 64)"));
   EXPECT_EQ(c.layer_moe, (std::vector<uint8_t>{0, 1, 0, 1}));
   EXPECT_TRUE(c.moe.renormalize);
   EXPECT_EQ(c.layer_sliding_window, (std::vector<int>{64, 64, 64, 64}));
-  ModelConfig off = must_parse(config_json("Qwen3MoeForCausalLM", R"("sliding_window": 64)"));
+  ModelConfig off = must_parse(family_config_json("Qwen3MoeForCausalLM", R"("sliding_window": 64)"));
   EXPECT_EQ(off.every_layer_window(), 0);
   EXPECT_EQ(off.moe.num_experts, 128);  // the config class's defaults
   EXPECT_EQ(off.moe.top_k, 8);
@@ -282,7 +284,7 @@ TEST(FamilyConfig, BenchConfigsParse) {
 }
 
 TEST(FamilyConfig, UnknownArchitectureNamesTheSupportedOnes) {
-  const std::string m = refusal(config_json("DeepseekV3ForCausalLM"));
+  const std::string m = refusal(family_config_json("DeepseekV3ForCausalLM"));
   for (const char* name : {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "MixtralForCausalLM",
                            "Qwen3MoeForCausalLM", "'DeepseekV3ForCausalLM'"})
     EXPECT_NE(m.find(name), std::string::npos) << m;

@@ -36,7 +36,7 @@ struct Layout {
   bool tied;  // no output.weight: the LM head is the embedding table
 };
 
-GgmlType ggml_type_of(DType t) {
+GgmlType loadable_ggml_type(DType t) {
   for (uint32_t id = 0; id < 64; ++id) {
     const GgmlTypeInfo* info = ggml_type_info(id);
     if (info != nullptr && info->loadable && info->dtype == t) return info->type;
@@ -63,7 +63,7 @@ GgufWriter model_file(const Layout& layout, bool dequantized) {
   auto matrix = [&](const std::string& name, DType t, int64_t rows, int64_t cols) {
     const std::vector<uint8_t> bytes = test::random_weight_bytes(t, rows * cols, seed++);
     if (!dequantized) {
-      w.tensor(name, ggml_type_of(t), {cols, rows}, std::string(bytes.begin(), bytes.end()));
+      w.tensor(name, loadable_ggml_type(t), {cols, rows}, std::string(bytes.begin(), bytes.end()));
       return;
     }
     std::vector<float> values(size_t(rows * cols));
