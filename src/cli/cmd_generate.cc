@@ -11,16 +11,16 @@
 // request per line with exactly one of "prompt_ids", "prompt" (text) or "messages" (a chat, as
 // with --chat), and optionally max_new_tokens (null: no limit but the context), temperature,
 // top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed,
-// stop_token_ids, stop (stop strings), ignore_eos, logprobs, logit_bias (token id -> bias, as
-// OpenAI's), priority, cache_salt; missing ones take the command line's values. All requests run concurrently through
-// the engine.
+// stop_token_ids, stop (stop strings), ignore_eos, logprobs, prompt_logprobs, logit_bias (token
+// id -> bias, as OpenAI's), priority, cache_salt; missing ones take the command line's values. All requests run
+// concurrently through the engine.
 // --reference runs one prompt (--prompt or --prompt-ids) and refuses the flags only the engine
 // has (--prompts, --stop, the engine flags).
 //
 // Output per request, in input order: "[i] <finish reason>: <output ids>" and, when the model
 // has a tokenizer, the output text on the next line (cut before a matched stop string); with
 // --json one object per line (index, prompt_ids, output_ids, text, finish_reason, cached_tokens,
-// logprobs). The engine's summary (throughput, steps, pages, prefix cache) goes to stderr.
+// logprobs, prompt_logprobs). The engine's summary (throughput, steps, pages, prefix cache) goes to stderr.
 // User errors are thrown as one-line std::runtime_error messages naming the flag, file or line.
 #include <algorithm>
 #include <chrono>
@@ -147,6 +147,8 @@ Request parse_request_line(const std::string& line, const std::string& where, co
         p.ignore_eos = v.get<bool>();
       } else if (k == "logprobs") {
         p.logprobs = v.get<int>();
+      } else if (k == "prompt_logprobs") {
+        p.prompt_logprobs = v.get<int>();
       } else if (k == "logit_bias") {
         if (!v.is_object()) fail(where + ": \"logit_bias\" must be an object of token id -> bias");
         for (auto b = v.begin(); b != v.end(); ++b) {
@@ -225,6 +227,15 @@ void print_outcome(size_t index, const Outcome& o, const ModelText& text, bool j
         tops.push_back(t);
       }
       j["top_logprobs"] = tops;
+    }
+    if (!out.prompt_logprobs.empty()) {  // prompt positions 1..: {id, logprob, top}
+      nlohmann::json pl = nlohmann::json::array();
+      for (const PromptLogprob& p : out.prompt_logprobs) {
+        nlohmann::json top = nlohmann::json::array();
+        for (const TokenLogprob& c : p.top) top.push_back({{"id", c.id}, {"logprob", c.logprob}});
+        pl.push_back({{"id", p.id}, {"logprob", p.logprob}, {"top", top}});
+      }
+      j["prompt_logprobs"] = pl;
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;

@@ -7,11 +7,13 @@ namespace fg {
 
 StepMetadata build_step(const StepPlan& plan, StepRunner& runner) {
   // A verification step's sequences feed their last token then their drafts, and want every row.
+  // Rows of owed prompt logprobs come after every sampled row.
   StepShape shape;
   for (const ScheduledSeq& s : plan.seqs) {
     ++shape.num_seqs;
     shape.total_q += s.num_new;
     shape.num_logits += s.sample ? 1 + s.num_draft : 0;
+    if (s.num_draft == 0) shape.num_logits += prompt_rows(*s.seq, s.seq->num_computed, s.num_new).count;
     shape.max_q_len = std::max(shape.max_q_len, s.num_new);
     shape.max_kv_len = std::max(shape.max_kv_len, s.seq->num_computed + s.num_new);
   }
@@ -33,6 +35,15 @@ StepMetadata build_step(const StepPlan& plan, StepRunner& runner) {
     c.rope_length = seq.num_prompt;
     const Status st = writer.add(c);
     FG_CHECK(st.is_ok(), "build_step: the scheduler planned a sequence the step cannot hold: " + st.message());
+  }
+  int token = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    const int32_t first = s.seq->num_computed;
+    if (const PromptRows r = s.num_draft == 0 ? prompt_rows(*s.seq, first, s.num_new) : PromptRows{}; r.count > 0) {
+      const Status st = writer.add_logits_rows(token + (r.first_pos - 1 - first), r.count);
+      FG_CHECK(st.is_ok(), "build_step: " + st.message());
+    }
+    token += s.num_new;
   }
   return writer.finish();
 }

@@ -94,6 +94,9 @@ class EngineCore {
   // Ends the sequence with `e` (which may carry its last token) as the stream's finishing event.
   void finish(Sequence& seq, FinishReason reason, Status status = Status::ok(), RequestEvent e = {});
   void postprocess(const StepPlan& plan, const std::vector<SampleOutcome>& outcomes);
+  // The step's owed prompt logprobs: logits rows [first_row, end) in plan order (build_step),
+  // appended to each sequence's prompt_lp.
+  Status prompt_logprobs(const StepPlan& plan, const Tensor& logits, int64_t first_row);
   // Now on EngineConfig::step_clock, in seconds.
   double step_clock_now() const;
   // The finish reason `token` (just appended to seq) gives, if any.
@@ -115,6 +118,8 @@ class EngineCore {
   std::vector<SampleGroup> groups_;
   std::vector<SampleOutcome> outcomes_;
   std::vector<SampledToken> emitted_;  // postprocess scratch
+  std::vector<int32_t> targets_;       // prompt_logprobs scratch
+  std::vector<PromptLogprob> prompt_lp_;
   std::vector<int32_t> forced_;
 };
 

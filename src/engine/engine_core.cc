@@ -120,8 +120,9 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
 void EngineCore::add(std::unique_ptr<Sequence> seq) {
   seq->arrival = next_arrival_++;
   ++counters_.submitted;
-  if (seq->max_output_tokens == 0) {
-    // max_new_tokens 0: nothing to generate, so nothing to schedule.
+  if (seq->max_output_tokens == 0 && !seq->params.wants_prompt_logprobs()) {
+    // max_new_tokens 0: nothing to generate, so nothing to schedule (unless the prompt's logprobs
+    // are asked for: the prompt runs, and the sampled token is dropped).
     ++counters_.finished;
     RequestEvent e;
     e.finish = FinishReason::kLength;
@@ -198,6 +199,7 @@ Status EngineCore::step() {
   outcomes_.clear();
   if (logits.is_ok()) {
     groups_.clear();
+    int64_t sampled_rows = 0;
     for (const ScheduledSeq& s : plan.seqs) {
       if (!s.sample) continue;
       SampleGroup g;
@@ -206,8 +208,17 @@ Status EngineCore::step() {
       if (!s.seq->draft_probs.empty())
         g.draft_probs = std::span<const float>(s.seq->draft_probs).first(size_t(s.num_draft) * size_t(vocab_));
       groups_.push_back(g);
+      sampled_rows += g.rows();
     }
-    failure = sampler_.sample(*logits, groups_, outcomes_);
+    // The rows after the sampled ones are owed prompt logprobs (build_step), in plan order.
+    const int64_t rows = logits->size(0);
+    failure =
+        rows >= sampled_rows ? Status::ok() : internal_error("the step returned fewer logits rows than it samples");
+    if (failure.is_ok() && rows > sampled_rows) failure = prompt_logprobs(plan, *logits, sampled_rows);
+    if (failure.is_ok()) {
+      Tensor sampled = Tensor::contiguous(logits->data, DType::kF32, logits->device, {sampled_rows, int64_t(vocab_)});
+      failure = sampler_.sample(sampled, groups_, outcomes_);
+    }
   } else {
     failure = logits.status();
   }
@@ -242,6 +253,33 @@ Status EngineCore::step() {
   return failure;
 }
 
+Status EngineCore::prompt_logprobs(const StepPlan& plan, const Tensor& logits, int64_t first_row) {
+  targets_.clear();
+  int n = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    const PromptRows r = s.num_draft == 0 ? prompt_rows(*s.seq, s.seq->num_computed, s.num_new) : PromptRows{};
+    for (int32_t p = r.first_pos; p < r.first_pos + r.count; ++p) targets_.push_back(s.seq->tokens[size_t(p)]);
+    if (r.count > 0) n = std::max(n, s.seq->params.prompt_logprobs);
+  }
+  const auto count = int64_t(targets_.size());
+  if (first_row + count != logits.size(0)) return internal_error("the step's prompt-logprob rows do not add up");
+  const Tensor rows = Tensor::contiguous(static_cast<float*>(logits.data) + first_row * int64_t(vocab_), DType::kF32,
+                                         logits.device, {count, int64_t(vocab_)});
+  FG_RETURN_IF_ERROR(sampler_.prompt_logprobs(rows, targets_, n, prompt_lp_));
+  size_t i = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    Sequence& seq = *s.seq;
+    const PromptRows r = s.num_draft == 0 ? prompt_rows(seq, seq.num_computed, s.num_new) : PromptRows{};
+    for (int32_t k = 0; k < r.count; ++k, ++i) {
+      PromptLogprob& lp = prompt_lp_[i];
+      if (int(lp.top.size()) > seq.params.prompt_logprobs) lp.top.resize(size_t(seq.params.prompt_logprobs));
+      seq.prompt_lp.push_back(std::move(lp));
+    }
+    seq.prompt_lp_next += r.count;
+  }
+  return Status::ok();
+}
+
 std::optional<FinishReason> EngineCore::finish_reason_for(Sequence& seq, int32_t token) const {
   std::optional<FinishReason> reason;
   const auto& stops = seq.params.stop_token_ids;
@@ -269,6 +307,13 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
     }
     counters_.prefill_tokens += s.num_new - 1 - s.num_draft;
     const SampleOutcome& o = outcomes[group++];
+    if (seq.max_output_tokens == 0) {  // ran only for its prompt logprobs
+      RequestEvent e;
+      e.cached_tokens = seq.num_cached_tokens;
+      e.prompt_logprobs = std::move(seq.prompt_lp);
+      finish(seq, FinishReason::kLength, Status(), std::move(e));
+      continue;
+    }
     // The tokens this step emits: the outcome's (accepted drafts, then the target's own), then
     // for a constrained sequence the tokens its constraint forces (jump-forward: they run as one
     // multi-token query next step), until one finishes the request: what follows is dropped.
@@ -316,6 +361,10 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
       RequestEvent e;
       e.token = st.token;
       e.cached_tokens = seq.num_cached_tokens;
+      if (j == 0 && seq.params.wants_prompt_logprobs() && !seq.prompt_lp_sent) {
+        e.prompt_logprobs = std::move(seq.prompt_lp);
+        seq.prompt_lp_sent = true;
+      }
       if (seq.params.wants_logprobs()) {
         e.has_logprobs = true;
         e.logprob = st.logprob;

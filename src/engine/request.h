@@ -79,8 +79,11 @@ struct RequestEvent {
   bool has_logprobs = false;               // the request asked for logprobs
   float logprob = 0.0f;                    // of `token`, when has_logprobs
   std::vector<TokenLogprob> top_logprobs;  // the top n, best first, when requested
-  std::optional<FinishReason> finish;      // set on the last event of the stream
-  Status status;                           // set when finish == kError
+  // With SamplingParams::prompt_logprobs: the prompt's tokens from the second on, once, on the
+  // first event after the prompt ran (the one with the first output token, or the finishing one).
+  std::vector<PromptLogprob> prompt_logprobs;
+  std::optional<FinishReason> finish;  // set on the last event of the stream
+  Status status;                       // set when finish == kError
   // Prompt tokens served from the prefix cache when the request was first admitted (OpenAI's
   // usage.prompt_tokens_details.cached_tokens). Set on every event; 0 before admission (e.g. a
   // request cancelled while waiting) or with the cache off.
@@ -116,6 +119,7 @@ struct RequestOutput {
   std::vector<int32_t> output_ids;
   std::vector<float> logprobs;  // one per output token when requested
   std::vector<std::vector<TokenLogprob>> top_logprobs;
+  std::vector<PromptLogprob> prompt_logprobs;  // prompt positions 1.. when requested
   FinishReason finish_reason = FinishReason::kError;
   Status status;
   int32_t cached_tokens = 0;  // as in RequestEvent, from the last event

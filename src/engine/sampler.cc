@@ -237,4 +237,55 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   return Status::ok();
 }
 
+Status Sampler::prompt_logprobs(const Tensor& logits, std::span<const int32_t> targets, int n,
+                                std::vector<PromptLogprob>& out) {
+  const auto r = int64_t(targets.size());
+  out.clear();
+  if (r == 0) return Status::ok();
+  if (n < 0 || n > Backend::kMaxTopLogprobs) return internal_error("prompt logprobs: top n out of range");
+  if (logits.ndim != 2 || logits.size(0) != r || logits.size(1) != vocab_ || logits.dtype != DType::kF32 ||
+      !logits.is_contiguous())
+    return internal_error("prompt logprobs expect contiguous f32 logits [" + std::to_string(r) + ", " +
+                          std::to_string(vocab_) + "], got " + logits.describe());
+  if (r > prompt_cap_) {
+    prompt_in_host_ = backend_.alloc_host(size_t(r) * 2 * sizeof(int32_t));
+    prompt_in_device_ = backend_.alloc(size_t(r) * 2 * sizeof(int32_t));
+    prompt_out_host_ = backend_.alloc_host(size_t(r) * kLpWords * 4);
+    prompt_out_device_ = backend_.alloc(size_t(r) * kLpWords * 4);
+    prompt_cap_ = r;
+  }
+  auto* in = static_cast<int32_t*>(prompt_in_host_.data());
+  for (int64_t i = 0; i < r; ++i) {
+    in[i] = int32_t(i);
+    in[r + i] = targets[size_t(i)];
+  }
+  backend_.copy_from_host(prompt_in_device_.data(), in, size_t(r) * 2 * sizeof(int32_t));
+  const Device dev = backend_.device();
+  auto* in_dev = static_cast<int32_t*>(prompt_in_device_.data());
+  auto* out_dev = static_cast<char*>(prompt_out_device_.data());
+  Tensor rows = Tensor::contiguous(in_dev, DType::kI32, dev, {r});
+  Tensor tokens = Tensor::contiguous(in_dev + r, DType::kI32, dev, {r});
+  Tensor stats = Tensor::contiguous(out_dev, DType::kF32, dev, {r, 2});
+  Tensor top_ids = Tensor::contiguous(out_dev + size_t(r) * 8, DType::kI32, dev, {r, n});
+  Tensor top_lp = Tensor::contiguous(out_dev + size_t(r) * (8 + 4 * size_t(n)), DType::kF32, dev, {r, n});
+  backend_.logprobs(logits, rows, tokens, n, stats, top_ids, top_lp);
+  backend_.copy_to_host(prompt_out_host_.data(), out_dev, size_t(r) * (8 + 8 * size_t(n)));
+  backend_.synchronize();
+  const auto* lp_stats = static_cast<const float*>(prompt_out_host_.data());
+  const auto* lp_top_ids = reinterpret_cast<const int32_t*>(lp_stats + 2 * r);
+  const auto* lp_top = reinterpret_cast<const float*>(lp_top_ids + r * n);
+  out.resize(size_t(r));
+  for (int64_t i = 0; i < r; ++i) {
+    PromptLogprob& p = out[size_t(i)];
+    p.id = targets[size_t(i)];
+    p.logprob = lp_stats[2 * i];
+    for (int k = 0; k < n; ++k) {
+      const int32_t id = lp_top_ids[i * n + k];
+      if (id < 0) break;
+      p.top.push_back({id, lp_top[i * n + k]});
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace fg

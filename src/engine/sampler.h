@@ -62,6 +62,12 @@ class Sampler {
   // are rewritten in place. Appends one outcome per group to `out`.
   Status sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out);
 
+  // Prompt logprobs: for each row i of logits ([r, vocab] f32 on the backend, read-only), the
+  // log-softmax at targets[i] (the prompt token that row predicts) and the top n (n <= 20). The
+  // rows are the model's as they are: nothing is applied to them. out[i].id = targets[i].
+  Status prompt_logprobs(const Tensor& logits, std::span<const int32_t> targets, int n,
+                         std::vector<PromptLogprob>& out);
+
  private:
   // Penalties as if `extra` (drafts before this row) followed the sequence's tokens, then the
   // request's logit biases.
@@ -83,6 +89,9 @@ class Sampler {
   static constexpr size_t kLpWords = 2 + 2 * size_t(Backend::kMaxTopLogprobs);
   std::vector<int32_t> lp_rows_;
   Buffer lp_rows_host_, lp_rows_device_, lp_out_host_, lp_out_device_;
+  // prompt_logprobs: [rows | targets] i32 and the same output block, grown to the largest call.
+  int64_t prompt_cap_ = 0;
+  Buffer prompt_in_host_, prompt_in_device_, prompt_out_host_, prompt_out_device_;
 };
 
 }  // namespace fg

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace fg {
 
@@ -161,6 +162,16 @@ void Scheduler::preempt(Sequence& seq, StepPlan& plan, int32_t& budget) {
   plan.preempted.push_back(&seq);
 }
 
+namespace {
+
+// Prefill tokens a sequence may run this step beyond the budget's own limit: each token of a
+// sequence that owes prompt logprobs yields a logits row, so its chunks are kept short.
+int32_t chunk_limit(const Sequence& seq) {
+  return seq.owes_prompt_logprobs() ? kPromptLogprobsChunk : INT32_MAX;
+}
+
+}  // namespace
+
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   int32_t budget = config_.max_batch_tokens;
@@ -186,7 +197,7 @@ StepPlan Scheduler::schedule() {
       if (is_decode && int32_t(seq->draft.size()) > budget - 1) seq->draft.resize(size_t(budget - 1));
       if (is_decode && !seq->draft.empty() && !grow(*seq, 1 + int32_t(seq->draft.size()))) seq->draft.clear();
       const int32_t drafts = is_decode ? int32_t(seq->draft.size()) : 0;
-      const int32_t n = is_decode ? 1 + drafts : std::min(seq->num_uncomputed(), budget);
+      const int32_t n = is_decode ? 1 + drafts : std::min({seq->num_uncomputed(), budget, chunk_limit(*seq)});
       bool fits = true;
       while (!grow(*seq, n)) {
         Sequence* victim = running_.back();
@@ -219,8 +230,10 @@ StepPlan Scheduler::schedule() {
       int32_t hits = 0;
       int32_t revived = 0;  // hit pages that are cached now (refcount 0): taking them uses pool room
       if (prefix_cache_ != nullptr) {
-        // At most (num_tokens - 1) / P pages, so the last token is always computed (see header).
-        const int32_t max_pages = (seq->num_tokens() - 1) / pool_.page_size();
+        // At most (num_tokens - 1) / P pages, so the last token is always computed (see header),
+        // and none past the first token whose row an owed prompt logprob needs.
+        const int32_t reusable = seq->owes_prompt_logprobs() ? seq->prompt_lp_next - 1 : seq->num_tokens() - 1;
+        const int32_t max_pages = reusable / pool_.page_size();
         hits = prefix_cache_->match(seq->tokens, seq->cache_salt, max_pages, hit_pages_, chain);
         if (hits < max_pages && next_page_in_flight(*seq, chain)) {
           ++lookup_stats_.deferred;
@@ -230,7 +243,7 @@ StepPlan Scheduler::schedule() {
         for (int32_t p : hit_pages_) revived += pool_.is_cached(p) ? 1 : 0;
       }
       const int32_t cached_tokens = hits * pool_.page_size();
-      const int32_t n = std::min(seq->num_tokens() - cached_tokens, budget);
+      const int32_t n = std::min({seq->num_tokens() - cached_tokens, budget, chunk_limit(*seq)});
       const int32_t need = pool_.pages_for_tokens(int64_t(cached_tokens) + n) - hits;
       // The watermark does not apply when nothing runs: the oldest request must always start.
       if (need + revived > pool_.num_available() - (running_.empty() ? 0 : watermark)) break;

@@ -3,6 +3,7 @@
 // engine thread.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -62,10 +63,33 @@ struct Sequence {
   std::vector<int32_t> draft_pages;   // the draft model's own KV pages (block table)
   int32_t draft_computed = 0;         // leading tokens whose draft-model K/V are in those pages
 
+  // ---- prompt logprobs (SamplingParams::prompt_logprobs)
+  int32_t prompt_lp_next = 1;            // the first prompt position whose logprob is still owed
+  std::vector<PromptLogprob> prompt_lp;  // positions [1, prompt_lp_next), until sent
+  bool prompt_lp_sent = false;           // prompt_lp went out with the first output token
+  bool owes_prompt_logprobs() const { return params.wants_prompt_logprobs() && prompt_lp_next < num_prompt; }
+
   int32_t num_tokens() const { return int32_t(tokens.size()); }
   int32_t num_output() const { return num_tokens() - num_prompt; }
   // Tokens still to be run through the model before the next sample.
   int32_t num_uncomputed() const { return num_tokens() - num_computed; }
 };
+
+// The prompt positions whose logprobs a chunk of new tokens [first, first + n) of `seq` yields:
+// each owed position p with its predicting token p - 1 inside the chunk, p in [first_pos,
+// first_pos + count); that token's row is the chunk's (first_pos - 1 - first).
+struct PromptRows {
+  int32_t first_pos = 0;
+  int32_t count = 0;
+};
+inline PromptRows prompt_rows(const Sequence& seq, int32_t first, int32_t n) {
+  if (!seq.owes_prompt_logprobs()) return {};
+  const int32_t lo = std::max(first + 1, seq.prompt_lp_next);
+  const int32_t hi = std::min(first + n + 1, seq.num_prompt);
+  return hi > lo ? PromptRows{lo, hi - lo} : PromptRows{};
+}
+
+// Prefill tokens a sequence that owes prompt logprobs runs per step: each yields a logits row.
+inline constexpr int32_t kPromptLogprobsChunk = 256;
 
 }  // namespace fg

@@ -101,6 +101,16 @@ Status StepWriter::add(const SequenceChunk& c) {
   return Status::ok();
 }
 
+Status StepWriter::add_logits_rows(int first_token, int count) {
+  const StepLayout& L = m_.layout;
+  if (count < 0 || first_token < 0 || first_token + count > tokens_ || logits_ + count > L.num_logits)
+    return invalid_argument("logits rows [" + std::to_string(first_token) + ", +" + std::to_string(count) +
+                            ") are outside the step's " + std::to_string(tokens_) + " tokens or its " +
+                            std::to_string(L.num_logits) + " logits rows");
+  for (int i = 0; i < count; ++i) m_.words[L.lidx + size_t(logits_++)] = first_token + i;
+  return Status::ok();
+}
+
 namespace {
 
 // m with its spans over m.words for a step of these sizes.

@@ -101,6 +101,9 @@ class StepWriter {
   // Appends one sequence. Errors (nothing is written): no new tokens, a negative cached length,
   // too few pages, or more tokens / sequences / logits rows / pages than the layout holds.
   Status add(const SequenceChunk& chunk);
+  // After the sequences: `count` more logits rows, of the new tokens [first_token, first_token +
+  // count) of the step (indices over all sequences' new tokens), returned after the chunks' rows.
+  Status add_logits_rows(int first_token, int count);
   // The finished step's view.
   StepMetadata finish() const;
 

@@ -32,6 +32,7 @@ Status SamplingParams::validate(int vocab_size) const {
     if (s.empty()) return invalid_argument("stop strings must not be empty");
   }
   if (logprobs > 20) return invalid_argument("logprobs must be at most 20");
+  if (prompt_logprobs > 20) return invalid_argument("prompt_logprobs must be at most 20");
   std::vector<int32_t> biased;
   biased.reserve(logit_bias.size());
   for (const auto& [id, bias] : logit_bias) {

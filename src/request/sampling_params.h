@@ -35,6 +35,10 @@ struct SamplingParams : SamplingRule {  // temperature (default 0 = greedy), top
   std::vector<std::string> stop;        // stop strings (kStopString), matched on the output text
   bool ignore_eos = false;              // keep going past the model's end-of-sequence tokens
   int logprobs = -1;                    // -1: none; n >= 0: the sampled token's logprob plus the top n
+  // -1: none; n >= 0: every prompt token's logprob given the tokens before it (from the second on)
+  // plus the top n at its position. The whole prompt is computed: no prefix-cache pages are reused
+  // for it, and with max_new_tokens 0 the prompt still runs.
+  int prompt_logprobs = -1;
 
   const SamplingRule& rule() const { return *this; }
   // Whether the logits rows change on the host before sampling (penalties or biases).
@@ -42,6 +46,7 @@ struct SamplingParams : SamplingRule {  // temperature (default 0 = greedy), top
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty();
   }
   bool wants_logprobs() const { return logprobs >= 0; }
+  bool wants_prompt_logprobs() const { return prompt_logprobs >= 0; }
   // Range checks with one-line messages naming the field.
   Status validate(int vocab_size) const;
 };

@@ -43,9 +43,11 @@ struct GenerationRequest {
   // How the text deltas are made.
   bool skip_special_tokens = true;          // leave special tokens out of the text
   bool include_stop_str_in_output = false;  // keep a matched stop string at the end of the text
-  bool prompt_logprobs = false;             // TGI decoder_input_details (backends may not support it)
-  int priority = 0;                         // larger first when the scheduler honours priorities
-  bool speculative = true;                  // speculative decoding may draft for it (when the engine speculates)
+  // -1: none; n >= 0: each prompt token's logprob given the ones before it and the top n at its
+  // position (OpenAI echo with logprobs, TGI decoder_input_details).
+  int prompt_logprobs = -1;
+  int priority = 0;         // larger first when the scheduler honours priorities
+  bool speculative = true;  // speculative decoding may draft for it (when the engine speculates)
   // Structured output / tool calls: what the output must follow (request/constraint_spec.h).
   // Compiling it can fail at submit (kInvalidArgument, kUnsupported naming the feature: a 400).
   std::optional<ConstraintSpec> constraint;
@@ -70,8 +72,10 @@ struct GenerationEvent {
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t generated_tokens = 0;
-  uint64_t seed = 0;                          // the seed actually used
-  std::vector<TokenLogprob> prompt_logprobs;  // when asked and supported; first logprob is NaN
+  uint64_t seed = 0;  // the seed actually used
+  // When asked: one entry per prompt token, the first with a NaN logprob and no top list. Set on
+  // the first event after the prompt ran and again on the finished one.
+  std::vector<GeneratedToken> prompt_logprobs;
 
   bool finished() const { return finish.has_value(); }
 };

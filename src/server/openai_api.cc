@@ -38,6 +38,7 @@ struct CommonParams {
   bool include_stop_str_in_output = false;
   bool speculative = true;
   int logprobs = -1;
+  int prompt_logprobs = -1;                  // completions with echo and logprobs: the echoed prompt's too
   std::optional<ConstraintSpec> constraint;  // response_format json, `grammar`, or forced tool calls
   bool jump_forward = true;
   bool tools_active = false;  // chat with tools and tool_choice not "none": calls are parsed out
@@ -234,11 +235,27 @@ json chat_logprob_entry(const GeneratedToken& t) {
   return {{"token", t.text}, {"logprob", t.logprob}, {"bytes", bytes_of(t.text)}, {"top_logprobs", top}};
 }
 
-// Completions logprobs object for `tokens`, with text offsets counted from `offset`.
+// The echoed prompt's tokens (with their logprobs) followed by the generated ones.
+std::vector<GeneratedToken> with_prompt(const std::vector<GeneratedToken>& prompt,
+                                        const std::vector<GeneratedToken>& generated) {
+  std::vector<GeneratedToken> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  return all;
+}
+
+// Completions logprobs object for `tokens`, with text offsets counted from `offset`. A token
+// without a logprob (the prompt's first) has null for it and for its top list.
 json completion_logprobs(const std::vector<GeneratedToken>& tokens, size_t offset, int top_n) {
   json toks = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
   for (const GeneratedToken& t : tokens) {
     toks.push_back(t.text);
+    if (std::isnan(t.logprob)) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      offs.push_back(offset);
+      offset += t.text.size();
+      continue;
+    }
     lps.push_back(t.logprob);
     if (top_n > 0) {
       json m = json::object();
@@ -313,23 +330,27 @@ class OpenAiReply final : public GenerationReply {
     }
     std::string text = ev.text_delta;
     if (tool_format_) text = tool_stream_delta(index, ev);
+    // The echoed prompt goes out with the first chunk, and its tokens' logprobs with it.
+    const std::vector<GeneratedToken>* tokens = &ev.tokens;
+    std::vector<GeneratedToken> echoed;
     if (!chat_ && !echo_prefix_.empty() && !echo_done_[index]) {
       text = echo_prefix_[index / n_] + text;
       echo_done_[index] = true;
+      if (!ev.prompt_logprobs.empty()) tokens = &(echoed = with_prompt(ev.prompt_logprobs, ev.tokens));
     }
-    const bool want_lp = logprobs_ >= 0 && !ev.tokens.empty();
+    const bool want_lp = logprobs_ >= 0 && !tokens->empty();
     if (!text.empty() || want_lp) {
       json lp = nullptr;
       if (want_lp) {
         if (chat_) {
           json content = json::array();
-          for (const GeneratedToken& t : ev.tokens) content.push_back(chat_logprob_entry(t));
+          for (const GeneratedToken& t : *tokens) content.push_back(chat_logprob_entry(t));
           lp = {{"content", content}};
         } else {
-          lp = completion_logprobs(ev.tokens, text_offset_[index], logprobs_);
+          lp = completion_logprobs(*tokens, text_offset_[index], logprobs_);
         }
       }
-      for (const GeneratedToken& t : ev.tokens) text_offset_[index] += t.text.size();
+      for (const GeneratedToken& t : *tokens) text_offset_[index] += t.text.size();
       json delta = chat_ ? json{{"content", text}} : json(text);
       out += sse_event(chunk(index, delta, lp, nullptr));
     }
@@ -448,7 +469,7 @@ class OpenAiReply final : public GenerationReply {
           for (const GeneratedToken& t : c.tokens) content.push_back(chat_logprob_entry(t));
           lp = {{"content", content}};
         } else {
-          lp = completion_logprobs(c.tokens, 0, logprobs_);
+          lp = completion_logprobs(with_prompt(c.final.prompt_logprobs, c.tokens), 0, logprobs_);
         }
       }
       json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", openai_finish(*c.final.finish)}};
@@ -560,6 +581,7 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
       r.sampling = p.sampling;
       r.sampling.max_new_tokens = lc.max_new_tokens;
       r.sampling.logprobs = p.logprobs;
+      r.prompt_logprobs = p.prompt_logprobs;
       r.skip_special_tokens = p.skip_special_tokens;
       r.include_stop_str_in_output = p.include_stop_str_in_output;
       r.speculative = p.speculative;
@@ -608,8 +630,7 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
     p.logprobs = int(*lp);
   }
   const bool echo = f.get_bool("echo").value_or(false);
-  if (echo && p.logprobs >= 0)
-    f.fail(unsupported_param("echo", "echo together with logprobs (prompt logprobs) is not implemented."));
+  if (echo) p.prompt_logprobs = p.logprobs;  // the echoed prompt's tokens come with logprobs too
   if (auto suffix = f.get_string("suffix"))
     if (!suffix->empty()) f.fail(unsupported_param("suffix", "insertion (suffix) is not implemented."));
   if (auto best_of = f.get_int("best_of"))

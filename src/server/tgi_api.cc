@@ -55,8 +55,7 @@ struct TgiParams {
 
 class TgiReply final : public GenerationReply {
  public:
-  TgiReply(ApiContext& ctx, TgiRoute route, std::string id, const TgiParams& p, std::string inputs,
-           std::vector<int32_t> prompt_ids)
+  TgiReply(ApiContext& ctx, TgiRoute route, std::string id, const TgiParams& p, std::string inputs)
       : GenerationReply(ctx,
                         route == TgiRoute::kGenerate         ? "/generate"
                         : route == TgiRoute::kGenerateStream ? "/generate_stream"
@@ -64,8 +63,7 @@ class TgiReply final : public GenerationReply {
                         std::move(id), ApiDialect::kTgi),
         route_(route),
         p_(p),
-        inputs_(std::move(inputs)),
-        prompt_ids_(std::move(prompt_ids)) {
+        inputs_(std::move(inputs)) {
     keep_tokens_ = true;
   }
   void set_streamed(bool s) { stream_ = s; }
@@ -161,19 +159,11 @@ class TgiReply final : public GenerationReply {
   json prefill(const GenerationEvent& fin) const {
     json a = json::array();
     if (!p_.decoder_input_details) return a;
-    if (!fin.prompt_logprobs.empty()) {
-      for (size_t i = 0; i < fin.prompt_logprobs.size(); ++i) {
-        const TokenLogprob& t = fin.prompt_logprobs[i];
-        a.push_back({{"id", t.id},
-                     {"text", t.text},
-                     {"logprob", i == 0 || std::isnan(t.logprob) ? json(nullptr) : json(t.logprob)}});
-      }
-      return a;
-    }
-    // The backend gave no prompt logprobs: ids and texts only.
-    for (int32_t id : prompt_ids_) {
-      Result<std::string> t = ctx_.backend.detokenize(std::span<const int32_t>(&id, 1), false);
-      a.push_back({{"id", id}, {"text", t.is_ok() ? *t : std::string()}, {"logprob", nullptr}});
+    for (size_t i = 0; i < fin.prompt_logprobs.size(); ++i) {
+      const GeneratedToken& t = fin.prompt_logprobs[i];
+      a.push_back({{"id", t.id},
+                   {"text", t.text},
+                   {"logprob", i == 0 || std::isnan(t.logprob) ? json(nullptr) : json(t.logprob)}});
     }
     return a;
   }
@@ -181,7 +171,6 @@ class TgiReply final : public GenerationReply {
   TgiRoute route_;
   TgiParams p_;
   std::string inputs_;
-  std::vector<int32_t> prompt_ids_;
   bool stream_ = false;
   int64_t sent_ = 0;
 };
@@ -323,10 +312,10 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
   r.sampling.max_new_tokens = lc.max_new_tokens;
   r.include_stop_str_in_output = true;  // TGI keeps the stop sequence in generated_text
   r.skip_special_tokens = true;
-  r.prompt_logprobs = p.decoder_input_details;
+  r.prompt_logprobs = p.decoder_input_details ? 0 : -1;
   r.speculative = p.speculative;
   r.constraint = p.constraint;
-  auto reply = std::make_unique<TgiReply>(ctx, route, r.request_id, p, *inputs, *ids);
+  auto reply = std::make_unique<TgiReply>(ctx, route, r.request_id, p, *inputs);
   reply->set_streamed(stream);
   std::vector<GenerationRequest> reqs;
   reqs.push_back(std::move(r));

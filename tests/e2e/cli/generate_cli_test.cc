@@ -264,6 +264,34 @@ TEST_F(GenerateCli, BatchInvariantGivesAPromptTheSameResultsAloneAndInABatch) {
   }
 }
 
+// A --prompts line may ask for prompt logprobs (with max_new_tokens 0 the prompt still runs) and
+// bias tokens: a prompt extended by its greedy output scores those tokens as generation did.
+TEST_F(GenerateCli, PromptLogprobsAndLogitBiasInAPromptsFile) {
+  const std::vector<int32_t> ids = {5, 17, 42, 99, 7, 3, 61};
+  const std::vector<Json> gen = generate_lines(
+      {{{"prompt_ids", ids}, {"max_new_tokens", 6}, {"ignore_eos", true}, {"logprobs", 0}},
+       {{"prompt_ids", ids}, {"max_new_tokens", 4}, {"ignore_eos", true}, {"logit_bias", {{"11", 100}}}}});
+  ASSERT_EQ(gen.size(), 2u);
+  EXPECT_EQ(ids_of(gen[1]["output_ids"]), std::vector<int32_t>(4, 11));
+  std::vector<int32_t> full = ids;
+  for (int32_t t : ids_of(gen[0]["output_ids"])) full.push_back(t);
+  ASSERT_EQ(full.size(), ids.size() + 6);
+  const std::vector<Json> scored =
+      generate_lines({{{"prompt_ids", full}, {"max_new_tokens", 0}, {"prompt_logprobs", 1}}});
+  ASSERT_EQ(scored.size(), 1u);
+  EXPECT_TRUE(scored[0]["output_ids"].empty());
+  EXPECT_EQ(scored[0]["finish_reason"], "length");
+  const Json& pl = scored[0]["prompt_logprobs"];
+  ASSERT_EQ(pl.size(), full.size() - 1);
+  for (size_t i = 0; i < 6; ++i) {
+    const Json& e = pl[ids.size() - 1 + i];
+    EXPECT_EQ(e["id"], full[ids.size() + i]);
+    EXPECT_NEAR(e["logprob"].get<double>(), gen[0]["logprobs"][i].get<double>(), 2e-3) << i;
+    ASSERT_EQ(e["top"].size(), 1u);
+    EXPECT_EQ(e["top"][0]["id"], full[ids.size() + i]) << "greedy tokens are their position's most likely";
+  }
+}
+
 TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {
   struct Case {
     std::string args, says;

@@ -29,8 +29,11 @@ def test_text_generation_details(client):
     assert d.finish_reason in ("length", "eos_token")
     assert d.generated_tokens == len(d.tokens)
     assert 1 <= d.generated_tokens <= 5
-    assert len(d.prefill) >= 1
+    assert len(d.prefill) >= 2
     assert all(t.logprob <= 0 for t in d.tokens)
+    # decoder_input_details: every prompt token but the first has its logprob.
+    assert d.prefill[0].logprob is None
+    assert all(t.logprob is not None and t.logprob <= 0 for t in d.prefill[1:])
 
 
 def test_text_generation_stream_matches_plain(client):

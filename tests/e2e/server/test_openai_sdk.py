@@ -141,6 +141,37 @@ def test_logit_bias(client, server):
         assert e.value.body["param"] == "logit_bias", bad
 
 
+def test_echo_with_logprobs_scores_the_prompt(client, server):
+    # The scoring call of evaluation harnesses: echo + logprobs + max_tokens 0 gives a logprob for
+    # every prompt token but the first. A prompt that continues with the greedy output scores
+    # those tokens as generation did, and the prompt's own as TGI's decoder_input_details do.
+    gen = requests.post(server.url + "/generate", timeout=60, json={
+        "inputs": "The quick brown fox", "parameters": {"max_new_tokens": 4, "details": True,
+                                                        "decoder_input_details": True}}).json()["details"]
+    prompt = [t["id"] for t in gen["prefill"]]
+    full = prompt + [t["id"] for t in gen["tokens"]]
+    assert len(gen["tokens"]) == 4
+    scored = client.completions.create(model=MODEL_NAME, prompt=full, max_tokens=0, echo=True, logprobs=1)
+    c = scored.choices[0]
+    assert c.finish_reason == "length" and scored.usage.completion_tokens == 0
+    lp = c.logprobs
+    assert len(lp.tokens) == len(full) and len(lp.token_logprobs) == len(full)
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert all(x <= 0 for x in lp.token_logprobs[1:])
+    assert all(len(t) == 1 for t in lp.top_logprobs[1:])
+    # The greedy tokens were each the most likely one: their top entry is themselves.
+    for tok, top in zip(lp.tokens[-4:], lp.top_logprobs[-4:]):
+        assert list(top) == [tok]
+    assert lp.token_logprobs[-4:] == pytest.approx([t["logprob"] for t in gen["tokens"]], abs=2e-3)
+    assert lp.token_logprobs[1:len(prompt)] == pytest.approx([t["logprob"] for t in gen["prefill"][1:]], abs=1e-5)
+    # Streamed: the first chunk carries the echoed prompt and its logprobs.
+    chunks = list(client.completions.create(model=MODEL_NAME, prompt=full, max_tokens=2, echo=True, logprobs=0,
+                                            stream=True, extra_body={"ignore_eos": True}))
+    streamed = [x for ch in chunks if ch.choices and ch.choices[0].logprobs for x in ch.choices[0].logprobs.token_logprobs]
+    assert len(streamed) == len(full) + 2 and streamed[0] is None
+    assert streamed[1:len(full)] == pytest.approx(lp.token_logprobs[1:], abs=1e-5)
+
+
 def test_any_model_name_is_served_unless_strict(client, tokenizer_dir):
     # One model served: any name works, as with text-generation-inference; replies name the model.
     r = client.completions.create(model="no-such-model", prompt="x", max_tokens=2)

@@ -112,10 +112,11 @@ class FakeRunner : public StepRunner {
       logits_ = backend_->alloc(size_t(std::max(b.num_logits(), 64)) * size_t(shape_.vocab) * 4);
     }
     float* out = static_cast<float*>(logits_.data());
-    int32_t s = 0;
     for (int32_t r = 0; r < b.num_logits(); ++r) {
       const int32_t row = b.logits_indices[size_t(r)];
-      while (b.cu_seqlens_q[size_t(s) + 1] <= row) ++s;
+      // Rows come in any order (prompt-logprob rows follow the sampled ones): the row's sequence.
+      const auto s =
+          int32_t(std::upper_bound(b.cu_seqlens_q.begin(), b.cu_seqlens_q.end(), row) - b.cu_seqlens_q.begin()) - 1;
       const int32_t pos = b.positions[size_t(row)];
       cached_.assign(size_t(pos) + 1, 0);  // positions before a window are never read
       for (int32_t p = shape_.window > 0 ? std::max(0, pos - shape_.window + 1) : 0; p <= pos; ++p) {

@@ -133,6 +133,60 @@ TEST(EngineSampling, LogprobsAreANormalisedTopList) {
   EXPECT_EQ(none.output_ids, out.output_ids);
 }
 
+// Every prompt token's logprob (from the second on) is the model's log-softmax at it, with the top
+// n, whatever the chunking (a prompt's chunks are at most kPromptLogprobsChunk tokens), the prefix
+// cache (whose pages such a request must not reuse), preemption or max_new_tokens 0; the outputs
+// are those without prompt logprobs.
+TEST(EngineSampling, PromptLogprobsAreTheModelsOwn) {
+  FakeModelShape shape;
+  std::vector<Request> requests = mixed_requests(10, shape.vocab, 400, 6, 21);
+  requests[0].prompt_ids.resize(std::max<size_t>(requests[0].prompt_ids.size(), 300), 5);
+  requests[5].prompt_ids = requests[0].prompt_ids;  // the prefix cache would serve these
+  requests[5].prompt_ids.push_back(3);
+  requests[7].prompt_ids = requests[0].prompt_ids;
+  const RunResult plain = run_all(shape, EngineConfig{}, requests);
+  EXPECT_GT(plain.stats.prefix_cache_hit_tokens, 0);
+  EXPECT_TRUE(plain.outputs[0].prompt_logprobs.empty());
+  for (Request& r : requests) r.params.prompt_logprobs = 2;
+  requests[3].params.max_new_tokens = 0;
+  std::vector<float> logits(static_cast<size_t>(shape.vocab));
+  for (const int pages : {256, 120}) {  // 120 pages of 4 tokens: preemption
+    SCOPED_TRACE("pages " + std::to_string(pages));
+    FakeModelShape s = shape;
+    s.num_pages = pages;
+    EngineConfig config;
+    config.scheduler.max_batch_tokens = 300;
+    const RunResult run = run_all(s, config, requests);
+    if (pages == 120) {
+      EXPECT_GT(run.stats.preemptions, 0);
+    }
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const RequestOutput& o = run.outputs[i];
+      const std::vector<int32_t>& prompt = requests[i].prompt_ids;
+      if (i == 3) {
+        EXPECT_TRUE(o.output_ids.empty());
+        EXPECT_EQ(o.finish_reason, FinishReason::kLength);
+      } else {
+        EXPECT_EQ(o.output_ids, plain.outputs[i].output_ids) << "request " << i;
+      }
+      ASSERT_EQ(o.prompt_logprobs.size(), prompt.size() - 1) << "request " << i;
+      for (size_t p = 1; p < prompt.size(); ++p) {
+        fake_logits(shape, std::vector<int32_t>(prompt.begin(), prompt.begin() + ptrdiff_t(p)), logits.data());
+        double mx = -INFINITY, sum = 0.0;
+        for (float x : logits) mx = std::max(mx, double(x));
+        for (float x : logits) sum += std::exp(double(x) - mx);
+        const double lse = mx + std::log(sum);
+        const PromptLogprob& lp = o.prompt_logprobs[p - 1];
+        EXPECT_EQ(lp.id, prompt[p]);
+        EXPECT_NEAR(lp.logprob, double(logits[size_t(prompt[p])]) - lse, 1e-5) << "request " << i << " position " << p;
+        ASSERT_EQ(lp.top.size(), 2u);
+        EXPECT_EQ(lp.top[0].id, int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+        EXPECT_NEAR(lp.top[0].logprob, mx - lse, 1e-5);
+      }
+    }
+  }
+}
+
 TEST(EngineSampling, ParamsAreValidated) {
   FakeModelShape shape;
   FakeRunner runner(shape);

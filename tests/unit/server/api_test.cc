@@ -213,6 +213,25 @@ TEST_F(ApiTest, CompletionWithUsageAndLogprobs) {
   EXPECT_EQ(lp["text_offset"][1], 1);
 }
 
+TEST_F(ApiTest, EchoWithLogprobsLeadsWithThePromptsTokens) {
+  // The fake gives every prompt token but the first logprob -1.
+  auto r =
+      call(post("/v1/completions",
+                R"({"model":"fake-model","prompt":"hey","max_tokens":2,"temperature":0,"echo":true,"logprobs":1})"));
+  ASSERT_EQ(r.first, 200) << r.second.dump();
+  const json& c = r.second["choices"][0];
+  EXPECT_EQ(c["text"], "hey" + std::string("ef"));
+  const json& lp = c["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u);  // BOS, h, e, y, then two generated
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["tokens"][1], "h");
+  EXPECT_EQ(lp["token_logprobs"][1], -1.0);
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 1u);
+  EXPECT_EQ(lp["tokens"][4], "e");
+  EXPECT_EQ(r.second["usage"]["completion_tokens"], 2);
+}
+
 TEST_F(ApiTest, StopStringIsCutAndReported) {
   auto r = call(post("/v1/completions",
                      R"({"model":"fake-model","prompt":"hello","max_tokens":10,"temperature":0,"stop":["ij"]})"));
@@ -296,6 +315,7 @@ TEST_F(ApiTest, TgiGenerateDetailsAndValidation) {
   EXPECT_EQ(d["tokens"].size(), 3u);
   EXPECT_EQ(d["prefill"].size(), 6u);
   EXPECT_TRUE(d["prefill"][0]["logprob"].is_null());
+  EXPECT_EQ(d["prefill"][1]["logprob"], -1.0);
   EXPECT_EQ(d["top_tokens"][0].size(), 2u);
   auto bad = call(post("/generate", R"({"inputs":"hello","parameters":{"temperature":0}})"));
   EXPECT_EQ(bad.first, 422);

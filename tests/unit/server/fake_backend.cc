@@ -2,6 +2,7 @@
 #include "unit/server/fake_backend.h"
 
 #include <chrono>
+#include <limits>
 #include <memory>
 
 namespace fg::server::testing {
@@ -206,6 +207,17 @@ void FakeBackend::loop() {
           }
         }
         if (ev.finished()) {
+          if (a.req.prompt_logprobs >= 0) {
+            // Every prompt token has logprob -1 (the first none) and tops its own top list.
+            for (size_t i = 0; i < a.req.prompt_ids.size(); ++i) {
+              GeneratedToken t;
+              t.id = a.req.prompt_ids[i];
+              t.text = t.id < 256 ? std::string(1, char(t.id)) : std::string();
+              t.logprob = i == 0 ? std::numeric_limits<float>::quiet_NaN() : -1.0f;
+              if (i > 0 && a.req.prompt_logprobs > 0) t.top.push_back({t.id, -1.0f, t.text});
+              ev.prompt_logprobs.push_back(std::move(t));
+            }
+          }
           ev.prompt_tokens = int64_t(a.req.prompt_ids.size());
           ev.generated_tokens = a.generated;
           ev.cached_prompt_tokens = 0;

@@ -6,6 +6,7 @@
 // matched with hold-back (a partial match is not sent), KV "pages" are counted per request so
 // tests can check that cancellation frees them, and a full queue refuses with kResourceExhausted.
 // A message whose content is "__template_limit__" makes the chat template hit a rendering limit.
+// Prompt logprobs, when asked, come on the finished event: -1 for every prompt token but the first.
 #pragma once
 
 #include <atomic>
