@@ -27,8 +27,8 @@ struct EngineBackend::Live {
   // stop, is delivered once the engine confirms the cancellation (so its pages are free when the
   // client hears about it, and the last token and the finish reach the client together).
   std::optional<GenerationEvent> held_final;
-  int32_t first_prompt_id = 0;                  // with prompt logprobs: the entry without one
-  std::vector<GeneratedToken> prompt_logprobs;  // once the prompt ran (GenerationEvent)
+  std::vector<GeneratedToken> prompt_logprobs;  // when asked: the first token's, then the engine's
+  bool prompt_logprobs_pending = false;         // not yet on an event (GenerationEvent)
 };
 
 Result<std::unique_ptr<EngineBackend>> EngineBackend::create(const EngineBackendOptions& options) {
@@ -145,7 +145,16 @@ Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback 
   r.priority = request.priority;
   r.speculative = request.speculative;
   r.params.prompt_logprobs = request.prompt_logprobs;
-  if (request.prompt_logprobs >= 0) live->first_prompt_id = r.prompt_ids.front();
+  if (request.prompt_logprobs >= 0) {
+    // The first prompt token has no logprob: nothing came before it.
+    GeneratedToken first;
+    first.id = r.prompt_ids.front();
+    first.text = piece(first.id);
+    first.special = tokenizer_->is_special(first.id);
+    first.logprob = std::numeric_limits<float>::quiet_NaN();
+    live->prompt_logprobs.push_back(std::move(first));
+    live->prompt_logprobs_pending = true;
+  }
   if (request.constraint) {
     Result<std::shared_ptr<TokenConstraint>> c = constraints_->make(*request.constraint);
     if (!c.is_ok()) return c.status();
@@ -176,24 +185,19 @@ bool EngineBackend::translate(Live& live, RequestEvent&& in, GenerationEvent& ou
     out = std::move(*live.held_final);
     return true;
   }
-  if (!in.prompt_logprobs.empty()) {
-    // The first prompt token has no logprob: nothing came before it.
-    GeneratedToken first;
-    first.id = live.first_prompt_id;
-    first.text = piece(first.id);
-    first.special = tokenizer_->is_special(first.id);
-    first.logprob = std::numeric_limits<float>::quiet_NaN();
-    live.prompt_logprobs.push_back(std::move(first));
-    for (const PromptLogprob& p : in.prompt_logprobs) {
-      GeneratedToken t;
-      t.id = p.id;
-      t.text = piece(p.id);
-      t.special = tokenizer_->is_special(p.id);
-      t.logprob = p.logprob;
-      for (const TokenLogprob& c : p.top) t.top.push_back({c.id, c.logprob, piece(c.id)});
-      live.prompt_logprobs.push_back(std::move(t));
-    }
+  for (const PromptLogprob& p : in.prompt_logprobs) {
+    GeneratedToken t;
+    t.id = p.id;
+    t.text = piece(p.id);
+    t.special = tokenizer_->is_special(p.id);
+    t.logprob = p.logprob;
+    for (const TokenLogprob& c : p.top) t.top.push_back({c.id, c.logprob, piece(c.id)});
+    live.prompt_logprobs.push_back(std::move(t));
+  }
+  // The engine sends them with the first token (or the end); a one-token prompt has none to send.
+  if (live.prompt_logprobs_pending && (in.token || in.finish)) {
     out.prompt_logprobs = live.prompt_logprobs;
+    live.prompt_logprobs_pending = false;
   }
   std::string text;
   if (in.token) {

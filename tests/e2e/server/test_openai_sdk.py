@@ -170,6 +170,9 @@ def test_echo_with_logprobs_scores_the_prompt(client, server):
     streamed = [x for ch in chunks if ch.choices and ch.choices[0].logprobs for x in ch.choices[0].logprobs.token_logprobs]
     assert len(streamed) == len(full) + 2 and streamed[0] is None
     assert streamed[1:len(full)] == pytest.approx(lp.token_logprobs[1:], abs=1e-5)
+    # A one-token prompt has nothing to score but is still listed.
+    one = client.completions.create(model=MODEL_NAME, prompt=full[:1], max_tokens=0, echo=True, logprobs=0)
+    assert one.choices[0].logprobs.token_logprobs == [None] and len(one.choices[0].logprobs.tokens) == 1
 
 
 def test_any_model_name_is_served_unless_strict(client, tokenizer_dir):
