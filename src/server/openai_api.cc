@@ -30,6 +30,7 @@ struct CommonParams {
   std::string model;  // the name replies report
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage = false;  // with include_usage: every chunk carries the usage so far
   int64_t n = 1;
   std::optional<int64_t> max_tokens;
   std::string max_tokens_param = "max_tokens";
@@ -108,7 +109,8 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ApiContext& ct
     } else {
       JsonFields sf(*so, "stream_options.");
       p.include_usage = sf.get_bool("include_usage").value_or(false);
-      sf.get_bool("continuous_usage_stats");
+      const bool continuous = sf.get_bool("continuous_usage_stats").value_or(false);
+      p.continuous_usage = p.include_usage && continuous;
       if (!sf.ok()) f.fail(*sf.error());
       std::string unknown = sf.unknown_field();
       if (!unknown.empty()) f.fail(unknown_parameter(unknown));
@@ -301,6 +303,7 @@ class OpenAiReply final : public GenerationReply {
         model_(std::move(model)),
         stream_(p.stream),
         include_usage_(p.include_usage),
+        continuous_usage_(p.continuous_usage),
         logprobs_(p.logprobs),
         n_(size_t(p.n)),
         echo_prefix_(std::move(echo_prefix)) {
@@ -517,7 +520,7 @@ class OpenAiReply final : public GenerationReply {
         {"index", index}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
     choice[chat_ ? "delta" : "text"] = std::move(delta);
     c["choices"] = json::array({std::move(choice)});
-    if (include_usage_) c["usage"] = nullptr;
+    if (include_usage_) c["usage"] = continuous_usage_ ? usage() : json(nullptr);
     return c;
   }
 
@@ -541,6 +544,7 @@ class OpenAiReply final : public GenerationReply {
   std::string model_;
   bool stream_;
   bool include_usage_;
+  bool continuous_usage_;
   int logprobs_;
   size_t n_;
   std::vector<std::string> echo_prefix_;  // per prompt, completions with echo only

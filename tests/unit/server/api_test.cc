@@ -54,6 +54,19 @@ class ApiTest : public ::testing::Test {
   ApiServer api_;
 };
 
+// The JSON objects of a server-sent event stream, [DONE] left out.
+std::vector<json> sse_chunks(const std::string& body) {
+  std::vector<json> chunks;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    const std::string d = body.substr(pos + 6, end - pos - 6);
+    if (d != "[DONE]") chunks.push_back(json::parse(d));
+    pos = end;
+  }
+  return chunks;
+}
+
 void expect_openai_error(const std::pair<int, json>& r, int status, const std::string& param) {
   EXPECT_EQ(r.first, status) << r.second.dump();
   ASSERT_TRUE(r.second.contains("error")) << r.second.dump();
@@ -253,6 +266,29 @@ TEST_F(ApiTest, SeedIsReproducibleAndNChoicesDiffer) {
   EXPECT_EQ(a.second["usage"]["prompt_tokens"], 2);  // counted once for both choices
 }
 
+TEST_F(ApiTest, ContinuousUsageStatsGiveEveryChunkTheUsageSoFar) {
+  Reply r = api_.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":4,"temperature":0,
+      "stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}})"));
+  ASSERT_TRUE(r.source);
+  const std::vector<json> chunks = sse_chunks(run_reply_source(r));
+  ASSERT_GE(chunks.size(), 3u);
+  int64_t last = 0;
+  for (const json& c : chunks) {
+    ASSERT_TRUE(c["usage"].is_object()) << c.dump();
+    EXPECT_EQ(c["usage"]["prompt_tokens"], 3);
+    const int64_t now = c["usage"]["completion_tokens"];
+    EXPECT_GE(now, last);
+    EXPECT_EQ(c["usage"]["total_tokens"], 3 + now);
+    last = now;
+  }
+  EXPECT_EQ(last, 4);
+  // Without include_usage the option changes nothing; it is a known field either way.
+  Reply plain = api_.handle(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":2,
+      "stream":true,"stream_options":{"continuous_usage_stats":true}})"));
+  ASSERT_TRUE(plain.source);
+  for (const json& c : sse_chunks(run_reply_source(plain))) EXPECT_FALSE(c.contains("usage")) << c.dump();
+}
+
 TEST_F(ApiTest, ChatStreamHasRoleContentFinishUsageAndDone) {
   Reply r = api_.handle(post("/v1/chat/completions",
                              R"({"model":"fake-model","messages":[{"role":"user","content":"hi"}],"max_tokens":4,
@@ -263,14 +299,7 @@ TEST_F(ApiTest, ChatStreamHasRoleContentFinishUsageAndDone) {
   std::string body = run_reply_source(r);
   ASSERT_GE(body.size(), 14u);
   EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
-  std::vector<json> chunks;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    size_t end = body.find("\n\n", pos);
-    std::string d = body.substr(pos + 6, end - pos - 6);
-    if (d != "[DONE]") chunks.push_back(json::parse(d));
-    pos = end;
-  }
+  const std::vector<json> chunks = sse_chunks(body);
   ASSERT_GE(chunks.size(), 3u);
   EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
   EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
