@@ -32,6 +32,7 @@ struct CommonParams {
   bool include_usage = false;
   bool continuous_usage = false;  // with include_usage: every chunk carries the usage so far
   int64_t n = 1;
+  int64_t best_of = 0;  // completions: candidates per prompt, the n best returned (0: n)
   std::optional<int64_t> max_tokens;
   std::string max_tokens_param = "max_tokens";
   SamplingParams sampling;
@@ -306,8 +307,9 @@ class OpenAiReply final : public GenerationReply {
         continuous_usage_(p.continuous_usage),
         logprobs_(p.logprobs),
         n_(size_t(p.n)),
+        per_prompt_(size_t(std::max(p.n, p.best_of))),
         echo_prefix_(std::move(echo_prefix)) {
-    keep_tokens_ = (logprobs_ >= 0 || tool_format_) && !stream_;
+    keep_tokens_ = (logprobs_ >= 0 || tool_format_ || per_prompt_ > n_) && !stream_;
     if (tool_format_) markers_ = tool_call_markers(*tool_format_);
   }
 
@@ -337,7 +339,7 @@ class OpenAiReply final : public GenerationReply {
     const std::vector<GeneratedToken>* tokens = &ev.tokens;
     std::vector<GeneratedToken> echoed;
     if (!chat_ && !echo_prefix_.empty() && !echo_done_[index]) {
-      text = echo_prefix_[index / n_] + text;
+      text = echo_prefix_[index / per_prompt_] + text;
       echo_done_[index] = true;
       if (!ev.prompt_logprobs.empty()) tokens = &(echoed = with_prompt(ev.prompt_logprobs, ev.tokens));
     }
@@ -463,8 +465,9 @@ class OpenAiReply final : public GenerationReply {
       return;
     }
     json choices = json::array();
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      const Choice& c = choices_[i];
+    const std::vector<size_t> order = returned_choices();
+    for (size_t i = 0; i < order.size(); ++i) {
+      const Choice& c = choices_[order[i]];
       json lp = nullptr;
       if (logprobs_ >= 0) {
         if (chat_) {
@@ -492,7 +495,7 @@ class OpenAiReply final : public GenerationReply {
       } else if (chat_) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       } else {
-        choice["text"] = echo_prefix_.empty() ? c.text : echo_prefix_[i / n_] + c.text;
+        choice["text"] = echo_prefix_.empty() ? c.text : echo_prefix_[order[i] / per_prompt_] + c.text;
       }
       if (c.final.finish == FinishReason::kStopString) choice["stop_reason"] = c.final.stop_string;
       choices.push_back(std::move(choice));
@@ -524,6 +527,25 @@ class OpenAiReply final : public GenerationReply {
     return c;
   }
 
+  // The choices the reply returns, in order: all of them, or with best_of the n of each prompt's
+  // candidates whose tokens have the highest mean logprob (ties: the earlier candidate).
+  std::vector<size_t> returned_choices() const {
+    std::vector<size_t> order;
+    for (size_t first = 0; first < choices_.size(); first += per_prompt_) {
+      std::vector<std::pair<double, size_t>> ranked;
+      for (size_t i = first; i < std::min(choices_.size(), first + per_prompt_); ++i) {
+        double sum = 0.0;
+        for (const GeneratedToken& t : choices_[i].tokens) sum += t.logprob;
+        const double mean = choices_[i].tokens.empty() ? 0.0 : sum / double(choices_[i].tokens.size());
+        ranked.emplace_back(per_prompt_ > n_ ? -mean : 0.0, i);
+      }
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t k = 0; k < std::min(n_, ranked.size()); ++k) order.push_back(ranked[k].second);
+    }
+    return order;
+  }
+
   json usage() const {
     const int64_t prompt = total_prompt_tokens();
     const int64_t completion = total_generated_tokens();
@@ -546,7 +568,8 @@ class OpenAiReply final : public GenerationReply {
   bool include_usage_;
   bool continuous_usage_;
   int logprobs_;
-  size_t n_;
+  size_t n_;           // choices returned per prompt
+  size_t per_prompt_;  // choices generated per prompt (best_of, or n)
   std::vector<std::string> echo_prefix_;  // per prompt, completions with echo only
   std::vector<bool> role_sent_;
   std::vector<size_t> text_offset_;
@@ -578,13 +601,14 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
     LengthCheck lc = check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len,
                                   p.max_tokens_param, ctx.limits);
     if (lc.error) return error_reply(*lc.error, ApiDialect::kOpenAi);
-    for (int64_t i = 0; i < p.n; ++i) {
+    for (int64_t i = 0; i < std::max(p.n, p.best_of); ++i) {
       GenerationRequest r;
       r.request_id = id;
       r.prompt_ids = ids;
       r.sampling = p.sampling;
       r.sampling.max_new_tokens = lc.max_new_tokens;
-      r.sampling.logprobs = p.logprobs;
+      // best_of ranks candidates by their tokens' logprobs.
+      r.sampling.logprobs = p.best_of > p.n ? std::max(p.logprobs, 0) : p.logprobs;
       r.prompt_logprobs = p.prompt_logprobs;
       r.skip_special_tokens = p.skip_special_tokens;
       r.include_stop_str_in_output = p.include_stop_str_in_output;
@@ -603,7 +627,8 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
     if (info.tool_call_format == grammar::tool_call_format_name(f)) format = f;
   auto reply = std::make_unique<OpenAiReply>(ctx, chat, id, p.model, p, std::move(echo_prefix), format);
   reply->prepare(requests.size());
-  if (auto err = reply->submit_all(std::move(requests), size_t(p.n))) return error_reply(*err, ApiDialect::kOpenAi);
+  if (auto err = reply->submit_all(std::move(requests), size_t(std::max(p.n, p.best_of))))
+    return error_reply(*err, ApiDialect::kOpenAi);
   Reply out;
   out.streamed = p.stream;
   if (p.stream) {
@@ -637,9 +662,13 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
   if (echo) p.prompt_logprobs = p.logprobs;  // the echoed prompt's tokens come with logprobs too
   if (auto suffix = f.get_string("suffix"))
     if (!suffix->empty()) f.fail(unsupported_param("suffix", "insertion (suffix) is not implemented."));
-  if (auto best_of = f.get_int("best_of"))
-    if (*best_of != p.n)
-      f.fail(unsupported_param("best_of", "best_of must equal n (server-side ranking is not implemented)."));
+  if (auto best_of = f.get_int("best_of")) {
+    if (*best_of < p.n || *best_of > limits.max_n)
+      f.fail(range_error("best_of", "must be between n and " + std::to_string(limits.max_n), double(*best_of)));
+    else if (*best_of > p.n && p.stream)
+      f.fail(invalid_request("'best_of' greater than 'n' cannot be streamed.", "best_of", "invalid_value"));
+    p.best_of = *best_of;
+  }
   const bool add_special = f.get_bool("add_special_tokens").value_or(true);
   read_structured_output(f, nlohmann::ordered_json::parse(req.body), p);
   const json* prompt = f.get_raw("prompt");
@@ -682,7 +711,7 @@ Reply openai_completions(ApiContext& ctx, const OpenAiLimits& limits, const Http
         prompt->is_array() ? invalid_request("'prompt' must not be empty.", "prompt", "invalid_value") : bad_prompt(),
         ApiDialect::kOpenAi);
   }
-  if (int64_t(texts.size() + prompts.size()) * p.n > limits.max_n * 8) {
+  if (int64_t(texts.size() + prompts.size()) * std::max(p.n, p.best_of) > limits.max_n * 8) {
     return error_reply(
         invalid_request("Too many prompts x choices in one request (at most " + std::to_string(limits.max_n * 8) + ").",
                         "prompt", "invalid_value"),

@@ -175,6 +175,25 @@ def test_echo_with_logprobs_scores_the_prompt(client, server):
     assert one.choices[0].logprobs.token_logprobs == [None] and len(one.choices[0].logprobs.tokens) == 1
 
 
+def test_best_of_returns_the_candidates_with_the_highest_mean_logprob(client):
+    kw = dict(model=MODEL_NAME, prompt="Once upon a time", max_tokens=6, temperature=1.0, seed=11)
+    # best_of == n returns every candidate (seeds seed + i), with their logprobs.
+    every = client.completions.create(n=4, logprobs=0, **kw)
+    means = [sum(c.logprobs.token_logprobs) / len(c.logprobs.token_logprobs) for c in every.choices]
+    ranked = sorted(range(4), key=lambda i: -means[i])
+    best = client.completions.create(n=2, best_of=4, **kw)
+    assert [c.index for c in best.choices] == [0, 1]
+    assert [c.text for c in best.choices] == [every.choices[i].text for i in ranked[:2]]
+    assert best.choices[0].logprobs is None  # not asked for
+    assert best.usage.completion_tokens == every.usage.completion_tokens  # every candidate counts
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(n=2, best_of=1, **kw)
+    assert e.value.body["param"] == "best_of"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(n=1, best_of=3, stream=True, **kw)
+    assert e.value.body["param"] == "best_of"
+
+
 def test_any_model_name_is_served_unless_strict(client, tokenizer_dir):
     # One model served: any name works, as with text-generation-inference; replies name the model.
     r = client.completions.create(model="no-such-model", prompt="x", max_tokens=2)
