@@ -539,8 +539,7 @@ class OpenAiReply final : public GenerationReply {
         const double mean = choices_[i].tokens.empty() ? 0.0 : sum / double(choices_[i].tokens.size());
         ranked.emplace_back(per_prompt_ > n_ ? -mean : 0.0, i);
       }
-      std::stable_sort(ranked.begin(), ranked.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       for (size_t k = 0; k < std::min(n_, ranked.size()); ++k) order.push_back(ranked[k].second);
     }
     return order;
@@ -568,8 +567,8 @@ class OpenAiReply final : public GenerationReply {
   bool include_usage_;
   bool continuous_usage_;
   int logprobs_;
-  size_t n_;           // choices returned per prompt
-  size_t per_prompt_;  // choices generated per prompt (best_of, or n)
+  size_t n_;                              // choices returned per prompt
+  size_t per_prompt_;                     // choices generated per prompt (best_of, or n)
   std::vector<std::string> echo_prefix_;  // per prompt, completions with echo only
   std::vector<bool> role_sent_;
   std::vector<size_t> text_offset_;
