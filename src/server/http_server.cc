@@ -209,14 +209,18 @@ void Session::arm_read_timer(double seconds_from_now) {
 }
 
 std::function<void()> Session::make_waker() {
+  // The waker holds no executor: it may be destroyed on an engine thread after the io_context is
+  // gone, and a strand executor must not outlive its service (destroying one then is undefined;
+  // UBSan caught it at shutdown). While the server is alive it posts to the io_context, and that
+  // handler, on an io thread, posts the wake to the session's strand.
   std::weak_ptr<Session> weak = shared_from_this();
-  net::any_io_executor ex = stream_.get_executor();
+  net::io_context* ioc = &server_->ioc;
   std::shared_ptr<PostGuard> guard = server_->guard;
-  return [weak, ex, guard] {
+  return [weak, ioc, guard] {
     std::lock_guard<std::mutex> lock(guard->mu);
     if (!guard->alive) return;
-    net::post(ex, [weak] {
-      if (auto s = weak.lock()) s->wake_.cancel();
+    net::post(*ioc, [weak] {
+      if (auto s = weak.lock()) net::post(s->stream_.get_executor(), [s] { s->wake_.cancel(); });
     });
   };
 }
