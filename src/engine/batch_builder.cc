@@ -13,7 +13,7 @@ StepMetadata build_step(const StepPlan& plan, StepRunner& runner) {
     ++shape.num_seqs;
     shape.total_q += s.num_new;
     shape.num_logits += s.sample ? 1 + s.num_draft : 0;
-    if (s.num_draft == 0) shape.num_logits += prompt_rows(*s.seq, s.seq->num_computed, s.num_new).count;
+    shape.num_logits += s.prompt.count;
     shape.max_q_len = std::max(shape.max_q_len, s.num_new);
     shape.max_kv_len = std::max(shape.max_kv_len, s.seq->num_computed + s.num_new);
   }
@@ -38,9 +38,8 @@ StepMetadata build_step(const StepPlan& plan, StepRunner& runner) {
   }
   int token = 0;
   for (const ScheduledSeq& s : plan.seqs) {
-    const int32_t first = s.seq->num_computed;
-    if (const PromptRows r = s.num_draft == 0 ? prompt_rows(*s.seq, first, s.num_new) : PromptRows{}; r.count > 0) {
-      const Status st = writer.add_logits_rows(token + (r.first_pos - 1 - first), r.count);
+    if (s.prompt.count > 0) {
+      const Status st = writer.add_logits_rows(token + (s.prompt.first_pos - 1 - s.seq->num_computed), s.prompt.count);
       FG_CHECK(st.is_ok(), "build_step: " + st.message());
     }
     token += s.num_new;

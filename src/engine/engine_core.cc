@@ -257,7 +257,7 @@ Status EngineCore::prompt_logprobs(const StepPlan& plan, const Tensor& logits, i
   targets_.clear();
   int n = 0;
   for (const ScheduledSeq& s : plan.seqs) {
-    const PromptRows r = s.num_draft == 0 ? prompt_rows(*s.seq, s.seq->num_computed, s.num_new) : PromptRows{};
+    const PromptRows& r = s.prompt;
     for (int32_t p = r.first_pos; p < r.first_pos + r.count; ++p) targets_.push_back(s.seq->tokens[size_t(p)]);
     if (r.count > 0) n = std::max(n, s.seq->params.prompt_logprobs);
   }
@@ -269,13 +269,12 @@ Status EngineCore::prompt_logprobs(const StepPlan& plan, const Tensor& logits, i
   size_t i = 0;
   for (const ScheduledSeq& s : plan.seqs) {
     Sequence& seq = *s.seq;
-    const PromptRows r = s.num_draft == 0 ? prompt_rows(seq, seq.num_computed, s.num_new) : PromptRows{};
-    for (int32_t k = 0; k < r.count; ++k, ++i) {
+    for (int32_t k = 0; k < s.prompt.count; ++k, ++i) {
       PromptLogprob& lp = prompt_lp_[i];
       if (int(lp.top.size()) > seq.params.prompt_logprobs) lp.top.resize(size_t(seq.params.prompt_logprobs));
       seq.prompt_lp.push_back(std::move(lp));
     }
-    seq.prompt_lp_next += r.count;
+    seq.prompt_lp_next += s.prompt.count;
   }
   return Status::ok();
 }
@@ -361,10 +360,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
       RequestEvent e;
       e.token = st.token;
       e.cached_tokens = seq.num_cached_tokens;
-      if (j == 0 && seq.params.wants_prompt_logprobs() && !seq.prompt_lp_sent) {
-        e.prompt_logprobs = std::move(seq.prompt_lp);
-        seq.prompt_lp_sent = true;
-      }
+      if (j == 0) e.prompt_logprobs = std::move(seq.prompt_lp);  // empty once sent
       if (seq.params.wants_logprobs()) {
         e.has_logprobs = true;
         e.logprob = st.logprob;

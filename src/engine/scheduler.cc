@@ -208,7 +208,8 @@ StepPlan Scheduler::schedule() {
         }
       }
       if (!fits) continue;
-      ScheduledSeq s{seq, n, is_decode || seq->num_computed + n == seq->num_tokens(), drafts};
+      ScheduledSeq s{seq, n, is_decode || seq->num_computed + n == seq->num_tokens(), drafts,
+                     prompt_rows(*seq, seq->num_computed, n)};
       plan.seqs.push_back(s);
       plan.num_tokens += n;
       budget -= n;
@@ -266,7 +267,7 @@ StepPlan Scheduler::schedule() {
       if (inflight_built_) add_inflight_keys(*seq);
       seq->state = SeqState::kRunning;
       insert_sorted(running_, seq);
-      ScheduledSeq s{seq, n, seq->num_computed + n == seq->num_tokens()};
+      ScheduledSeq s{seq, n, seq->num_computed + n == seq->num_tokens(), 0, prompt_rows(*seq, seq->num_computed, n)};
       plan.seqs.push_back(s);
       plan.num_tokens += n;
       budget -= n;

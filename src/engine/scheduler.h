@@ -90,6 +90,7 @@ struct ScheduledSeq {
   int32_t num_new = 0;    // tokens [seq->num_computed, seq->num_computed + num_new) run this step
   bool sample = false;    // the step reaches the sequence's last token: its logits are sampled
   int32_t num_draft = 0;  // of num_new, drafted tokens to verify (seq->draft, all rows sampled)
+  PromptRows prompt;      // the owed prompt logprobs this chunk yields (prompt_rows)
 };
 
 struct StepPlan {

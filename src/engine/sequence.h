@@ -66,7 +66,6 @@ struct Sequence {
   // ---- prompt logprobs (SamplingParams::prompt_logprobs)
   int32_t prompt_lp_next = 1;            // the first prompt position whose logprob is still owed
   std::vector<PromptLogprob> prompt_lp;  // positions [1, prompt_lp_next), until sent
-  bool prompt_lp_sent = false;           // prompt_lp went out with the first output token
   bool owes_prompt_logprobs() const { return params.wants_prompt_logprobs() && prompt_lp_next < num_prompt; }
 
   int32_t num_tokens() const { return int32_t(tokens.size()); }

@@ -124,6 +124,16 @@ std::string EngineBackend::piece(int32_t id) const {
   return tokenizer_->token_bytes(id);
 }
 
+GeneratedToken EngineBackend::token(int32_t id, float logprob, std::span<const TokenLogprob> top) const {
+  GeneratedToken t;
+  t.id = id;
+  t.text = piece(id);
+  t.special = tokenizer_->is_special(id);
+  t.logprob = logprob;
+  for (const TokenLogprob& c : top) t.top.push_back({c.id, c.logprob, piece(c.id)});
+  return t;
+}
+
 Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback on_event) {
   auto live = std::make_unique<Live>();
   live->cb = std::move(on_event);
@@ -147,12 +157,7 @@ Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback 
   r.params.prompt_logprobs = request.prompt_logprobs;
   if (request.prompt_logprobs >= 0) {
     // The first prompt token has no logprob: nothing came before it.
-    GeneratedToken first;
-    first.id = r.prompt_ids.front();
-    first.text = piece(first.id);
-    first.special = tokenizer_->is_special(first.id);
-    first.logprob = std::numeric_limits<float>::quiet_NaN();
-    live->prompt_logprobs.push_back(std::move(first));
+    live->prompt_logprobs.push_back(token(r.prompt_ids.front(), std::numeric_limits<float>::quiet_NaN(), {}));
     live->prompt_logprobs_pending = true;
   }
   if (request.constraint) {
@@ -185,15 +190,7 @@ bool EngineBackend::translate(Live& live, RequestEvent&& in, GenerationEvent& ou
     out = std::move(*live.held_final);
     return true;
   }
-  for (const PromptLogprob& p : in.prompt_logprobs) {
-    GeneratedToken t;
-    t.id = p.id;
-    t.text = piece(p.id);
-    t.special = tokenizer_->is_special(p.id);
-    t.logprob = p.logprob;
-    for (const TokenLogprob& c : p.top) t.top.push_back({c.id, c.logprob, piece(c.id)});
-    live.prompt_logprobs.push_back(std::move(t));
-  }
+  for (const PromptLogprob& p : in.prompt_logprobs) live.prompt_logprobs.push_back(token(p.id, p.logprob, p.top));
   // The engine sends them with the first token (or the end); a one-token prompt has none to send.
   if (live.prompt_logprobs_pending && (in.token || in.finish)) {
     out.prompt_logprobs = live.prompt_logprobs;
@@ -202,13 +199,7 @@ bool EngineBackend::translate(Live& live, RequestEvent&& in, GenerationEvent& ou
   std::string text;
   if (in.token) {
     const int32_t id = *in.token;
-    GeneratedToken t;
-    t.id = id;
-    t.text = piece(id);
-    t.special = tokenizer_->is_special(id);
-    t.logprob = in.logprob;
-    for (const TokenLogprob& c : in.top_logprobs) t.top.push_back({c.id, c.logprob, piece(c.id)});
-    out.tokens.push_back(std::move(t));
+    out.tokens.push_back(token(id, in.logprob, in.top_logprobs));
     ++live.generated;
     text = live.decoder->push(id);
   }

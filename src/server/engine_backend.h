@@ -66,6 +66,8 @@ class EngineBackend final : public GenerationBackend {
   // Turns one engine event into a server event; true when the request is finished.
   bool translate(Live& live, RequestEvent&& in, GenerationEvent& out);
   std::string piece(int32_t id) const;
+  // A token as the server shows it: its text, whether it is special, its top list's texts.
+  GeneratedToken token(int32_t id, float logprob, std::span<const TokenLogprob> top) const;
 
   ModelInfo info_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -251,16 +251,10 @@ std::vector<GeneratedToken> with_prompt(const std::vector<GeneratedToken>& promp
 json completion_logprobs(const std::vector<GeneratedToken>& tokens, size_t offset, int top_n) {
   json toks = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
   for (const GeneratedToken& t : tokens) {
+    const bool scored = !std::isnan(t.logprob);
     toks.push_back(t.text);
-    if (std::isnan(t.logprob)) {
-      lps.push_back(nullptr);
-      tops.push_back(nullptr);
-      offs.push_back(offset);
-      offset += t.text.size();
-      continue;
-    }
-    lps.push_back(t.logprob);
-    if (top_n > 0) {
+    lps.push_back(scored ? json(t.logprob) : json(nullptr));
+    if (scored && top_n > 0) {
       json m = json::object();
       for (const TokenLogprob& tl : t.top) m[tl.text] = tl.logprob;
       tops.push_back(m);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -25,6 +27,14 @@ inline std::vector<Request> mixed_requests(int n, int vocab, int max_prompt, int
     out.push_back(r);
   }
   return out;
+}
+
+// log(sum of exp(x)) over a logits row, in double.
+inline double log_sum_exp(const std::vector<float>& logits) {
+  double mx = -INFINITY, sum = 0.0;
+  for (float x : logits) mx = std::max(mx, double(x));
+  for (float x : logits) sum += std::exp(double(x) - mx);
+  return mx + std::log(sum);
 }
 
 struct RunResult {

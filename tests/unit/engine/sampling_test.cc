@@ -172,10 +172,8 @@ TEST(EngineSampling, PromptLogprobsAreTheModelsOwn) {
       ASSERT_EQ(o.prompt_logprobs.size(), prompt.size() - 1) << "request " << i;
       for (size_t p = 1; p < prompt.size(); ++p) {
         fake_logits(shape, std::vector<int32_t>(prompt.begin(), prompt.begin() + ptrdiff_t(p)), logits.data());
-        double mx = -INFINITY, sum = 0.0;
-        for (float x : logits) mx = std::max(mx, double(x));
-        for (float x : logits) sum += std::exp(double(x) - mx);
-        const double lse = mx + std::log(sum);
+        const double lse = log_sum_exp(logits);
+        const double mx = *std::max_element(logits.begin(), logits.end());
         const PromptLogprob& lp = o.prompt_logprobs[p - 1];
         EXPECT_EQ(lp.id, prompt[p]);
         EXPECT_NEAR(lp.logprob, double(logits[size_t(prompt[p])]) - lse, 1e-5) << "request " << i << " position " << p;

@@ -42,14 +42,6 @@ EngineConfig spec_config(SpecMethod method, int k = 4) {
   return c;
 }
 
-// log(sum of exp(x)) over a logits row, in double.
-double log_sum_exp(const std::vector<float>& logits) {
-  double mx = -INFINITY, sum = 0.0;
-  for (float x : logits) mx = std::max(mx, double(x));
-  for (float x : logits) sum += std::exp(double(x) - mx);
-  return mx + std::log(sum);
-}
-
 // Repeats a few tokens so n-gram lookup has something to find from the first decode on.
 std::vector<Request> looping_requests(int n, int vocab, uint32_t seed, int max_new = 60) {
   auto requests = mixed_requests(n, vocab, 12, max_new, seed);
