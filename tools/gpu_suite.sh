@@ -112,6 +112,29 @@ run_all() {
   # "Speculative decoding").
   step spec_step 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
     --skip b,c,d --step-batches 32 --json "$OUT/raw/spec_step.json"
+  # A switch of the CUDA backend off and on (AB_VAR=0 / 1), alternated AB_ROUNDS times (default 2)
+  # in one call: batch-1 decode and offline throughput, the spec_bench steps of batch 1 and 32,
+  # batch-1 decode with FP8 weights and an fp8 KV cache,
+  # and with FG_PDL the small-batch attention rows (docs/perf.md). AB_VAR: an environment switch
+  # of the backend, FG_PDL (programmatic dependent launch, launch.cuh) by default.
+  local ab_var=${AB_VAR:-FG_PDL} ab round
+  for round in $(seq "${AB_ROUNDS:-2}"); do
+    for ab in 0 1; do
+      step "ab:engine$ab.$round" 200 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
+        --kv-cache-memory 80GiB --json "$OUT/raw/${ab_var}${ab}_engine_$round.json"
+      step "ab:spec$ab.$round" 100 env "$ab_var=$ab" $T/spec_bench --config $CFG --backend cuda \
+        --kv-cache-memory 60GiB --skip b,c,d --step-batches 1 32 --json "$OUT/raw/${ab_var}${ab}_spec_$round.json"
+      step "ab:fp8_decode$ab.$round" 100 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
+        --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 40GiB --skip-throughput \
+        --json "$OUT/raw/${ab_var}${ab}_fp8_decode_$round.json"
+    done
+  done
+  if [ "$ab_var" = FG_PDL ]; then
+    for ab in 0 1; do
+      step "ab:attn$ab" 120 env FG_PDL=$ab $T/attention_bench --only "decode B1 kv,decode B8 kv8192 page16" \
+        --json "$OUT/raw/FG_PDL${ab}_attention.json"
+    done
+  fi
   # Where the verification step's extra time goes: Nsight Compute kernel times of steps of 1 and of
   # 1 + 4 query tokens per sequence at batch 32 (graph nodes; 1,000 launches after 3,000, about
   # three steps), summed per kernel by tools/ncu_summary.py (its --steps: the steps captured).
@@ -122,6 +145,13 @@ run_all() {
       --kv-cache-memory 60GiB --skip b,c,d --step-batches 32 --step-only-q $q > $OUT/raw/spec_ncu_q$q.csv \
       && python3 tools/ncu_summary.py $OUT/raw/spec_ncu_q$q.csv"
   done
+  # Where a batch-1 decode step's time goes: Nsight Compute kernel times of graph-replayed decode
+  # steps (graph nodes; 1,000 launches after 3,000, about three steps), summed per kernel; the sum
+  # against engine_bench's step time is the launch gaps between kernels.
+  step decode_ncu 240 sh -c "ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+    --graph-profiling node --launch-skip 3000 --launch-count 1000 $T/engine_bench --config $CFG --backend cuda \
+    --kv-cache-memory 20GiB --skip-throughput --decode-tokens 40 > $OUT/raw/decode_ncu.csv \
+    && python3 tools/ncu_summary.py $OUT/raw/decode_ncu.csv"
   step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory 60GiB \
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"

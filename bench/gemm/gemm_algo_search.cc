@@ -279,8 +279,7 @@ int main(int argc, char** argv) {
         cand.us = per_call[per_call.size() / 2];
       }
 
-      const double floor_us =
-          double(w_bytes + size_t(m) * size_t(sh.k) * 2 + size_t(m) * size_t(sh.n) * 2) / (bw / 2) * 1e6;
+      const double floor_us = double(w_bytes + size_t(m) * size_t(sh.k) * 2 + size_t(m) * size_t(sh.n) * 2) / bw * 1e6;
       const Candidate* best = nullptr;
       for (const Candidate& cand : cands)
         if (cand.us > 0 && (best == nullptr || cand.us < best->us)) best = &cand;

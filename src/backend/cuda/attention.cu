@@ -11,6 +11,7 @@
 #include "backend/cuda/attention_kernel.cuh"
 #include "backend/cuda/attention_prefill_kernel.cuh"
 #include "backend/cuda/attention_wgmma_kernel.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace fg::cuda {
 
@@ -471,23 +472,21 @@ void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main
             cudaStream_t stream) {
   if (prefill_grid > 0 && wgmma) {
 #if defined(FG_ATTN_WGMMA)
-    attn::attention_wgmma_kernel<T, KV, D><<<prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes, stream>>>(kp);
-    FG_ATTN_CUDA(cudaGetLastError());
+    launch_kernel(attn::attention_wgmma_kernel<T, KV, D>, prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes,
+                  stream, kp);
 #endif
   } else if (prefill_grid > 0) {
     if constexpr (std::is_same_v<T, KV> && attn::has_wide_tiles(D)) {
-      attn::attention_prefill_kernel<T, D><<<prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes, stream>>>(kp);
-      FG_ATTN_CUDA(cudaGetLastError());
+      launch_kernel(attn::attention_prefill_kernel<T, D>, prefill_grid, attn::kThreads, attn::PrefillSmem<D>::kBytes,
+                    stream, kp);
     }
   }
   if (main_grid > 0) {
-    attn::attention_kernel<T, KV, D>
-        <<<main_grid, attn::kThreads, attn::SmemLayout<D, int(sizeof(KV))>::kBytes, stream>>>(kp);
-    FG_ATTN_CUDA(cudaGetLastError());
+    launch_kernel(attn::attention_kernel<T, KV, D>, main_grid, attn::kThreads,
+                  attn::SmemLayout<D, int(sizeof(KV))>::kBytes, stream, kp);
   }
   if (merge_grid > 0) {
-    attn::attention_merge_kernel<T, D><<<merge_grid, attn::kThreads, 0, stream>>>(kp);
-    FG_ATTN_CUDA(cudaGetLastError());
+    launch_kernel(attn::attention_merge_kernel<T, D>, merge_grid, attn::kThreads, 0, stream, kp);
   }
 }
 

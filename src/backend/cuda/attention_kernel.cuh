@@ -39,6 +39,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/launch.cuh"
+
 namespace fg::cuda::attn {
 
 constexpr int kThreads = 128;  // 4 warps per CTA
@@ -518,10 +520,6 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   T* kv_converted = reinterpret_cast<T*>(smem + L::kConvertedOffset);
   // fp8: the kv head's K scale, folded into the score scale (its V scale goes into 1 / l, read in
   // the epilogue: at head_dim 256 O leaves few registers).
-  float k_scale = 1.f;
-  if constexpr (kFp8) k_scale = p.k_scale[kvh];
-  if constexpr (kFp8Regs) k_scale *= 1.0f / kQToF16;
-
   const TileGeom geo = tile_geom(p, it, kRows, S::kBn);
 
   // This thread's accumulator rows: i = 2 * mt + h is tile row rw * 16 * kMt + mt * 16 + lane / 4 + 8 * h.
@@ -530,16 +528,6 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // Key bounds of accumulator row i, computed only in the few masked blocks (registers are
   // the scarce resource of the two-m-tile shapes).
   auto acc_t = [&](int i) { return min((it.m0 + acc_row(i)) / G, it.q_len - 1); };
-
-  // ---- Q tile -> shared (zero rows past the sequence)
-  {
-    for (int i = tid; i < kRows * kChunks; i += kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      const bool valid = r < geo.rows_valid;
-      cp_async16(smem_addr(q_s + swz<D>(r, c)), valid ? q_chunk<T>(p, it, kvh, r, c) : p.q, valid);
-    }
-    cp_async_commit();
-  }
 
   // ---- K/V block loader: gathers each key row through the block table. The page ids of the
   // next block are fetched one block ahead (fetch_pages) so that their latency hides behind the
@@ -600,7 +588,25 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     }
   };
 
+  // The first block's page ids come from the step's block table, complete before the previous
+  // kernel began (launch.cuh): fetched before waiting for that kernel, which wrote Q and this
+  // step's K/V rows (and may have set the fp8 scales).
   if (geo.n_blocks > 0) fetch_pages(0);
+  pdl_enter();
+  float k_scale = 1.f;
+  if constexpr (kFp8) k_scale = p.k_scale[kvh];
+  if constexpr (kFp8Regs) k_scale *= 1.0f / kQToF16;
+
+  // ---- Q tile -> shared (zero rows past the sequence)
+  {
+    for (int i = tid; i < kRows * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const bool valid = r < geo.rows_valid;
+      cp_async16(smem_addr(q_s + swz<D>(r, c)), valid ? q_chunk<T>(p, it, kvh, r, c) : p.q, valid);
+    }
+    cp_async_commit();
+  }
+
 #pragma unroll
   for (int s = 0; s < kSt - 1; ++s) {
     if (s < geo.n_blocks) {
@@ -959,6 +965,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
 // Combines the partial outputs of split tiles by their log-sum-exps: one warp per packed row.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_constant__ KernelParams p) {
+  pdl_enter();
   constexpr int kPerLane = D / 32;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;

@@ -256,6 +256,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
 // stays correct under later plans. Items: counts[2] of them from items[counts[3]].
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(const __grid_constant__ KernelParams p) {
+  pdl_enter();
   extern __shared__ __align__(128) char smem[];
   const int first = p.counts[3];
   const int num_units = p.counts[2] * p.num_kv_heads;

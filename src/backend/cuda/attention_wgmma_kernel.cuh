@@ -460,6 +460,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 // build that includes sm_90a (attention.cu checks both); elsewhere the body is empty.
 template <typename T, typename KV, int D>
 __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __grid_constant__ KernelParams p) {
+  pdl_enter();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) char smem_raw[];
   using L = WgmmaSmem<D>;

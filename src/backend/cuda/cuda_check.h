@@ -26,6 +26,3 @@ namespace fg::cuda {
     if (fg_cublas_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                            \
       ::fg::cuda::cuda_check_failed(#expr, cublasLtGetStatusString(fg_cublas_st_), __FILE__, __LINE__); \
   } while (0)
-
-// After a kernel launch: catches bad launch configurations at the launch site.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

@@ -16,6 +16,7 @@ constexpr int kThreads = 256;
 
 template <class S, class D>
 __global__ void convert_kernel(ConvertParams p) {
+  pdl_enter();
   int64_t total = p.src.rows * p.src.cols;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = e / p.src.cols;
@@ -26,6 +27,7 @@ __global__ void convert_kernel(ConvertParams p) {
 
 template <class T>
 __global__ void fill_uniform_kernel(FillUniformParams p) {
+  pdl_enter();
   int64_t total = p.t.rows * p.t.cols;
   // The CPU backend's arithmetic: range = f32(hi - lo), then f32(range * u + lo) computed in
   // double (the product of two f32 values is exact in double), so both give identical bits.
@@ -56,6 +58,7 @@ __device__ __forceinline__ T act_mul_one(T gate, T up) {
 // layout; kVec = 16 / sizeof(T): inter, both strides and both bases aligned to 16 bytes).
 template <class T, int kVec, bool kGelu>
 __global__ void silu_mul_kernel(SiluMulParams p) {
+  pdl_enter();
   for (int64_t r = blockIdx.y; r < p.n; r += gridDim.y) {
     const T* x = static_cast<const T*>(p.x) + r * p.x_stride;
     T* out = static_cast<T*>(p.out) + r * p.out_stride;
@@ -80,6 +83,7 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
 
 template <class T>
 __global__ void scale_kernel(ScaleParams p) {
+  pdl_enter();
   int64_t total = p.x.rows * p.x.cols;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = e / p.x.cols;
@@ -92,6 +96,7 @@ __global__ void scale_kernel(ScaleParams p) {
 
 template <class O, class B>
 __global__ void add_bias_kernel(AddBiasParams p) {
+  pdl_enter();
   int64_t total = p.m * p.n;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = e / p.n;
@@ -108,8 +113,7 @@ void launch_convert(const ConvertParams& p, DType src, DType dst, cudaStream_t s
   if (total == 0) return;
   dispatch_float(src, [&]<class S>() {
     dispatch_float(dst, [&]<class D>() {
-      convert_kernel<S, D><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
-      CUDA_CHECK_LAUNCH();
+      launch_kernel(convert_kernel<S, D>, grid_for(total, kThreads), kThreads, 0, stream, p);
     });
   });
 }
@@ -118,8 +122,7 @@ void launch_fill_uniform(const FillUniformParams& p, DType dtype, cudaStream_t s
   int64_t total = p.t.rows * p.t.cols;
   if (total == 0) return;
   dispatch_float(dtype, [&]<class T>() {
-    fill_uniform_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel(fill_uniform_kernel<T>, grid_for(total, kThreads), kThreads, 0, stream, p);
   });
 }
 
@@ -133,25 +136,22 @@ void launch_silu_mul(const SiluMulParams& p, DType act, cudaStream_t stream) {
     const dim3 grid(unsigned(std::min<int64_t>((p.inter + per_block - 1) / per_block, 1024)),
                     unsigned(std::min<int64_t>(p.n, 65535)));
     if (vec && p.gelu_tanh) {
-      silu_mul_kernel<T, kVec, true><<<grid, kThreads, 0, stream>>>(p);
+      launch_kernel(silu_mul_kernel<T, kVec, true>, grid, kThreads, 0, stream, p);
     } else if (vec) {
-      silu_mul_kernel<T, kVec, false><<<grid, kThreads, 0, stream>>>(p);
+      launch_kernel(silu_mul_kernel<T, kVec, false>, grid, kThreads, 0, stream, p);
     } else if (p.gelu_tanh) {
-      silu_mul_kernel<T, 1, true><<<grid, kThreads, 0, stream>>>(p);
+      launch_kernel(silu_mul_kernel<T, 1, true>, grid, kThreads, 0, stream, p);
     } else {
-      silu_mul_kernel<T, 1, false><<<grid, kThreads, 0, stream>>>(p);
+      launch_kernel(silu_mul_kernel<T, 1, false>, grid, kThreads, 0, stream, p);
     }
-    CUDA_CHECK_LAUNCH();
   });
 }
 
 void launch_scale(const ScaleParams& p, DType dtype, cudaStream_t stream) {
   int64_t total = p.x.rows * p.x.cols;
   if (total == 0) return;
-  dispatch_float(dtype, [&]<class T>() {
-    scale_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
-  });
+  dispatch_float(dtype,
+                 [&]<class T>() { launch_kernel(scale_kernel<T>, grid_for(total, kThreads), kThreads, 0, stream, p); });
 }
 
 void launch_add_bias(const AddBiasParams& p, DType out, DType bias, cudaStream_t stream) {
@@ -159,8 +159,7 @@ void launch_add_bias(const AddBiasParams& p, DType out, DType bias, cudaStream_t
   if (total == 0) return;
   dispatch_float(out, [&]<class O>() {
     dispatch_act(bias, [&]<class B>() {
-      add_bias_kernel<O, B><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
-      CUDA_CHECK_LAUNCH();
+      launch_kernel(add_bias_kernel<O, B>, grid_for(total, kThreads), kThreads, 0, stream, p);
     });
   });
 }

@@ -23,6 +23,7 @@ __device__ __forceinline__ float e4m3_value(uint8_t code) {
 
 template <class T>
 __global__ void quantize_rows_fp8_kernel(QuantizeRowsFp8Params p) {
+  pdl_enter();
   __shared__ float warp_max[kQuantThreads / 32];
   const int64_t r = blockIdx.x;
   const T* x = static_cast<const T*>(p.x) + r * p.x_stride;
@@ -47,6 +48,7 @@ __global__ void quantize_rows_fp8_kernel(QuantizeRowsFp8Params p) {
 
 template <class T>
 __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
+  pdl_enter();
   const int64_t total = p.m * p.n;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e / p.n, j = e - (e / p.n) * p.n;
@@ -98,13 +100,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(GemmFp8Params
   struct Group {
     uint4 wl[kGemvUnroll<kTiles>], wh[kGemvUnroll<kTiles>], xv[kGemvUnroll<kTiles>][kTiles];
   };
-  auto load = [&](Group& grp, int64_t c0) {
+  auto load_w = [&](Group& grp, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kGemvUnroll<kTiles>; ++u) {
       const int64_t off = (c0 + int64_t(u) * kGemvWarps) * 64 + t * 16;
       const bool in_k = off < p.k;  // k % 16 == 0: a lane's 16 bytes are all in or all out
       grp.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
       grp.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto load_x = [&](Group& grp, int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll<kTiles>; ++u) {
+      const int64_t off = (c0 + int64_t(u) * kGemvWarps) * 64 + t * 16;
+      const bool in_k = off < p.k;
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         const int64_t token = int64_t(i) * 8 + g;
@@ -112,6 +121,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(GemmFp8Params
                                            : make_uint4(0, 0, 0, 0);
       }
     }
+  };
+  auto load = [&](Group& grp, int64_t c0) {
+    load_w(grp, c0);
+    load_x(grp, c0);
   };
   auto multiply = [&](const Group& grp) {
 #pragma unroll
@@ -132,7 +145,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(GemmFp8Params
   };
   Group even, odd;
   int64_t c0 = warp;
-  if (c0 < chunks) load(even, c0);
+  // The first group's weights (complete before any step) load while the previous kernel, which
+  // writes x, finishes (launch.cuh); x and the output wait for it.
+  if (c0 < chunks) load_w(even, c0);
+  pdl_enter();
+  if (c0 < chunks) load_x(even, c0);
   while (c0 < chunks) {
     if (c0 + step < chunks) load(odd, c0 + step);
     multiply(even);
@@ -175,7 +192,7 @@ bool gemv_fp8_supported() {
   int* flag = nullptr;
   if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
   int built = 0;
-  gemv_fp8_probe_kernel<<<1, 1>>>(flag);
+  gemv_fp8_probe_kernel<<<1, 1>>>(flag);  // plain: a device without its code fails the launch
   const bool ok =
       cudaGetLastError() == cudaSuccess && cudaMemcpy(&built, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
   (void)cudaFree(flag);
@@ -190,29 +207,24 @@ void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
   const unsigned grid = unsigned((p.n + 15) / 16);
   dispatch_act(out, [&]<class T>() {
     if (p.m <= 8) {
-      gemv_fp8_kernel<T, 1><<<grid, kGemvWarps * 32, 0, stream>>>(p);
+      launch_kernel(gemv_fp8_kernel<T, 1>, grid, kGemvWarps * 32, 0, stream, p);
     } else {
-      gemv_fp8_kernel<T, 2><<<grid, kGemvWarps * 32, 0, stream>>>(p);
+      launch_kernel(gemv_fp8_kernel<T, 2>, grid, kGemvWarps * 32, 0, stream, p);
     }
-    CUDA_CHECK_LAUNCH();
   });
 }
 
 void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream) {
   if (p.m == 0) return;
   FG_CHECK(p.m <= 0x7fffffff, "quantize_rows_fp8: too many rows");
-  dispatch_act(act, [&]<class T>() {
-    quantize_rows_fp8_kernel<T><<<unsigned(p.m), kQuantThreads, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
-  });
+  dispatch_act(
+      act, [&]<class T>() { launch_kernel(quantize_rows_fp8_kernel<T>, unsigned(p.m), kQuantThreads, 0, stream, p); });
 }
 
 void launch_gemm_fp8_fallback(const GemmFp8Params& p, DType out, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return;
-  dispatch_act(out, [&]<class T>() {
-    gemm_fp8_fallback_kernel<T><<<grid_for(p.m * p.n, 256), 256, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
-  });
+  dispatch_act(
+      out, [&]<class T>() { launch_kernel(gemm_fp8_fallback_kernel<T>, grid_for(p.m * p.n, 256), 256, 0, stream, p); });
 }
 
 }  // namespace fg::cuda

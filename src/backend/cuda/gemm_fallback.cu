@@ -11,6 +11,7 @@ constexpr int kTile = 16;
 
 template <class I, class O>
 __global__ void gemm_fallback_kernel(GemmFallbackParams p) {
+  pdl_enter();
   __shared__ float xs[kTile][kTile + 1];
   __shared__ float ws[kTile][kTile + 1];
   int row = blockIdx.y * kTile + threadIdx.y;  // of out (m)
@@ -40,10 +41,8 @@ void launch_gemm_fallback(const GemmFallbackParams& p, DType in, DType out, cuda
   dim3 grid(unsigned((p.n + kTile - 1) / kTile), unsigned((p.m + kTile - 1) / kTile));
   FG_CHECK(grid.y <= 65535u, "gemm fallback: m too large");
   dispatch_act(in, [&]<class I>() {
-    dispatch_float(out, [&]<class O>() {
-      gemm_fallback_kernel<I, O><<<grid, dim3(kTile, kTile), 0, stream>>>(p);
-      CUDA_CHECK_LAUNCH();
-    });
+    dispatch_float(
+        out, [&]<class O>() { launch_kernel(gemm_fallback_kernel<I, O>, grid, dim3(kTile, kTile), 0, stream, p); });
   });
 }
 

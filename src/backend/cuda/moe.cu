@@ -93,6 +93,7 @@ __device__ __forceinline__ void route_token(const MoeRouteParams& p, int t, int 
 }
 
 __global__ void __launch_bounds__(kTopkWarps * 32) moe_topk_kernel(MoeRouteParams p) {
+  pdl_enter();
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int t = int(blockIdx.x) * kTopkWarps + warp;
   if (t < p.num_tokens) route_token(p, t, lane);
@@ -133,6 +134,7 @@ __device__ __forceinline__ void sort_assignments(const MoeRouteParams& p, int* c
 }
 
 __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeRouteParams p) {
+  pdl_enter();
   __shared__ int counts[kMaxExperts];
   __shared__ int cursor[kMaxExperts];
   sort_assignments(p, counts, cursor);
@@ -140,6 +142,7 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeRouteParams p
 
 // Small steps (decode): top-k by the block's warps, then the sort, in one launch.
 __global__ void __launch_bounds__(kSortThreads) moe_route_small_kernel(MoeRouteParams p) {
+  pdl_enter();
   __shared__ int counts[kMaxExperts];
   __shared__ int cursor[kMaxExperts];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
@@ -245,6 +248,7 @@ __device__ __forceinline__ void find_tile(const MoeGemmParams& p, int tile, int&
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p) {
+  pdl_enter();
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int s_expert, s_row0;
   using T = __nv_bfloat16;
@@ -397,8 +401,7 @@ void launch_gemm_cfg(const MoeGemmParams& p, cudaStream_t stream) {
   FG_CHECK(tiles <= 65535,
            "moe_gemm: " + std::to_string(p.num_assign) + " assignments need more tiles than a grid holds");
   dim3 grid(unsigned((p.n + Cfg::kBn - 1) / Cfg::kBn), unsigned(tiles));
-  moe_gemm_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(moe_gemm_kernel<Cfg>, grid, Cfg::kThreads, Cfg::kSmemBytes, stream, p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -408,6 +411,7 @@ constexpr int kCombineThreads = 128;
 constexpr int kMaxTopK = 16;
 
 __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineParams p) {
+  pdl_enter();
   __shared__ int order[kMaxTopK];
   const int t = int(blockIdx.x);
   const int k = p.top_k;
@@ -455,14 +459,11 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
                " is outside the kernels' limits");
   if (p.num_tokens == 0) return;
   if (p.num_tokens <= kSmallRouteTokens) {
-    moe_route_small_kernel<<<1, kSortThreads, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel(moe_route_small_kernel, 1, kSortThreads, 0, stream, p);
     return;
   }
-  moe_topk_kernel<<<unsigned((p.num_tokens + kTopkWarps - 1) / kTopkWarps), kTopkWarps * 32, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
-  moe_sort_kernel<<<1, kSortThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(moe_topk_kernel, unsigned((p.num_tokens + kTopkWarps - 1) / kTopkWarps), kTopkWarps * 32, 0, stream, p);
+  launch_kernel(moe_sort_kernel, 1, kSortThreads, 0, stream, p);
 }
 
 void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
@@ -488,8 +489,7 @@ void launch_moe_combine(const MoeCombineParams& p, DType act, cudaStream_t strea
   FG_CHECK(act == DType::kBF16, "moe_combine: bf16 only");
   FG_CHECK(p.top_k > 0 && p.top_k <= kMaxTopK, "moe_combine: top_k outside [1, 16]");
   if (p.num_tokens == 0 || p.h == 0) return;
-  moe_combine_kernel<<<unsigned(p.num_tokens), kCombineThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(moe_combine_kernel, unsigned(p.num_tokens), kCombineThreads, 0, stream, p);
 }
 
 }  // namespace fg::cuda

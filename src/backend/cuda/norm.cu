@@ -96,6 +96,7 @@ __device__ __forceinline__ void row_scale(const RmsNormParams& p, int64_t r, flo
 
 template <class T, bool kFused>
 __global__ void rms_norm_warp_kernel(RmsNormParams p) {
+  pdl_enter();
   int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (r >= p.out.rows) return;  // whole warps exit together
   int lane = threadIdx.x & 31;
@@ -106,6 +107,7 @@ __global__ void rms_norm_warp_kernel(RmsNormParams p) {
 
 template <class T, bool kFused>
 __global__ void rms_norm_block_kernel(RmsNormParams p) {
+  pdl_enter();
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < p.out.rows; r += gridDim.x) {
     float ss = block_sum(row_sum_squares<T, kFused>(p, r, threadIdx.x, blockDim.x), scratch);
@@ -118,6 +120,7 @@ __global__ void rms_norm_block_kernel(RmsNormParams p) {
 // registers from the sum of squares to the scaling.
 template <class T, bool kFused, int kChunks>
 __global__ void rms_norm_vec_kernel(RmsNormParams p) {
+  pdl_enter();
   constexpr int kVec = 16 / sizeof(T);
   __shared__ float scratch[32];
   const int64_t nvec = p.out.cols / kVec;
@@ -199,21 +202,20 @@ void launch_rms_norm(const RmsNormParams& p, DType act, cudaStream_t stream) {
       const unsigned blocks = unsigned(p.out.rows < 65535 * 16 ? p.out.rows : 65535 * 16);
       if (p.out.cols <= kWarpRowMaxCols) {
         unsigned warp_blocks = unsigned((p.out.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
-        rms_norm_warp_kernel<T, kFused><<<warp_blocks, 32 * kWarpRowsPerBlock, 0, stream>>>(p);
+        launch_kernel(rms_norm_warp_kernel<T, kFused>, warp_blocks, 32 * kWarpRowsPerBlock, 0, stream, p);
       } else if (vec && nvec <= 4 * kBlockThreads) {
         // Threads: the vectors of a row in one pass when they fit one block, else 1, 2 or 4 each.
         const int chunks = nvec <= kBlockThreads ? 1 : nvec <= 2 * kBlockThreads ? 2 : 4;
         const int threads = int(std::min<int64_t>(kBlockThreads, ((nvec + chunks - 1) / chunks + 31) / 32 * 32));
         if (chunks == 1)
-          rms_norm_vec_kernel<T, kFused, 1><<<blocks, threads, 0, stream>>>(p);
+          launch_kernel(rms_norm_vec_kernel<T, kFused, 1>, blocks, threads, 0, stream, p);
         else if (chunks == 2)
-          rms_norm_vec_kernel<T, kFused, 2><<<blocks, threads, 0, stream>>>(p);
+          launch_kernel(rms_norm_vec_kernel<T, kFused, 2>, blocks, threads, 0, stream, p);
         else
-          rms_norm_vec_kernel<T, kFused, 4><<<blocks, threads, 0, stream>>>(p);
+          launch_kernel(rms_norm_vec_kernel<T, kFused, 4>, blocks, threads, 0, stream, p);
       } else {
-        rms_norm_block_kernel<T, kFused><<<blocks, kBlockThreads, 0, stream>>>(p);
+        launch_kernel(rms_norm_block_kernel<T, kFused>, blocks, kBlockThreads, 0, stream, p);
       }
-      CUDA_CHECK_LAUNCH();
     };
     if (p.fused_add) {
       launch.template operator()<true>();

@@ -21,6 +21,7 @@ constexpr int kThreads = 128;
 // head).
 template <class T>
 __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
+  pdl_enter();
   extern __shared__ float cs[];  // [half] cos, then [half] sin
   const int half = p.rotary_dim / 2;
   float* cos_t = cs;
@@ -105,10 +106,7 @@ void launch_rope(const RopeParams& p, DType act, cudaStream_t stream) {
   if (int64_t(p.n) * per_token == 0) return;
   const size_t smem = size_t(p.rotary_dim) * sizeof(float);  // cos and sin of rotary_dim / 2 pairs
   const dim3 grid(unsigned((per_token + kThreads - 1) / kThreads), unsigned(std::min<int64_t>(p.n, 65535)));
-  dispatch_act(act, [&]<class T>() {
-    rope_kernel<T><<<grid, kThreads, smem, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
-  });
+  dispatch_act(act, [&]<class T>() { launch_kernel(rope_kernel<T>, grid, kThreads, smem, stream, p); });
 }
 
 }  // namespace fg::cuda

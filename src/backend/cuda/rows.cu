@@ -56,6 +56,7 @@ void dispatch_chunk(int bytes, F&& f) {
 
 template <int kBytes>
 __global__ void gather_rows_kernel(GatherRowsParams p) {
+  pdl_enter();
   using C = typename Chunk<kBytes>::type;
   int64_t per_row = p.row_bytes / kBytes;
   int64_t total = p.rows * per_row;
@@ -75,6 +76,7 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
 
 template <int kBytes>
 __global__ void kv_write_kernel(KvWriteParams p) {
+  pdl_enter();
   using C = typename Chunk<kBytes>::type;
   int64_t row_bytes = int64_t(p.head_dim) * p.elem_bytes;
   int64_t per_row = row_bytes / kBytes;
@@ -103,6 +105,7 @@ __global__ void kv_write_kernel(KvWriteParams p) {
 // fp8 cache: one thread per value, quantized as kernel_util.cuh's to_e4m3.
 template <typename T>
 __global__ void kv_write_fp8_kernel(KvWriteParams p) {
+  pdl_enter();
   const int64_t total = int64_t(p.n) * p.num_kv_heads * p.head_dim;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = e / p.head_dim;
@@ -131,8 +134,8 @@ void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.row_bytes == 0) return;
   int w = widest_chunk({addr(p.src), addr(p.dst), p.src_row_stride_bytes, p.dst_row_stride_bytes, p.row_bytes});
   dispatch_chunk(w, [&]<int kBytes>() {
-    gather_rows_kernel<kBytes><<<grid_for(p.rows * (p.row_bytes / kBytes), kThreads), kThreads, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel(gather_rows_kernel<kBytes>, grid_for(p.rows * (p.row_bytes / kBytes), kThreads), kThreads, 0, stream,
+                  p);
   });
 }
 
@@ -140,9 +143,8 @@ void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
   if (p.n == 0 || p.num_kv_heads == 0 || p.head_dim == 0) return;
   if (p.k_scale != nullptr) {
     dispatch_act(p.act, [&]<class T>() {
-      kv_write_fp8_kernel<T>
-          <<<grid_for(int64_t(p.n) * p.num_kv_heads * p.head_dim, kThreads), kThreads, 0, stream>>>(p);
-      CUDA_CHECK_LAUNCH();
+      launch_kernel(kv_write_fp8_kernel<T>, grid_for(int64_t(p.n) * p.num_kv_heads * p.head_dim, kThreads), kThreads, 0,
+                    stream, p);
     });
     return;
   }
@@ -152,8 +154,7 @@ void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
                         p.cache_stride_slot * eb, p.cache_stride_head * eb, int64_t(p.head_dim) * eb});
   dispatch_chunk(w, [&]<int kBytes>() {
     int64_t total = int64_t(p.n) * p.num_kv_heads * (int64_t(p.head_dim) * eb / kBytes);
-    kv_write_kernel<kBytes><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel(kv_write_kernel<kBytes>, grid_for(total, kThreads), kThreads, 0, stream, p);
   });
 }
 

@@ -201,6 +201,7 @@ __device__ int argmax_lowest_id(const float* logits, int vocab, Shared& sh) {
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
+  pdl_enter();
   __shared__ Shared sh;
   const int row = blockIdx.x;
   const SampleRowParams s = p.settings[row];
@@ -258,6 +259,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
 
 // One block per masked row; each thread clears the tokens of whole 32-bit mask words.
 __global__ void mask_logits_kernel(MaskLogitsParams p) {
+  pdl_enter();
   const int i = blockIdx.x;
   float* row = p.logits + int64_t(p.rows[i]) * p.row_stride;
   const uint32_t* bits = p.masks + int64_t(i) * p.words;
@@ -296,6 +298,7 @@ constexpr int kLogprobThreads = 512;
 // exp and sum in double, the log rounded to f32 before the f32 add), then the top n by n passes
 // over the row (from L2 after the first), each taking the largest key below the previous one.
 __global__ void __launch_bounds__(kLogprobThreads) logprobs_kernel(LogprobsParams p) {
+  pdl_enter();
   __shared__ float scratch[32];
   __shared__ double scratch_f64[32];
   __shared__ unsigned long long scratch_u64[32];
@@ -340,21 +343,18 @@ __global__ void __launch_bounds__(kLogprobThreads) logprobs_kernel(LogprobsParam
 void launch_logprobs(const LogprobsParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return;
   FG_CHECK(p.vocab > 0, "logprobs: empty vocabulary");
-  logprobs_kernel<<<unsigned(p.num_rows), kLogprobThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(logprobs_kernel, unsigned(p.num_rows), kLogprobThreads, 0, stream, p);
 }
 
 void launch_mask_logits(const MaskLogitsParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return;
-  mask_logits_kernel<<<unsigned(p.num_rows), kThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(mask_logits_kernel, unsigned(p.num_rows), kThreads, 0, stream, p);
 }
 
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   FG_CHECK(p.vocab > 0, "sample: empty vocabulary");
-  sample_kernel<<<unsigned(p.rows), kThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(sample_kernel, unsigned(p.rows), kThreads, 0, stream, p);
 }
 
 }  // namespace fg::cuda
