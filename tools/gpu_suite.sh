@@ -115,8 +115,9 @@ run_all() {
   # A switch of the CUDA backend off and on (AB_VAR=0 / 1), alternated AB_ROUNDS times (default 2)
   # in one call: batch-1 decode and offline throughput, the spec_bench steps of batch 1 and 32,
   # batch-1 decode with FP8 weights and an fp8 KV cache,
-  # and with FG_PDL the small-batch attention rows (docs/perf.md). AB_VAR: an environment switch
-  # of the backend, FG_PDL (programmatic dependent launch, launch.cuh) by default.
+  # with FG_PDL the small-batch attention rows, with FG_GEMV the projections alone (docs/perf.md).
+  # AB_VAR: an environment switch of the backend, FG_PDL (programmatic dependent launch,
+  # launch.cuh) by default, or FG_GEMV (the decode-sized GEMM of gemv.h).
   local ab_var=${AB_VAR:-FG_PDL} ab round
   for round in $(seq "${AB_ROUNDS:-2}"); do
     for ab in 0 1; do
@@ -133,6 +134,12 @@ run_all() {
     for ab in 0 1; do
       step "ab:attn$ab" 120 env FG_PDL=$ab $T/attention_bench --only "decode B1 kv,decode B8 kv8192 page16" \
         --json "$OUT/raw/FG_PDL${ab}_attention.json"
+    done
+  fi
+  if [ "$ab_var" = FG_GEMV ]; then  # the projections alone, decode-sized: our kernel vs cuBLASLt
+    for ab in 0 1; do
+      step "ab:gemm$ab" 120 env FG_GEMV=$ab $T/gemm_fp8_bench --backend cuda --tokens 1,8,16 --ceiling 0 \
+        --json "$OUT/raw/FG_GEMV${ab}_gemm.json"
     done
   fi
   # Where the verification step's extra time goes: Nsight Compute kernel times of steps of 1 and of

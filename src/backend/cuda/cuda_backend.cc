@@ -4,13 +4,16 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_kernels.h"
+#include "backend/cuda/gemv.h"
 #include "backend/cuda/kernels.h"
 
 namespace fg::cuda {
@@ -94,6 +97,10 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
   gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant : GemmLt::Mode::kHeuristic);
   init_moe_kernels();
   gemv_fp8_ = gemv_fp8_supported();
+  {
+    const char* env = std::getenv("FG_GEMV");
+    gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");
+  }
   ensure_sample_capacity(256);
 }
 
@@ -464,6 +471,17 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   prob.out = out.dtype;
   prob.bias = bias != nullptr;
   const void* bias_ptr = bias ? bias->data : nullptr;
+  // Decode-sized products stream the weights through our kernel, which starts reading them before
+  // the previous kernel ends (cuBLASLt's pay a ramp per call: docs/perf.md); batch-invariant mode
+  // keeps one algorithm for every m.
+  if (gemv_ && !options_.batch_invariant) {
+    const GemvParams gp{x.data,   x.stride[0],   w.data,     w.stride[0], bias_ptr,
+                        out.data, out.stride[0], x.shape[0], w.shape[0],  x.shape[1]};
+    if (gemv_fits(gp)) {
+      launch_gemv(gp, x.dtype, out.dtype, stream_);
+      return;
+    }
+  }
   GemmOutcome outcome = gemm_->run(prob, x.data, w.data, bias_ptr, out.data, stream_);
   if (outcome == GemmOutcome::kDeclined) {
     launch_gemm_fallback(

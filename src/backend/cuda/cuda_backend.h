@@ -102,6 +102,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceArena> arena_;
   std::unique_ptr<GemmLt> gemm_;
+  // Decode-sized bf16/f16 products through launch_gemv (gemv.h); FG_GEMV=0 (for measuring it)
+  // leaves them to cuBLASLt.
+  bool gemv_ = false;
   bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (fp8_kernels.h)
   // Sampling settings staging: pinned host rows copied into device rows before each launch.
   Buffer sample_host_;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -459,6 +460,53 @@ TEST(BackendParity, GemmShapesBiasAndOutputs) {
     out.check_guards("gemm out", true);
     x.check_unchanged("gemm x");
     w.check_unchanged("gemm w");
+  }
+}
+
+// Decode-sized products (gemv.h's kernel on sm_80 and newer: m <= 8, ragged n and k, strided x,
+// bias, f32 out) against the CPU, and a token's row is the same bits whatever m it is computed in.
+TEST(BackendParity, DecodeSizedGemmRowsIndependentOfM) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(11);
+  const GemmCase cases[] = {
+      {8, 1000, 4096, true, DType::kBF16, 8},
+      {7, 77, 264, false, DType::kF32, 0},
+      {5, 4096, 520, false, DType::kBF16, 24},
+      {2, 129, 8, true, DType::kF32, 0},
+  };
+  for (const GemmCase& gc : cases) {
+    SCOPED_TRACE("m " + std::to_string(gc.m) + " n " + std::to_string(gc.n) + " k " + std::to_string(gc.k));
+    Twin x({gc.m, gc.k}, DType::kBF16, DType::kF32, {gc.k + gc.x_pad, 1});
+    Twin w({gc.n, gc.k}, DType::kBF16);
+    Twin b({gc.n}, DType::kBF16);
+    x.fill_random(rng, -1.0f, 1.0f);
+    w.fill_random(rng, -1.0f, 1.0f);
+    b.fill_random(rng, -1.0f, 1.0f);
+    Twin out({gc.m, gc.n}, gc.out);
+    out.poison();
+    cpu().gemm(x.cpu, w.cpu, gc.bias ? &b.cpu : nullptr, out.cpu);
+    gpu().gemm(x.gpu, w.gpu, gc.bias ? &b.gpu : nullptr, out.gpu);
+    // Each row alone (m = 1) into its own output.
+    std::vector<float> alone;
+    for (int64_t r = 0; r < gc.m; ++r) {
+      Tensor xr = x.gpu;
+      xr.data = static_cast<char*>(x.gpu.data) + r * x.gpu.stride[0] * int64_t(dtype_size(x.gpu.dtype));
+      xr.shape[0] = 1;
+      Twin one({1, gc.n}, gc.out);
+      one.poison();
+      gpu().gemm(xr, w.gpu, gc.bias ? &b.gpu : nullptr, one.gpu);
+      gpu().synchronize();
+      const std::vector<float> v = one.gpu_values();
+      alone.insert(alone.end(), v.begin(), v.end());
+    }
+    gpu().synchronize();
+    EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), gc.out == DType::kF32 ? 1e-4 : kBf16Tol);
+    const char* gemv_env = std::getenv("FG_GEMV");  // "0" hands these products to cuBLASLt
+    if (gemv_env == nullptr || std::string(gemv_env) != "0") {
+      EXPECT_EQ(alone, out.gpu_values());
+    }
+    out.check_guards("gemm out", true);
+    x.check_unchanged("gemm x");
   }
 }
 
