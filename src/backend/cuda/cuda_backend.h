@@ -105,7 +105,7 @@ class CudaBackend final : public Backend {
   // Decode-sized bf16/f16 products through launch_gemv (gemv.h); FG_GEMV=0 (for measuring it)
   // leaves them to cuBLASLt.
   bool gemv_ = false;
-  bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (fp8_kernels.h)
+  bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
   // Sampling settings staging: pinned host rows copied into device rows before each launch.
   Buffer sample_host_;
   Buffer sample_device_;

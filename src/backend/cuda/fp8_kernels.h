@@ -38,14 +38,4 @@ struct GemmFp8Params {
 };
 void launch_gemm_fp8_fallback(const GemmFp8Params& p, DType out, cudaStream_t stream);
 
-// The FP8 GEMM for decode-sized m (at most kGemvFp8MaxRows), where the product is a stream of the
-// weights: tensor-core mma (m16n8k32 e4m3, sm_89 and newer) with the weights as the 16-row operand
-// and the tokens as the 8-column one, each warp of a CTA taking a share of k, 16-byte loads of
-// both, one group of chunks loaded ahead of the one being multiplied. Needs k % 16 == 0 and 16-byte aligned x and w;
-// out as launch_gemm_fp8_fallback. Each mma's result is added to f32 accumulators and warps are summed in a fixed
-// order: a token's row is the same bits whatever m (up to kGemvFp8MaxRows) it is computed in.
-constexpr int64_t kGemvFp8MaxRows = 16;
-bool gemv_fp8_supported();  // on the current device: sm_89 or newer, and the kernel built for it
-void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream);
-
 }  // namespace fg::cuda

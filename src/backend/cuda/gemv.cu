@@ -1,10 +1,13 @@
-// The decode-sized dense GEMM (gemv.h). A CTA computes 16 outputs (weight rows n0 .. n0 + 15)
-// for each of the at most 8 tokens; its warps split k in chunks of 32 elements (64 bytes; chunk c
-// to warp c % kWarps). In a chunk, lane (g = lane / 4, t = lane % 4) loads the 8 elements at offset
-// 8 t of weight rows n0 + g and n0 + g + 8 and of token g. A dot product may visit k in any order,
-// so those 8 elements feed the mma's k slots {2t, 2t + 1, 2t + 8, 2t + 9} of two m16n8k16 products
-// (elements 0-3 the first, 4-7 the second) in A (weights, row-major) and B (tokens, column-major)
-// alike.
+// The decode-sized GEMMs (gemv.h): one kernel template for bf16/f16 and for e4m3 operands. A CTA
+// computes 16 outputs (weight rows n0 .. n0 + 15) for every token; its warps split k in chunks of
+// 64 bytes (chunk c to warp c % kWarps). In a chunk, lane (g = lane / 4, t = lane % 4) loads the 16
+// bytes at offset 16 t of weight rows n0 + g and n0 + g + 8 and of token g of each 8-token tile. A
+// dot product may visit k in any order, so those 16 bytes feed two tensor-core products (bytes
+// 0-7 the first, 8-15 the second: the k slots {2t, 2t + 1, 2t + 8, 2t + 9} of an m16n8k16 bf16/f16
+// mma, {4t..4t + 3, 16 + 4t..16 + 4t + 3} of an m16n8k32 e4m3 one) in A (weights, row-major) and
+// B (tokens, column-major) alike. A warp loads its next group of chunks while it multiplies the
+// current one (two register buffers), so its loads never drain between groups; the first group's
+// weights load before the kernel waits for its predecessor (launch.cuh).
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernel_util.cuh"
 
@@ -13,66 +16,124 @@ namespace fg::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kUnroll = 4;  // chunks of one group (a lane loads one group ahead)
+// The code the device runs must be at least this __CUDA_ARCH__ for the kind's mma (the #if in each
+// Kind::mma).
+constexpr int kDenseMinArch = 800;
+constexpr int kFp8MinArch = 890;
+// Chunks of one group: 4 with one token tile, 2 with two, which keeps registers at 128 and so two
+// CTAs on each SM.
+template <int kTiles>
+constexpr int kUnroll = 4 / kTiles;
 
-template <class T>
-__device__ __forceinline__ void mma_16x8x16(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&d)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#endif
-}
-
+// bf16/f16 x and w, f32 accumulation in the mma, bias and the output's rounding in the epilogue.
 template <class T, class O>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
-  __shared__ float partial[kWarps][32][4];
+struct DenseKind {
+  using Params = GemvParams;
+  __device__ static const char* x_row(const Params& p, int64_t token) {
+    return static_cast<const char*>(p.x) + token * p.ldx * int64_t(sizeof(T));
+  }
+  __device__ static const char* w_row(const Params& p, int64_t row) {
+    return static_cast<const char*>(p.w) + row * p.ldw * int64_t(sizeof(T));
+  }
+  __device__ static int64_t k_bytes(const Params& p) { return p.k * int64_t(sizeof(T)); }
+  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+          "{%0, %1, %2, %3};\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+          "{%0, %1, %2, %3};\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+#endif
+  }
+  __device__ static void store(const Params& p, int64_t token, int64_t j, float sum) {
+    if (p.bias != nullptr) sum += to_f32(static_cast<const T*>(p.bias)[j]);
+    static_cast<O*>(p.out)[token * p.ldo + j] = from_f32<O>(sum);
+  }
+};
+
+// e4m3 x and w (contiguous rows), each mma's result added to the f32 accumulators, the per-token
+// and per-channel scales applied in the epilogue.
+template <class O>
+struct Fp8Kind {
+  using Params = GemmFp8Params;
+  __device__ static const char* x_row(const Params& p, int64_t token) {
+    return reinterpret_cast<const char*>(p.x) + token * p.k;
+  }
+  __device__ static const char* w_row(const Params& p, int64_t row) {
+    return reinterpret_cast<const char*>(p.w) + row * p.k;
+  }
+  __device__ static int64_t k_bytes(const Params& p) { return p.k; }
+  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    float d[4];
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f), "f"(0.0f), "f"(0.0f));
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc[r] += d[r];
+#endif
+  }
+  __device__ static void store(const Params& p, int64_t token, int64_t j, float sum) {
+    static_cast<O*>(p.out)[token * p.n + j] = from_f32<O>(__fmul_rn(__fmul_rn(sum, p.x_scales[token]), p.w_scales[j]));
+  }
+};
+
+template <class Kind, int kTiles>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params p) {
+  __shared__ float partial[kWarps][kTiles][32][4];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t n0 = int64_t(blockIdx.x) * 16;
   const int64_t row_lo = n0 + g, row_hi = n0 + g + 8;
   const bool lo_ok = row_lo < p.n, hi_ok = row_hi < p.n;
-  const T* w_lo = static_cast<const T*>(p.w) + (lo_ok ? row_lo : 0) * p.ldw;
-  const T* w_hi = static_cast<const T*>(p.w) + (hi_ok ? row_hi : 0) * p.ldw;
-  const T* x = static_cast<const T*>(p.x);
-  float acc[4] = {};
-  const int64_t chunks = (p.k + 31) / 32, step = int64_t(kWarps) * kUnroll;
+  const char* w_lo = Kind::w_row(p, lo_ok ? row_lo : 0);
+  const char* w_hi = Kind::w_row(p, hi_ok ? row_hi : 0);
+  const int64_t k_bytes = Kind::k_bytes(p);
+  float acc[kTiles][4] = {};
+  const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kUnroll<kTiles>;
   struct Group {
-    uint4 wl[kUnroll], wh[kUnroll], xv[kUnroll];
+    uint4 wl[kUnroll<kTiles>], wh[kUnroll<kTiles>], xv[kUnroll<kTiles>][kTiles];
   };
   auto load_w = [&](Group& grp, int64_t c0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t off = (c0 + int64_t(u) * kWarps) * 32 + t * 8;
-      const bool in_k = off < p.k;  // k % 8 == 0: a lane's 8 elements are all in or all out
+    for (int u = 0; u < kUnroll<kTiles>; ++u) {
+      const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
+      const bool in_k = off < k_bytes;  // k_bytes % 16 == 0: a lane's 16 bytes are all in or all out
       grp.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
       grp.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
     }
   };
   auto load_x = [&](Group& grp, int64_t c0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t off = (c0 + int64_t(u) * kWarps) * 32 + t * 8;
-      grp.xv[u] =
-          off < p.k && g < p.m ? __ldg(reinterpret_cast<const uint4*>(x + g * p.ldx + off)) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < kUnroll<kTiles>; ++u) {
+      const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        const int64_t token = int64_t(i) * 8 + g;
+        grp.xv[u][i] = off < k_bytes && token < p.m ? __ldg(reinterpret_cast<const uint4*>(Kind::x_row(p, token) + off))
+                                                    : make_uint4(0, 0, 0, 0);
+      }
     }
   };
   auto multiply = [&](const Group& grp) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kUnroll<kTiles>; ++u) {
       const uint32_t a0[4] = {grp.wl[u].x, grp.wh[u].x, grp.wl[u].y, grp.wh[u].y};
       const uint32_t a1[4] = {grp.wl[u].z, grp.wh[u].z, grp.wl[u].w, grp.wh[u].w};
-      mma_16x8x16<T>(a0, grp.xv[u].x, grp.xv[u].y, acc);
-      mma_16x8x16<T>(a1, grp.xv[u].z, grp.xv[u].w, acc);
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        Kind::mma(a0, grp.xv[u][i].x, grp.xv[u][i].y, acc[i]);
+        Kind::mma(a1, grp.xv[u][i].z, grp.xv[u][i].w, acc[i]);
+      }
     }
   };
   Group even, odd;
@@ -98,42 +159,49 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
     c0 += step;
   }
 #pragma unroll
-  for (int r = 0; r < 4; ++r) partial[warp][lane][r] = acc[r];
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) partial[warp][i][lane][r] = acc[i][r];
   __syncthreads();
-  // Accumulator r of lane (g, t): weight row n0 + g (+ 8 for r >= 2), token 2 t + (r & 1).
-  for (int e = threadIdx.x; e < 32 * 4; e += blockDim.x) {
-    const int l = e / 4, r = e % 4;
+  // Accumulator r of lane (g, t) in tile i: weight row n0 + g (+ 8 for r >= 2), token 8 i + 2 t + (r & 1).
+  for (int e = threadIdx.x; e < kTiles * 32 * 4; e += blockDim.x) {
+    const int i = e / 128, l = (e / 4) % 32, r = e % 4;
     const int64_t j = n0 + (l >> 2) + (r >= 2 ? 8 : 0);
-    const int64_t token = (l & 3) * 2 + (r & 1);
+    const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + (r & 1);
     if (j >= p.n || token >= p.m) continue;
     float sum = 0.0f;
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][l][r];
-    if (p.bias != nullptr) sum += to_f32(static_cast<const T*>(p.bias)[j]);
-    static_cast<O*>(p.out)[token * p.ldo + j] = from_f32<O>(sum);
+    for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][r];
+    Kind::store(p, token, j, sum);
   }
 }
 
-__global__ void gemv_probe_kernel(int* built) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  *built = 1;
-#else
-  *built = 0;
+// The __CUDA_ARCH__ of the code the device runs (SASS built for it, or PTX of an older target
+// compiled by the driver): whether a Kind's mma path was compiled in.
+__global__ void code_arch_probe_kernel(int* arch) {
+#if defined(__CUDA_ARCH__)
+  *arch = __CUDA_ARCH__;
 #endif
+}
+
+int running_code_arch() {
+  int* flag = nullptr;
+  if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return 0;
+  int arch = 0;
+  code_arch_probe_kernel<<<1, 1>>>(flag);  // plain: a device without code for it fails the launch
+  const bool ok =
+      cudaGetLastError() == cudaSuccess && cudaMemcpy(&arch, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+  (void)cudaFree(flag);
+  return ok ? arch : 0;
 }
 
 }  // namespace
 
 bool gemv_supported() {
-  // The variant the driver runs on this device (SASS built for it, or PTX of an older target)
-  // says whether the mma path was compiled in: ask it.
-  int* flag = nullptr;
-  if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
-  int built = 0;
-  gemv_probe_kernel<<<1, 1>>>(flag);  // plain: a device without its code fails the launch
-  const bool ok =
-      cudaGetLastError() == cudaSuccess && cudaMemcpy(&built, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-  (void)cudaFree(flag);
-  return ok && built == 1;
+  return running_code_arch() >= kDenseMinArch;
+}
+
+bool gemv_fp8_supported() {
+  return running_code_arch() >= kFp8MinArch;
 }
 
 bool gemv_fits(const GemvParams& p) {
@@ -149,9 +217,23 @@ void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream) 
   const unsigned grid = unsigned((p.n + 15) / 16);
   dispatch_act(in, [&]<class T>() {
     if (out == DType::kF32)
-      launch_kernel(gemv_kernel<T, float>, grid, kWarps * 32, 0, stream, p);
+      launch_kernel(gemv_kernel<DenseKind<T, float>, 1>, grid, kWarps * 32, 0, stream, p);
     else
-      launch_kernel(gemv_kernel<T, T>, grid, kWarps * 32, 0, stream, p);
+      launch_kernel(gemv_kernel<DenseKind<T, T>, 1>, grid, kWarps * 32, 0, stream, p);
+  });
+}
+
+void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return;
+  FG_CHECK(p.m <= kGemvFp8MaxRows && p.k % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+               reinterpret_cast<uintptr_t>(p.w) % 16 == 0,
+           "gemv_fp8: m <= 16, k % 16 == 0 and 16-byte aligned operands");
+  const unsigned grid = unsigned((p.n + 15) / 16);
+  dispatch_act(out, [&]<class O>() {
+    if (p.m <= 8)
+      launch_kernel(gemv_kernel<Fp8Kind<O>, 1>, grid, kWarps * 32, 0, stream, p);
+    else
+      launch_kernel(gemv_kernel<Fp8Kind<O>, 2>, grid, kWarps * 32, 0, stream, p);
   });
 }
 

@@ -1,19 +1,23 @@
-// The dense GEMM for decode-sized products (gemv.cu): out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n])
-// for at most kGemvMaxRows rows of x and weights of at most kGemvMaxWeightBytes, x and w bf16 or
-// f16 (one dtype), f32 accumulation, out in that dtype or f32. There the product is a stream of the
-// weights; the kernel reads them with 16-byte loads one group of chunks ahead of its tensor-core
-// products (mma.sync m16n8k16, the weights as the 16-row operand and the tokens as the 8-column
-// one), and loads its first weights before it waits for the kernel that writes x (launch.cuh), so
-// a decode step's smaller projections do not pay cuBLASLt's ramp per call. The limits are where it
-// beat cuBLASLt on an H200 (docs/perf.md): larger weights stream faster through cuBLASLt, and at
-// 16 rows the qkv projection did. Warps add their partial sums in a fixed order: a token's row is
-// the same bits whatever m (up to kGemvMaxRows) it is computed in. Host-callable.
+// The GEMMs for decode-sized products (gemv.cu, one kernel template): the product is a stream of
+// the weights, read with 16-byte loads one group of chunks ahead of tensor-core products (the
+// weights as the 16-row mma operand, the tokens as the 8-column one), and the first weights load
+// before the kernel waits for the one that writes x (launch.cuh), so a decode step's projections
+// do not pay a ramp per call. Warps add their partial sums in a fixed order: a token's row is the
+// same bits whatever m (up to the kernel's limit) it is computed in. Host-callable.
+//  - launch_gemv: out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), x and w bf16 or f16 (one dtype), f32
+//    accumulation, out in that dtype or f32; at most kGemvMaxRows rows of x and weights of at most
+//    kGemvMaxWeightBytes: where it beat cuBLASLt on an H200 (docs/perf.md; larger weights stream
+//    faster through cuBLASLt, and at 16 rows the qkv projection did).
+//  - launch_gemv_fp8: the FP8 GEMM of fp8_kernels.h's GemmFp8Params (e4m3 x and w, per-token and
+//    per-channel scales) for at most kGemvFp8MaxRows rows, where cuBLASLt's small-m FP8 kernels
+//    read the weights at a fraction of the bandwidth.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "backend/cuda/fp8_kernels.h"
 #include "core/dtype.h"
 
 namespace fg::cuda {
@@ -38,10 +42,17 @@ constexpr int64_t kGemvMaxWeightBytes = int64_t(64) << 20;
 // k a multiple of 8, x and w rows on 16-byte boundaries.
 bool gemv_fits(const GemvParams& p);
 
-// On the current device: the kernel's tensor-core path is what it runs (sm_80 or newer code).
+// On the current device: the code it runs has the kernel's tensor-core path (sm_80 or newer for
+// bf16/f16, sm_89 or newer for e4m3).
 bool gemv_supported();
+bool gemv_fp8_supported();
 
 // in: bf16 or f16; out: in or f32. Needs gemv_fits(p) and gemv_supported().
 void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream);
+
+// x, w contiguous with k % 16 == 0 and 16-byte aligned; m <= kGemvFp8MaxRows; out as
+// launch_gemm_fp8_fallback. Needs gemv_fp8_supported().
+constexpr int64_t kGemvFp8MaxRows = 16;
+void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream);
 
 }  // namespace fg::cuda

@@ -102,7 +102,7 @@ TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
   struct Case {
     int64_t m, n, k;
   };
-  // m <= 16 runs the decode kernel (fp8_kernels.h: launch_gemv_fp8): one or two token tiles, k
+  // m <= 16 runs the decode kernel (gemv.h: launch_gemv_fp8): one or two token tiles, k
   // ending inside a 64-byte chunk, n not a multiple of its 16-row CTAs.
   for (const Case c :
        {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384}, Case{300, 512, 1024},

@@ -432,6 +432,43 @@ struct GemmCase {
   int64_t x_pad;  // extra elements per row of x (a strided view)
 };
 
+// One GEMM case on both backends against each other. With `rows_alone`, each row of x is also
+// multiplied alone (m = 1) and must give the same bits as inside the whole product.
+void check_gemm_case(std::mt19937_64& rng, const GemmCase& gc, bool rows_alone) {
+  SCOPED_TRACE("m " + std::to_string(gc.m) + " n " + std::to_string(gc.n) + " k " + std::to_string(gc.k) +
+               (gc.bias ? " bias" : "") + " out " + std::string(dtype_name(gc.out)) + " x pad " +
+               std::to_string(gc.x_pad));
+  Twin x({gc.m, gc.k}, DType::kBF16, DType::kF32, {gc.k + gc.x_pad, 1});
+  Twin w({gc.n, gc.k}, DType::kBF16);
+  Twin b({gc.n}, DType::kBF16);
+  x.fill_random(rng, -1.0f, 1.0f);
+  w.fill_random(rng, -1.0f, 1.0f);
+  b.fill_random(rng, -1.0f, 1.0f);
+  Twin out({gc.m, gc.n}, gc.out);
+  out.poison();
+  cpu().gemm(x.cpu, w.cpu, gc.bias ? &b.cpu : nullptr, out.cpu);
+  gpu().gemm(x.gpu, w.gpu, gc.bias ? &b.gpu : nullptr, out.gpu);
+  gpu().synchronize();
+  EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), gc.out == DType::kF32 ? 1e-4 : kBf16Tol);
+  out.check_guards("gemm out", true);
+  x.check_unchanged("gemm x");
+  w.check_unchanged("gemm w");
+  if (!rows_alone) return;
+  std::vector<float> alone;
+  for (int64_t r = 0; r < gc.m; ++r) {
+    Tensor xr = x.gpu;
+    xr.data = static_cast<char*>(x.gpu.data) + r * x.gpu.stride[0] * int64_t(dtype_size(x.gpu.dtype));
+    xr.shape[0] = 1;
+    Twin one({1, gc.n}, gc.out);
+    one.poison();
+    gpu().gemm(xr, w.gpu, gc.bias ? &b.gpu : nullptr, one.gpu);
+    gpu().synchronize();
+    const std::vector<float> v = one.gpu_values();
+    alone.insert(alone.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(alone, out.gpu_values());
+}
+
 TEST(BackendParity, GemmShapesBiasAndOutputs) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(8);
@@ -441,73 +478,24 @@ TEST(BackendParity, GemmShapesBiasAndOutputs) {
       {3, 50, 17, true, DType::kBF16, 0},        {5, 31, 33, true, DType::kF32, 1},
       {300, 512, 1024, false, DType::kBF16, 64}, {1, 32003, 256, false, DType::kF32, 0},
   };
-  for (const GemmCase& gc : cases) {
-    SCOPED_TRACE("m " + std::to_string(gc.m) + " n " + std::to_string(gc.n) + " k " + std::to_string(gc.k) +
-                 (gc.bias ? " bias" : "") + " out " + std::string(dtype_name(gc.out)) + " x pad " +
-                 std::to_string(gc.x_pad));
-    Twin x({gc.m, gc.k}, DType::kBF16, DType::kF32, {gc.k + gc.x_pad, 1});
-    Twin w({gc.n, gc.k}, DType::kBF16);
-    Twin b({gc.n}, DType::kBF16);
-    x.fill_random(rng, -1.0f, 1.0f);
-    w.fill_random(rng, -1.0f, 1.0f);
-    b.fill_random(rng, -1.0f, 1.0f);
-    Twin out({gc.m, gc.n}, gc.out);
-    out.poison();
-    cpu().gemm(x.cpu, w.cpu, gc.bias ? &b.cpu : nullptr, out.cpu);
-    gpu().gemm(x.gpu, w.gpu, gc.bias ? &b.gpu : nullptr, out.gpu);
-    gpu().synchronize();
-    EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), gc.out == DType::kF32 ? 1e-4 : kBf16Tol);
-    out.check_guards("gemm out", true);
-    x.check_unchanged("gemm x");
-    w.check_unchanged("gemm w");
-  }
+  for (const GemmCase& gc : cases) check_gemm_case(rng, gc, false);
 }
 
 // Decode-sized products (gemv.h's kernel on sm_80 and newer: m <= 8, ragged n and k, strided x,
-// bias, f32 out) against the CPU, and a token's row is the same bits whatever m it is computed in.
+// bias, f32 out): a token's row is the same bits whatever m it is computed in (unless FG_GEMV=0
+// hands them to cuBLASLt, whose kernels change with m).
 TEST(BackendParity, DecodeSizedGemmRowsIndependentOfM) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(11);
+  const char* gemv_env = std::getenv("FG_GEMV");
+  const bool ours = gemv_env == nullptr || std::string(gemv_env) != "0";
   const GemmCase cases[] = {
       {8, 1000, 4096, true, DType::kBF16, 8},
       {7, 77, 264, false, DType::kF32, 0},
       {5, 4096, 520, false, DType::kBF16, 24},
       {2, 129, 8, true, DType::kF32, 0},
   };
-  for (const GemmCase& gc : cases) {
-    SCOPED_TRACE("m " + std::to_string(gc.m) + " n " + std::to_string(gc.n) + " k " + std::to_string(gc.k));
-    Twin x({gc.m, gc.k}, DType::kBF16, DType::kF32, {gc.k + gc.x_pad, 1});
-    Twin w({gc.n, gc.k}, DType::kBF16);
-    Twin b({gc.n}, DType::kBF16);
-    x.fill_random(rng, -1.0f, 1.0f);
-    w.fill_random(rng, -1.0f, 1.0f);
-    b.fill_random(rng, -1.0f, 1.0f);
-    Twin out({gc.m, gc.n}, gc.out);
-    out.poison();
-    cpu().gemm(x.cpu, w.cpu, gc.bias ? &b.cpu : nullptr, out.cpu);
-    gpu().gemm(x.gpu, w.gpu, gc.bias ? &b.gpu : nullptr, out.gpu);
-    // Each row alone (m = 1) into its own output.
-    std::vector<float> alone;
-    for (int64_t r = 0; r < gc.m; ++r) {
-      Tensor xr = x.gpu;
-      xr.data = static_cast<char*>(x.gpu.data) + r * x.gpu.stride[0] * int64_t(dtype_size(x.gpu.dtype));
-      xr.shape[0] = 1;
-      Twin one({1, gc.n}, gc.out);
-      one.poison();
-      gpu().gemm(xr, w.gpu, gc.bias ? &b.gpu : nullptr, one.gpu);
-      gpu().synchronize();
-      const std::vector<float> v = one.gpu_values();
-      alone.insert(alone.end(), v.begin(), v.end());
-    }
-    gpu().synchronize();
-    EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), gc.out == DType::kF32 ? 1e-4 : kBf16Tol);
-    const char* gemv_env = std::getenv("FG_GEMV");  // "0" hands these products to cuBLASLt
-    if (gemv_env == nullptr || std::string(gemv_env) != "0") {
-      EXPECT_EQ(alone, out.gpu_values());
-    }
-    out.check_guards("gemm out", true);
-    x.check_unchanged("gemm x");
-  }
+  for (const GemmCase& gc : cases) check_gemm_case(rng, gc, ours);
 }
 
 TEST(BackendParity, GemmRepeatedShapeReusesCachedPlan) {
