@@ -5,6 +5,8 @@
 // codes and scales are bit for bit the CPU reference's for the same inputs.
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/kernel_util.cuh"
 
@@ -46,6 +48,48 @@ __global__ void quantize_rows_fp8_kernel(QuantizeRowsFp8Params p) {
   if (threadIdx.x == 0) p.scales[r] = s;
 }
 
+// Rows that allow 16-byte vectors (k and the row stride multiples of 8 elements, aligned bases):
+// a block as wide as the row (up to 1024 threads, kVecs vectors each) keeps the row in registers
+// between the two passes, so a decode step's single row is one read and two block-wide steps
+// instead of 256 threads walking it twice. The maximum does not depend on the order it is taken
+// in, so the codes and scale are those of the kernel above.
+template <class T, int kVecs>
+__global__ void quantize_rows_fp8_vec_kernel(QuantizeRowsFp8Params p) {
+  constexpr int kVec = 16 / int(sizeof(T));
+  __shared__ float scratch[32];
+  pdl_enter();
+  const int64_t r = blockIdx.x;
+  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + r * p.x_stride);
+  const int64_t nvec = p.k / kVec;
+  uint4 v[kVecs];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int64_t c = threadIdx.x + int64_t(i) * blockDim.x;
+    v[i] = c < nvec ? x[c] : make_uint4(0, 0, 0, 0);
+    const T* e = reinterpret_cast<const T*>(&v[i]);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) amax = fmaxf(amax, fabsf(to_f32(e[j])));
+  }
+  amax = block_max(amax, scratch);
+  float s = __fdiv_rn(amax, kE4m3Max);
+  if (!(s > 0.0f)) s = 1.0f;
+  uint2* codes = reinterpret_cast<uint2*>(p.codes + r * p.k);
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int64_t c = threadIdx.x + int64_t(i) * blockDim.x;
+    if (c >= nvec) continue;
+    const T* e = reinterpret_cast<const T*>(&v[i]);
+    uint8_t b[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      b[j] = uint8_t(__nv_cvt_float_to_fp8(__fdiv_rn(to_f32(e[j]), s), __NV_SATFINITE, __NV_E4M3));
+    codes[c] = make_uint2(uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24,
+                          uint32_t(b[4]) | uint32_t(b[5]) << 8 | uint32_t(b[6]) << 16 | uint32_t(b[7]) << 24);
+  }
+  if (threadIdx.x == 0) p.scales[r] = s;
+}
+
 template <class T>
 __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
   pdl_enter();
@@ -65,8 +109,25 @@ __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
 void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream) {
   if (p.m == 0) return;
   FG_CHECK(p.m <= 0x7fffffff, "quantize_rows_fp8: too many rows");
-  dispatch_act(
-      act, [&]<class T>() { launch_kernel(quantize_rows_fp8_kernel<T>, unsigned(p.m), kQuantThreads, 0, stream, p); });
+  // Act dtypes are 2 bytes: 8 elements per 16-byte vector, 8 codes per 8-byte store.
+  const int64_t nvec = p.k / 8;
+  const bool vec = p.k % 8 == 0 && (p.m == 1 || p.x_stride % 8 == 0) && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 &&
+                   (reinterpret_cast<uintptr_t>(p.codes) & 7) == 0 && nvec <= 4 * 1024;
+  dispatch_act(act, [&]<class T>() {
+    static_assert(sizeof(T) == 2);
+    if (!vec) {
+      launch_kernel(quantize_rows_fp8_kernel<T>, unsigned(p.m), kQuantThreads, 0, stream, p);
+      return;
+    }
+    const int vecs = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;
+    const unsigned threads = unsigned(std::max<int64_t>(32, ((nvec + vecs - 1) / vecs + 31) / 32 * 32));
+    if (vecs == 1)
+      launch_kernel(quantize_rows_fp8_vec_kernel<T, 1>, unsigned(p.m), threads, 0, stream, p);
+    else if (vecs == 2)
+      launch_kernel(quantize_rows_fp8_vec_kernel<T, 2>, unsigned(p.m), threads, 0, stream, p);
+    else
+      launch_kernel(quantize_rows_fp8_vec_kernel<T, 4>, unsigned(p.m), threads, 0, stream, p);
+  });
 }
 
 void launch_gemm_fp8_fallback(const GemmFp8Params& p, DType out, cudaStream_t stream) {

@@ -71,7 +71,10 @@ TEST(BackendParity, Fp8QuantizeRowsIsTheReferenceBitForBit) {
   struct Case {
     int64_t m, k, pad;
   };
-  for (const Case c : {Case{1, 16, 0}, Case{7, 160, 8}, Case{33, 4096, 0}, Case{5, 100, 3}}) {
+  // Rows in 16-byte vectors held in registers (k a multiple of 8: one, two or four vectors per
+  // thread), and the general kernel (k or the row stride not a multiple of 8, or k past 32768).
+  for (const Case c : {Case{1, 16, 0}, Case{7, 160, 8}, Case{33, 4096, 0}, Case{2, 14336, 0}, Case{3, 20000, 8},
+                       Case{1, 40000, 0}, Case{5, 100, 3}, Case{4, 1000, 5}}) {
     SCOPED_TRACE("m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " pad " + std::to_string(c.pad));
     Twin x({c.m, c.k}, DType::kBF16, DType::kF32, {c.k + c.pad, 1});
     x.fill_random(rng, -3.0f, 3.0f);
