@@ -518,8 +518,6 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   char* kv_raw = smem + L::kQBytes;  // kSt stages of (K, V) blocks as stored
   // The K/V block the MMAs read: stage b % kSt itself, or (fp8) its conversion.
   T* kv_converted = reinterpret_cast<T*>(smem + L::kConvertedOffset);
-  // fp8: the kv head's K scale, folded into the score scale (its V scale goes into 1 / l, read in
-  // the epilogue: at head_dim 256 O leaves few registers).
   const TileGeom geo = tile_geom(p, it, kRows, S::kBn);
 
   // This thread's accumulator rows: i = 2 * mt + h is tile row rw * 16 * kMt + mt * 16 + lane / 4 + 8 * h.
@@ -593,6 +591,8 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // step's K/V rows (and may have set the fp8 scales).
   if (geo.n_blocks > 0) fetch_pages(0);
   pdl_enter();
+  // fp8: the kv head's K scale, folded into the score scale (its V scale goes into 1 / l, read in
+  // the epilogue: at head_dim 256 O leaves few registers).
   float k_scale = 1.f;
   if constexpr (kFp8) k_scale = p.k_scale[kvh];
   if constexpr (kFp8Regs) k_scale *= 1.0f / kQToF16;
