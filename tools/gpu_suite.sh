@@ -118,30 +118,33 @@ run_all() {
   # batch-1 decode with FP8 weights and an fp8 KV cache,
   # with FG_PDL the small-batch attention rows, with FG_GEMV the projections alone (docs/perf.md).
   # AB_VAR: an environment switch of the backend, FG_PDL (programmatic dependent launch,
-  # launch.cuh) by default, or FG_GEMV (the decode-sized GEMM of gemv.h).
-  local ab_var=${AB_VAR:-FG_PDL} ab round
-  for round in $(seq "${AB_ROUNDS:-2}"); do
-    for ab in 0 1; do
-      step "ab:engine$ab.$round" 200 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
-        --kv-cache-memory 80GiB --json "$OUT/raw/${ab_var}${ab}_engine_$round.json"
-      step "ab:spec$ab.$round" 100 env "$ab_var=$ab" $T/spec_bench --config $CFG --backend cuda \
-        --kv-cache-memory 60GiB --skip b,c,d --step-batches 1 32 --json "$OUT/raw/${ab_var}${ab}_spec_$round.json"
-      step "ab:fp8_decode$ab.$round" 100 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
-        --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 40GiB --skip-throughput \
-        --json "$OUT/raw/${ab_var}${ab}_fp8_decode_$round.json"
+  # launch.cuh) by default, or FG_GEMV (the decode-sized GEMM of gemv.h). Only when named in STEPS
+  # (a measuring tool, ~4 minutes; never part of a plain run).
+  if [[ " ${STEPS:-} " == *" ab "* ]]; then
+    local ab_var=${AB_VAR:-FG_PDL} ab round
+    for round in $(seq "${AB_ROUNDS:-2}"); do
+      for ab in 0 1; do
+        step "ab:engine$ab.$round" 200 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
+          --kv-cache-memory 80GiB --json "$OUT/raw/${ab_var}${ab}_engine_$round.json"
+        step "ab:spec$ab.$round" 100 env "$ab_var=$ab" $T/spec_bench --config $CFG --backend cuda \
+          --kv-cache-memory 60GiB --skip b,c,d --step-batches 1 32 --json "$OUT/raw/${ab_var}${ab}_spec_$round.json"
+        step "ab:fp8_decode$ab.$round" 100 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
+          --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 40GiB --skip-throughput \
+          --json "$OUT/raw/${ab_var}${ab}_fp8_decode_$round.json"
+      done
     done
-  done
-  if [ "$ab_var" = FG_PDL ]; then
-    for ab in 0 1; do
-      step "ab:attn$ab" 120 env FG_PDL=$ab $T/attention_bench --only "decode B1 kv,decode B8 kv8192 page16" \
-        --json "$OUT/raw/FG_PDL${ab}_attention.json"
-    done
-  fi
-  if [ "$ab_var" = FG_GEMV ]; then  # the projections alone, decode-sized: our kernel vs cuBLASLt
-    for ab in 0 1; do
-      step "ab:gemm$ab" 120 env FG_GEMV=$ab $T/gemm_fp8_bench --backend cuda --tokens 1,8,16 --ceiling 0 \
-        --json "$OUT/raw/FG_GEMV${ab}_gemm.json"
-    done
+    if [ "$ab_var" = FG_PDL ]; then
+      for ab in 0 1; do
+        step "ab:attn$ab" 120 env FG_PDL=$ab $T/attention_bench --only "decode B1 kv,decode B8 kv8192 page16" \
+          --json "$OUT/raw/FG_PDL${ab}_attention.json"
+      done
+    fi
+    if [ "$ab_var" = FG_GEMV ]; then  # the projections alone, decode-sized: our kernel vs cuBLASLt
+      for ab in 0 1; do
+        step "ab:gemm$ab" 120 env FG_GEMV=$ab $T/gemm_fp8_bench --backend cuda --tokens 1,8,16 --ceiling 0 \
+          --json "$OUT/raw/FG_GEMV${ab}_gemm.json"
+      done
+    fi
   fi
   # Where the verification step's extra time goes: Nsight Compute kernel times of steps of 1 and of
   # 1 + 4 query tokens per sequence at batch 32 (graph nodes; 1,000 launches after 3,000, about
