@@ -13,6 +13,41 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index, const Backe
 }
 #endif
 
+int64_t fp8_block_scale_stride(int64_t k) {
+  return ((k + kFp8Block - 1) / kFp8Block + 3) / 4 * 4;
+}
+
+Fp8Scaling fp8_quantize_scaling(const Tensor& x, const Tensor& codes, const Tensor& scales) {
+  FG_CHECK(x.ndim == 2 && codes.ndim == 2 && codes.shape[0] == x.shape[0] && codes.shape[1] == x.shape[1],
+           "quantize_rows_fp8: expected x [m, k] and codes [m, k]: " + x.describe() + ", " + codes.describe());
+  const int64_t m = x.shape[0], groups = (x.shape[1] + kFp8Block - 1) / kFp8Block;
+  if (scales.ndim == 1 && scales.shape[0] == m) return Fp8Scaling::kPerChannel;
+  FG_CHECK(scales.ndim == 2 && scales.shape[0] == groups && scales.shape[1] == m,
+           "quantize_rows_fp8: expected scales [m] or [ceil(k / 128), m] for x " + x.describe() + ", got " +
+               scales.describe());
+  return Fp8Scaling::kBlock128;
+}
+
+Fp8Scaling fp8_scaling(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales) {
+  FG_CHECK(x.ndim == 2 && w.ndim == 2 && x.shape[1] == w.shape[1],
+           "gemm_fp8: expected x [m, k] and w [n, k]: " + x.describe() + ", " + w.describe());
+  const int64_t m = x.shape[0], n = w.shape[0], k = x.shape[1];
+  if (x_scales.ndim == 1 && w_scales.ndim == 1) {
+    FG_CHECK(x_scales.shape[0] == m && w_scales.shape[0] == n,
+             "gemm_fp8: per-channel scales must be x_scales [m], w_scales [n]: " + x_scales.describe() + ", " +
+                 w_scales.describe());
+    return Fp8Scaling::kPerChannel;
+  }
+  const int64_t kb = (k + kFp8Block - 1) / kFp8Block, nb = (n + kFp8Block - 1) / kFp8Block;
+  FG_CHECK(x_scales.ndim == 2 && w_scales.ndim == 2 && x_scales.shape[0] == kb && x_scales.shape[1] == m &&
+               x_scales.is_contiguous() && w_scales.shape[0] == nb && w_scales.shape[1] == kb &&
+               (kb == 1 || w_scales.stride[1] == 1) && (nb == 1 || w_scales.stride[0] == fp8_block_scale_stride(k)),
+           "gemm_fp8: 128-block scales must be x_scales [ceil(k / 128), m] contiguous and w_scales [ceil(n / 128), "
+           "ceil(k / 128)] with row stride " +
+               std::to_string(fp8_block_scale_stride(k)) + ": " + x_scales.describe() + ", " + w_scales.describe());
+  return Fp8Scaling::kBlock128;
+}
+
 void Backend::quantize_rows_fp8(const Tensor&, Tensor&, Tensor&) {
   FG_CHECK(false, name() + " has no FP8 GEMMs (supports_fp8_gemm() is false)");
 }

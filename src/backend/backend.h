@@ -97,6 +97,17 @@ struct KvCacheLayer {
 // Rotary embedding tables for one step. Static scalings (default, linear, llama3) are folded into
 // inv_freq by the model; dynamic NTK passes a per-token base instead, LongRoPE a per-token choice
 // between its short and long tables.
+// FP8 GEMM scalings (Backend::gemm_fp8): the block edge of the fine-grained format, the row stride
+// of a w_scales tensor with 128-blocks (ceil(k / 128) rounded up to a multiple of 4), and the
+// scaling a gemm_fp8 call's scale shapes give (aborting on shapes that are neither).
+constexpr int64_t kFp8Block = 128;
+int64_t fp8_block_scale_stride(int64_t k);
+enum class Fp8Scaling { kPerChannel, kBlock128 };
+Fp8Scaling fp8_scaling(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales);
+// The scaling of a quantize_rows_fp8 call: per token (scales [m]) or per 128-column group
+// (scales [ceil(k / 128), m]); aborts on other shapes.
+Fp8Scaling fp8_quantize_scaling(const Tensor& x, const Tensor& codes, const Tensor& scales);
+
 struct RopeArgs {
   Tensor positions;                // [n] i32, device
   Tensor inv_freq;                 // [rotary_dim / 2] f32, device, or [num_tables, rotary_dim / 2] with
@@ -238,17 +249,28 @@ class Backend {
   // when blocked); bias: optional [n] act; out: [m, n] act or f32 (f32 for logits).
   virtual void gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
 
-  // ---- FP8 (e4m3) GEMMs with per-token activation scales and per-output-channel weight scales:
-  // the compute path FP8 weights are meant for (docs/architecture.md, "FP8 weights"). Only where
-  // supports_fp8_gemm(); the CPU backend runs them as the exact reference.
+  // ---- FP8 (e4m3) GEMMs: the compute path FP8 weights are meant for (docs/architecture.md, "FP8
+  // weights"). Only where supports_fp8_gemm(); the CPU backend runs them as the exact reference.
+  // Two scalings, told apart by the scale tensors' shapes (fp8_scaling below):
+  //  - per channel: a scale per token (row of x) and per output channel (row of w);
+  //  - 128-blocks (the fine-grained checkpoint format): a scale per token and group of
+  //    kFp8Block columns of x, and per kFp8Block x kFp8Block block of w (the last group or block
+  //    of a row or column may be partial).
   virtual bool supports_fp8_gemm() const { return false; }
-  // Dynamic per-token quantization: scales[i] = amax(x[i, :]) / 448 (1 where that is not > 0) and
-  // codes[i, j] = f32_to_f8e4m3(x[i, j] / scales[i]) (f32 quotient, round to nearest even, saturating).
-  // x: [m, k] act, rows contiguous; codes: [m, k] f8_e4m3 contiguous; scales: [m] f32.
+  // Dynamic quantization of x: [m, k] act (rows contiguous) into codes [m, k] f8_e4m3
+  // (contiguous) and f32 scales, per token (scales: [m]) or per token and group of kFp8Block
+  // columns (scales: [ceil(k / kFp8Block), m] contiguous, group-major: the group g of row i at
+  // scales[g, i]). Each group's scale = amax(its values) / 448 (1 where that is not > 0), and
+  // codes = f32_to_f8e4m3(x / scale) (f32 quotient, round to nearest even, saturating).
   virtual void quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales);
-  // out[i, j] = (sum over l of e4m3(x[i, l]) * e4m3(w[j, l])) * x_scales[i] * w_scales[j], accumulated
-  // in f32. x: [m, k] f8_e4m3 and w: [n, k] f8_e4m3, contiguous; x_scales: [m] f32; w_scales: [n]
-  // f32; out: [m, n] act, contiguous. k a multiple of 16 (what FP8 tensor cores take).
+  // out[i, j] = sum over the column groups g of (sum over l in g of e4m3(x[i, l]) * e4m3(w[j, l]))
+  //             * x_scale(i, g) * w_scale(j, g), accumulated in f32,
+  // with one group spanning k for per-channel scales. x: [m, k] f8_e4m3 and w: [n, k] f8_e4m3,
+  // contiguous; out: [m, n] act, contiguous; k a multiple of 16 (what FP8 tensor cores take).
+  // Per channel: x_scales [m], w_scales [n] f32, contiguous. 128-blocks: x_scales as
+  // quantize_rows_fp8 writes them, [ceil(k / 128), m]; w_scales [ceil(n / 128), ceil(k / 128)]
+  // f32 with unit column stride and a row stride of ceil(k / 128) rounded up to a multiple of 4
+  // (fp8_block_scale_stride; the layout cuBLASLt reads block scales in).
   virtual void gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales, Tensor& out);
 
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.

@@ -116,7 +116,9 @@ void Model::linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, cons
   FG_CHECK(!bias.defined() && w_scale.defined(), "FP8 codes are kept only with scales and without a bias");
   const int64_t m = x.shape[0], k = x.shape[1];
   Tensor codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
-  Tensor scales = view_at(fp8_scales_, 0, DType::kF32, {m});
+  // Per-token scales for per-channel weights, per token and 128 columns for 128-block ones.
+  Tensor scales = w_scale.ndim == 1 ? view_at(fp8_scales_, 0, DType::kF32, {m})
+                                    : view_at(fp8_scales_, 0, DType::kF32, {(k + kFp8Block - 1) / kFp8Block, m});
   backend_.quantize_rows_fp8(x, codes, scales);
   backend_.gemm_fp8(codes, scales, w, w_scale, out);
 }
@@ -147,9 +149,10 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
     bool fp8 = false;
     for (const LayerWeights& L : weights_.layers)
       for (const Tensor* w : {&L.qkv, &L.o, &L.gate_up, &L.down}) fp8 = fp8 || w->dtype == DType::kF8E4M3;
-    if (fp8) {  // the e4m3 codes of a linear layer's input, per token: K is hidden, q_dim or inter
-      fp8_x_ = backend_.alloc(t * size_t(std::max({c.hidden_size, c.q_dim(), inter})));
-      fp8_scales_ = backend_.alloc(t * sizeof(float));
+    if (fp8) {  // the e4m3 codes of a linear layer's input and their scales: K is hidden, q_dim or inter
+      const int64_t max_k = std::max({c.hidden_size, c.q_dim(), inter});
+      fp8_x_ = backend_.alloc(t * size_t(max_k));
+      fp8_scales_ = backend_.alloc(t * size_t((max_k + kFp8Block - 1) / kFp8Block) * sizeof(float));
     }
     // A step has at most one sequence per token; graphs recorded with the old plan go with it.
     plan_.reset();

@@ -224,8 +224,9 @@ class Model {
   void run_moe(const LayerWeights& w, const Tensor& normed, Tensor& out);
   // act(gate) * up with the family's activation.
   void gated_act(const Tensor& gate_up, Tensor& out);
-  // out = x @ w^T (+ bias) for a linear layer: Backend::gemm, or for e4m3 codes (w_scale: [n] f32)
-  // the per-token quantization of x into fp8_x_ / fp8_scales_ and Backend::gemm_fp8.
+  // out = x @ w^T (+ bias) for a linear layer: Backend::gemm, or for e4m3 codes (w_scale: [n] or
+  // 128-block f32 scales) the quantization of x (per token, or per token and 128 columns for
+  // 128-block weights) into fp8_x_ / fp8_scales_ and Backend::gemm_fp8.
   void linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out);
   Result<Tensor> forward_graph(const StepMetadata& step, KvCache& cache);
   void drop_graphs();
@@ -256,7 +257,7 @@ class Model {
   Buffer moe_meta_;      // router logits [cap_tokens, E] f32 | topk weights [cap_tokens, k] f32 | topk ids
                          // [cap_tokens, k] i32 | offsets [E + 1] i32 | sorted [A] i32 | assign_row [A] i32
   Buffer fp8_x_;         // [cap_tokens, max(hidden, q_dim, inter)] f8_e4m3: a linear layer's input codes
-  Buffer fp8_scales_;    // [cap_tokens] f32: their per-token scales (both only with FP8 weights)
+  Buffer fp8_scales_;    // [cap_tokens * ceil(max K / 128)] f32: their scales (both only with FP8 weights)
   Buffer logits_;        // [cap_logits, vocab] f32
   Buffer shard_logits_;  // tensor parallel: [cap_logits, vocab_rows] f32, then [size, cap_logits, vocab_rows] gathered
   std::unique_ptr<AttentionPlan> plan_;  // the attention partition of the running step

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/dequant.h"
 
@@ -107,6 +108,29 @@ DType part_dtype(const Assembly& a, const WeightTensor& p) {
   return a.quantize_fp8 && !dtype_is_blocked(*p.dtype) ? DType::kF8E4M3 : *p.dtype;
 }
 
+// The scales an FP8 assembly's codes can be kept with for Backend::gemm_fp8 (a linear layer's
+// weight without a bias, k a multiple of 16), or none: one per output channel when every part has
+// them (or is quantized at load so); 128 x 128 blocks when every part is a fine-grained FP8 tensor
+// whose kept rows and columns are whole blocks of it (the last part's rows and a slice that ends at
+// the tensor's edge may end in a partial block), so the parts' blocks tile the assembly.
+std::optional<Fp8Blocks> kept_fp8_scaling(const Assembly& a) {
+  if (a.fp8_scales == nullptr || a.shape.size() != 2 || a.shape[1] % 16 != 0 || a.pad_numel != 0) return std::nullopt;
+  bool per_channel = true, blocks = true;
+  for (size_t i = 0; i < a.parts.size(); ++i) {
+    const WeightTensor& p = a.parts[i];
+    const WeightSlice& s = a.slices[i];
+    per_channel = per_channel && (*p.dtype != DType::kF8E4M3 || p.fp8_blocks.rows == 1);
+    const bool square = *p.dtype == DType::kF8E4M3 && p.fp8_blocks.rows == kFp8Block && p.fp8_blocks.cols == kFp8Block;
+    const bool whole_slice =
+        s.dim < 0 || (s.begin % kFp8Block == 0 && (s.end % kFp8Block == 0 || s.end == p.shape[size_t(s.dim)]));
+    const int64_t rows = s.dim == 0 ? s.end - s.begin : p.shape[0];
+    blocks = blocks && square && whole_slice && (i + 1 == a.parts.size() || rows % kFp8Block == 0);
+  }
+  if (per_channel) return Fp8Blocks{1, a.shape[1]};
+  if (blocks) return Fp8Blocks{kFp8Block, kFp8Block};
+  return std::nullopt;
+}
+
 // The dtype an assembly is kept in on `backend`: Gemma's 1 + w norm weights in f32 (as
 // transformers computes them), other norms and biases in the activation dtype; a
 // matrix in the backend's weight dtype for its stored dtype, or for f32 (the parts' exact values)
@@ -119,11 +143,7 @@ DType target_dtype(const Assembly& a, const Backend& backend) {
     if (part_dtype(a, p) != first) return backend.weight_dtype(DType::kF32);
   const DType kept = backend.weight_dtype(first);
   if (kept != DType::kF8E4M3) return kept;
-  // Codes are kept only with one scale per output channel, for a GEMM that takes them.
-  bool per_channel = a.fp8_scales != nullptr && a.shape.back() % 16 == 0;
-  for (const WeightTensor& p : a.parts)
-    per_channel = per_channel && (*p.dtype != DType::kF8E4M3 || p.fp8_blocks.rows == 1);
-  return per_channel ? kept : backend.weight_dtype(DType::kF32);
+  return kept_fp8_scaling(a) ? kept : backend.weight_dtype(DType::kF32);
 }
 
 // Index of the first NaN or infinity among n values, or -1. Tests the exponent bits, so it reads
@@ -215,7 +235,10 @@ class Planner {
       total += align_up(dtype_bytes(a.dtype, numel));
       if (a.dtype == DType::kF8E4M3) {
         a.scale_offset = total;
-        total += align_up(size_t(a.shape[0]) * 4);
+        const Fp8Blocks b = *kept_fp8_scaling(a);
+        const int64_t scales =
+            b.rows == 1 ? a.shape[0] : fp8_scale_rows(a.shape[0], b) * fp8_block_scale_stride(a.shape[1]);
+        total += align_up(size_t(scales) * 4);
         for (const WeightTensor& p : a.parts) f32_values = std::max(f32_values, size_t(p.numel()));
         continue;
       }
@@ -320,13 +343,21 @@ class Planner {
   }
 
  private:
-  // An assembly kept as e4m3 codes with per-channel scales: checkpoint codes copied as stored, float
-  // parts quantized on the host (fp8_quantize_rows); the scales of all parts, in row order, into
-  // its scale tensor. A part is made whole, then sliced: a row slice (column-parallel) keeps its
-  // rows' scales, a column slice (row-parallel) every row's scale.
+  // An assembly kept as e4m3 codes with its scales (kept_fp8_scaling): checkpoint codes copied as
+  // stored, float parts quantized on the host (fp8_quantize_rows); the scales of all parts, in row
+  // order, into its scale tensor. A part is made whole, then sliced: a row slice (column-parallel)
+  // keeps its rows' (or row blocks') scales, a column slice (row-parallel) every row's scale, or
+  // its column blocks' of every row block.
   Status upload_fp8_codes(Backend& backend, Assembly& a, char* base, std::vector<uint8_t>& scratch,
                           std::vector<float>& values, std::vector<float>& scales) {
-    std::vector<float> row_scales;
+    const Fp8Blocks kept = *kept_fp8_scaling(a);
+    const bool blocks = kept.rows != 1;
+    // Block scales: [ceil(n / 128), ceil(k / 128)] at Backend::gemm_fp8's padded row stride (the
+    // padding holds 1s, never read).
+    const int64_t stride = blocks ? fp8_block_scale_stride(a.shape[1]) : 1;
+    std::vector<float> kept_scales;
+    if (blocks) kept_scales.assign(size_t(fp8_scale_rows(a.shape[0], kept) * stride), 1.0f);
+    int64_t block_row = 0;  // the next part's first row of kept_scales (blocks)
     std::vector<uint8_t> codes;
     char* dst = base + a.arena_offset;
     for (size_t part = 0; part < a.parts.size(); ++part) {
@@ -346,7 +377,8 @@ class Planner {
           backend.synchronize();
           return s;
         }
-        FG_CHECK(int64_t(scales.size()) == n, "per-channel FP8 scales of " + p.name + " are not one per row");
+        FG_CHECK(int64_t(scales.size()) == fp8_scale_rows(n, p.fp8_blocks) * fp8_scale_cols(k, p.fp8_blocks),
+                 "FP8 scales of " + p.name + " do not match its blocks");
         std::memcpy(codes.data(), host, size_t(numel));
       } else {
         dequantize(*p.dtype, host, values.data(), numel);
@@ -354,20 +386,38 @@ class Planner {
         fp8_quantize_rows(values.data(), n, k, codes.data(), scales.data());
       }
       compact_slice(codes.data(), p.shape, slice);
-      const int64_t kept = sliced_numel(p, slice);
-      backend.copy_from_host(dst, codes.data(), size_t(kept));
-      if (slice.dim == 0)
-        row_scales.insert(row_scales.end(), scales.begin() + slice.begin, scales.begin() + slice.end);
-      else
-        row_scales.insert(row_scales.end(), scales.begin(), scales.end());
+      const int64_t kept_numel = sliced_numel(p, slice);
+      backend.copy_from_host(dst, codes.data(), size_t(kept_numel));
+      if (blocks) {
+        // The slice's blocks: whole ones, by kept_fp8_scaling.
+        const int64_t scale_cols = fp8_scale_cols(k, p.fp8_blocks);
+        const int64_t r0 = slice.dim == 0 ? slice.begin / kFp8Block : 0;
+        const int64_t r1 = slice.dim == 0 ? (slice.end + kFp8Block - 1) / kFp8Block : fp8_scale_rows(n, p.fp8_blocks);
+        const int64_t c0 = slice.dim == 1 ? slice.begin / kFp8Block : 0;
+        const int64_t c1 = slice.dim == 1 ? (slice.end + kFp8Block - 1) / kFp8Block : scale_cols;
+        for (int64_t r = r0; r < r1; ++r, ++block_row)
+          std::copy(scales.begin() + r * scale_cols + c0, scales.begin() + r * scale_cols + c1,
+                    kept_scales.begin() + block_row * stride);
+      } else if (slice.dim == 0) {
+        kept_scales.insert(kept_scales.end(), scales.begin() + slice.begin, scales.begin() + slice.end);
+      } else {
+        kept_scales.insert(kept_scales.end(), scales.begin(), scales.end());
+      }
       backend.synchronize();  // the host buffers are rewritten by the next part
-      dst += kept;
+      dst += kept_numel;
     }
-    FG_CHECK(int64_t(row_scales.size()) == a.shape[0], "FP8 scales do not match the rows of the assembly");
-    backend.copy_from_host(base + a.scale_offset, row_scales.data(), row_scales.size() * 4);
+    FG_CHECK(blocks ? block_row == fp8_scale_rows(a.shape[0], kept) : int64_t(kept_scales.size()) == a.shape[0],
+             "FP8 scales do not match the rows of the assembly");
+    backend.copy_from_host(base + a.scale_offset, kept_scales.data(), kept_scales.size() * 4);
     backend.synchronize();
     set_view(*a.target, base + a.arena_offset, a.dtype, a.shape, backend.device());
-    set_view(*a.fp8_scales, base + a.scale_offset, DType::kF32, {a.shape[0]}, backend.device());
+    if (blocks) {
+      set_view(*a.fp8_scales, base + a.scale_offset, DType::kF32,
+               {fp8_scale_rows(a.shape[0], kept), fp8_scale_cols(a.shape[1], kept)}, backend.device());
+      a.fp8_scales->stride[0] = stride;
+    } else {
+      set_view(*a.fp8_scales, base + a.scale_offset, DType::kF32, {a.shape[0]}, backend.device());
+    }
     return Status::ok();
   }
 

@@ -19,8 +19,10 @@
 // values with block or per-channel scales: an FP8 checkpoint, or `--quantization fp8` at load) is
 // kept as weight_dtype(f8_e4m3) of its exact f32 values (e4m3 value * scale, model/fp8_weights.h):
 // f32 on the CPU; or, where weight_dtype(f8_e4m3) is f8_e4m3 (CUDA) and the matrix is a linear
-// layer's without a bias whose parts all have one scale per output channel (k a multiple of 16), as
-// its e4m3 codes plus an [n] f32 scale tensor (LayerWeights::*_scale) for Backend::gemm_fp8.
+// layer's without a bias (k a multiple of 16) whose parts all have one scale per output channel, or
+// all have 128 x 128 block scales and tile the matrix in whole blocks (a fine-grained checkpoint
+// whose q/k/v or gate/up rows are multiples of 128, as real models' are), as its e4m3 codes plus
+// their f32 scale tensor (LayerWeights::*_scale) for Backend::gemm_fp8.
 // Norm weights (but Gemma's, f32) and biases are in the activation dtype.
 // Hugging Face tensor names are resolved here (weight_name_*); the loader validates every dtype and
 // shape against the config before allocating anything, and every value while uploading (a NaN or
@@ -63,8 +65,9 @@ struct LayerWeights {
   Tensor gate_up_bias;  // [2 * intermediate] act, or undefined
   Tensor down;          // [hidden, intermediate] weight
   Tensor down_bias;     // [hidden] act, or undefined
-  // Where a backend keeps FP8 codes (weight f8_e4m3: CUDA, per-channel scales, no bias): each such
-  // matrix's per-output-channel f32 scales [n] (real weight = code * scale); else undefined.
+  // Where a backend keeps FP8 codes (weight f8_e4m3: CUDA, no bias): each such matrix's f32 scales
+  // (real weight = code * scale), per output channel [n], or per 128 x 128 block
+  // [ceil(n / 128), ceil(k / 128)] with Backend::gemm_fp8's padded row stride; else undefined.
   Tensor qkv_scale, o_scale, gate_up_scale, down_scale;
   // Mixture of experts (undefined in a dense layer)
   Tensor router;          // [num_experts, hidden] act

@@ -6,7 +6,8 @@
 // bf16, or GGUF's quantized blocks), so a decode step reads a quarter to an eighth of the bytes
 // an f32 copy would; gemm and embedding compute with their exact f32 values (cpu_gemm.cc).
 //
-// Reach it through make_cpu_backend(); the class is public only so tests can name it.
+// Reach it through make_cpu_backend(); the class is public (and not final) only so tests can name
+// it, or derive a variant (one that keeps FP8 codes, to run the FP8 ops as a model's GEMMs).
 // Ops are synchronous (the "stream" is the calling thread, helped by the backend's WorkerPool of
 // default_cpu_threads() threads); synchronize() is a no-op.
 // Not thread-safe, like every Backend: one engine thread owns it.
@@ -28,7 +29,7 @@ struct CpuSampleScratch {
   std::vector<int32_t> order;  // candidate ids, sorted lazily into the sampling rule's order
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& options = {});
 

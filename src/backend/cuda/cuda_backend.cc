@@ -541,24 +541,21 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, MoeRo
 }
 
 bool CudaBackend::supports_fp8_gemm() const {
-  return true;  // our decode kernel at m <= 16, cuBLASLt's scaled FP8 GEMM above, else the plain kernel
+  return true;  // our decode kernel at m <= 16, cuBLASLt's scaled FP8 GEMMs above, else the plain kernel
 }
 
 void CudaBackend::quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales) {
   check_on_device(x, "quantize_rows_fp8 x");
   check_on_device(codes, "quantize_rows_fp8 codes");
   check_on_device(scales, "quantize_rows_fp8 scales");
-  FG_CHECK(x.ndim == 2 && codes.ndim == 2 && scales.ndim == 1 && codes.shape[0] == x.shape[0] &&
-               codes.shape[1] == x.shape[1] && scales.shape[0] == x.shape[0],
-           "quantize_rows_fp8: expected x [m, k], codes [m, k], scales [m]: " + x.describe() + ", " + codes.describe() +
-               ", " + scales.describe());
+  const bool grouped = fp8_quantize_scaling(x, codes, scales) == Fp8Scaling::kBlock128;
   FG_CHECK(x.dtype == act_dtype() && codes.dtype == DType::kF8E4M3 && scales.dtype == DType::kF32,
            "quantize_rows_fp8: expected act, f8_e4m3 and f32 tensors: " + pair_desc(x, codes));
   FG_CHECK((x.shape[1] <= 1 || x.stride[1] == 1) && codes.is_contiguous() && scales.is_contiguous(),
            "quantize_rows_fp8: x's rows and codes, scales must be contiguous: " + pair_desc(x, codes));
   const int64_t m = x.shape[0], k = x.shape[1];
   launch_quantize_rows_fp8(QuantizeRowsFp8Params{x.data, m <= 1 ? k : x.stride[0], static_cast<uint8_t*>(codes.data),
-                                                 static_cast<float*>(scales.data), m, k},
+                                                 static_cast<float*>(scales.data), m, k, grouped},
                            x.dtype, stream_);
 }
 
@@ -568,15 +565,13 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
        {std::pair{&x, "gemm_fp8 x"}, std::pair{&x_scales, "gemm_fp8 x_scales"}, std::pair{&w, "gemm_fp8 w"},
         std::pair{&w_scales, "gemm_fp8 w_scales"}, std::pair{static_cast<const Tensor*>(&out), "gemm_fp8 out"}})
     check_on_device(*t, what);
-  FG_CHECK(x.ndim == 2 && w.ndim == 2 && out.ndim == 2 && x_scales.ndim == 1 && w_scales.ndim == 1 &&
-               x.shape[1] == w.shape[1] && out.shape[0] == x.shape[0] && out.shape[1] == w.shape[0] &&
-               x_scales.shape[0] == x.shape[0] && w_scales.shape[0] == w.shape[0],
-           "gemm_fp8: expected x [m, k], x_scales [m], w [n, k], w_scales [n], out [m, n]: " + x.describe() + ", " +
-               w.describe() + ", " + out.describe());
+  const bool blocks = fp8_scaling(x, x_scales, w, w_scales) == Fp8Scaling::kBlock128;
+  FG_CHECK(out.ndim == 2 && out.shape[0] == x.shape[0] && out.shape[1] == w.shape[0],
+           "gemm_fp8: expected out [m, n]: " + x.describe() + ", " + w.describe() + ", " + out.describe());
   FG_CHECK(x.dtype == DType::kF8E4M3 && w.dtype == DType::kF8E4M3 && x_scales.dtype == DType::kF32 &&
                w_scales.dtype == DType::kF32 && out.dtype == act_dtype(),
            "gemm_fp8: expected f8_e4m3 x and w, f32 scales, act out: " + pair_desc(x, w) + ", " + out.describe());
-  FG_CHECK(x.is_contiguous() && w.is_contiguous() && x_scales.is_contiguous() && w_scales.is_contiguous() &&
+  FG_CHECK(x.is_contiguous() && w.is_contiguous() && x_scales.is_contiguous() && (blocks || w_scales.is_contiguous()) &&
                out.is_contiguous(),
            "gemm_fp8: every operand must be contiguous: " + pair_desc(x, w) + ", " + out.describe());
   FG_CHECK(x.shape[1] % 16 == 0, "gemm_fp8: k must be a multiple of 16, got " + std::to_string(x.shape[1]));
@@ -591,7 +586,8 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
                              out.data,
                              x.shape[0],
                              w.shape[0],
-                             x.shape[1]};
+                             x.shape[1],
+                             blocks ? fp8_block_scale_stride(x.shape[1]) : 0};
   // Decode-sized products stream the weights through our mma kernel (cuBLASLt's small-m FP8
   // kernels read them at a fraction of the bandwidth: docs/perf.md); batch-invariant mode keeps
   // one algorithm for every m.
@@ -605,6 +601,7 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
   prob.n = int(w.shape[0]);
   prob.k = int(x.shape[1]);
   prob.out = out.dtype;
+  prob.blocks = blocks;
   if (gemm_->run_fp8(prob, x.data, xs, w.data, ws, out.data, stream_) == GemmOutcome::kDeclined)
     launch_gemm_fp8_fallback(params, out.dtype, stream_);
 }

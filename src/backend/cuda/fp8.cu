@@ -1,5 +1,6 @@
-// FP8 (e4m3) kernels of the CUDA backend: the per-token quantization of activations that feeds the
-// FP8 GEMM, and a plain FP8 GEMM for the shapes cuBLASLt declines. e4m3 goes through cuda_fp8.h:
+// FP8 (e4m3) kernels of the CUDA backend: the quantization of activations (per token, or per token
+// and 128-column group) that feeds the FP8 GEMM, and a plain FP8 GEMM for the shapes cuBLASLt
+// declines. e4m3 goes through cuda_fp8.h:
 // __nv_cvt_float_to_fp8 rounds to nearest even and, with __NV_SATFINITE, saturates at +-448, as
 // the host's f32_to_f8e4m3 does; the divisions are IEEE (__fdiv_rn) whatever the compile flags, so
 // codes and scales are bit for bit the CPU reference's for the same inputs.
@@ -90,6 +91,36 @@ __global__ void quantize_rows_fp8_vec_kernel(QuantizeRowsFp8Params p) {
   if (threadIdx.x == 0) p.scales[r] = s;
 }
 
+// Per token and group of 128 columns (grouped scales): one warp per (row, group), four columns per
+// lane. As above, the maximum does not depend on its order: codes and scales are the reference's.
+template <class T>
+__global__ void quantize_groups_fp8_kernel(QuantizeRowsFp8Params p) {
+  pdl_enter();
+  const int64_t groups = (p.k + 127) / 128;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; item < p.m * groups; item += warps) {
+    const int64_t r = item / groups, grp = item - r * groups;
+    const T* x = static_cast<const T*>(p.x) + r * p.x_stride;
+    const int64_t j0 = grp * 128 + lane * 4;
+    float v[4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[e] = j0 + e < p.k ? to_f32(x[j0 + e]) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[e]));
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float s = __fdiv_rn(amax, kE4m3Max);
+    if (!(s > 0.0f)) s = 1.0f;
+    uint8_t* codes = p.codes + r * p.k;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (j0 + e < p.k) codes[j0 + e] = uint8_t(__nv_cvt_float_to_fp8(__fdiv_rn(v[e], s), __NV_SATFINITE, __NV_E4M3));
+    if (lane == 0) p.scales[grp * p.m + r] = s;
+  }
+}
+
 template <class T>
 __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
   pdl_enter();
@@ -98,9 +129,21 @@ __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
     const int64_t i = e / p.n, j = e - (e / p.n) * p.n;
     const uint8_t* x = p.x + i * p.k;
     const uint8_t* w = p.w + j * p.k;
-    float acc = 0.0f;
-    for (int64_t l = 0; l < p.k; ++l) acc = __fadd_rn(acc, __fmul_rn(e4m3_value(x[l]), e4m3_value(w[l])));
-    static_cast<T*>(p.out)[e] = from_f32<T>(__fmul_rn(__fmul_rn(acc, p.x_scales[i]), p.w_scales[j]));
+    float result = 0.0f;
+    if (p.w_scale_stride == 0) {
+      float acc = 0.0f;
+      for (int64_t l = 0; l < p.k; ++l) acc = __fadd_rn(acc, __fmul_rn(e4m3_value(x[l]), e4m3_value(w[l])));
+      result = __fmul_rn(__fmul_rn(acc, p.x_scales[i]), p.w_scales[j]);
+    } else {
+      for (int64_t g = 0; g * 128 < p.k; ++g) {
+        float acc = 0.0f;
+        for (int64_t l = g * 128; l < min(p.k, (g + 1) * 128); ++l)
+          acc = __fadd_rn(acc, __fmul_rn(e4m3_value(x[l]), e4m3_value(w[l])));
+        result = __fadd_rn(
+            result, __fmul_rn(__fmul_rn(acc, p.x_scales[g * p.m + i]), p.w_scales[(j / 128) * p.w_scale_stride + g]));
+      }
+    }
+    static_cast<T*>(p.out)[e] = from_f32<T>(result);
   }
 }
 
@@ -115,6 +158,11 @@ void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStr
                    (reinterpret_cast<uintptr_t>(p.codes) & 7) == 0 && nvec <= 4 * 1024;
   dispatch_act(act, [&]<class T>() {
     static_assert(sizeof(T) == 2);
+    if (p.grouped) {
+      const int64_t warps = p.m * ((p.k + 127) / 128);
+      launch_kernel(quantize_groups_fp8_kernel<T>, grid_for(warps * 32, kQuantThreads), kQuantThreads, 0, stream, p);
+      return;
+    }
     if (!vec) {
       launch_kernel(quantize_rows_fp8_kernel<T>, unsigned(p.m), kQuantThreads, 0, stream, p);
       return;

@@ -11,8 +11,9 @@
 
 namespace fg::cuda {
 
-// Per-token FP8 quantization (Backend::quantize_rows_fp8), one block per row. x: [m, k] act (row
-// stride x_stride); codes: [m, k] e4m3 contiguous; scales: [m] f32.
+// FP8 quantization (Backend::quantize_rows_fp8). x: [m, k] act (row stride x_stride); codes: [m, k]
+// e4m3 contiguous; scales: [m] f32 per token, or (grouped) [ceil(k / 128), m] f32 per token and
+// group of 128 columns, group-major.
 struct QuantizeRowsFp8Params {
   const void* x = nullptr;
   int64_t x_stride = 0;
@@ -20,12 +21,16 @@ struct QuantizeRowsFp8Params {
   float* scales = nullptr;
   int64_t m = 0;
   int64_t k = 0;
+  bool grouped = false;
 };
 void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream);
 
 // The FP8 GEMM (Backend::gemm_fp8) for shapes cuBLASLt declines, one thread per output:
-// out[i, j] = (sum_l x[i, l] * w[j, l]) * x_scales[i] * w_scales[j], f32 accumulation.
-// x: [m, k] e4m3, w: [n, k] e4m3, contiguous; x_scales: [m] f32; w_scales: [n] f32; out: [m, n] act.
+// out[i, j] = (sum_l x[i, l] * w[j, l]) * x_scales[i] * w_scales[j], f32 accumulation, or with
+// 128-block scales (w_scale_stride > 0) the sum over 128-column groups g of the group's sum *
+// x_scales[g * m + i] * w_scales[(j / 128) * w_scale_stride + g].
+// x: [m, k] e4m3, w: [n, k] e4m3, contiguous; x_scales: [m] or [ceil(k / 128), m] f32; w_scales:
+// [n] or [ceil(n / 128), w_scale_stride] f32; out: [m, n] act.
 struct GemmFp8Params {
   const uint8_t* x = nullptr;
   const float* x_scales = nullptr;
@@ -35,6 +40,7 @@ struct GemmFp8Params {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
+  int64_t w_scale_stride = 0;  // 0: per-channel scales; else 128-block scales with this row stride
 };
 void launch_gemm_fp8_fallback(const GemmFp8Params& p, DType out, cudaStream_t stream);
 

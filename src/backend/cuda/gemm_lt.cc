@@ -144,11 +144,17 @@ bool GemmLt::make_fp8_descriptors(const Fp8GemmProblem& prob, const float* x_sca
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
   // D (n x m, column-major) = op(A) (n x k) * B (k x m): A's scale vector has one entry per row of
-  // D (the n output channels), B's one per column (the m tokens).
-  const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  if (cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)) !=
+  // D (the n output channels), B's one per column (the m tokens). With 128-blocks, A (k x n,
+  // k innermost) has one scale per 128 x 128 block, for each block column of n the ceil(k / 128)
+  // k-blocks' scales at a stride padded to 4; B (k x m) one per 128 k-values of a token, for each
+  // k-block the m tokens' scales in a row.
+  const int32_t a_mode =
+      prob.blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const int32_t b_mode =
+      prob.blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  if (cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)) !=
           CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)) !=
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)) !=
           CUBLAS_STATUS_SUCCESS) {
     destroy(plan);
     return false;
@@ -248,11 +254,11 @@ GemmLt::Plan GemmLt::make_invariant_plan(const GemmProblem& prob) {
 }
 
 GemmLt::Plan GemmLt::make_invariant_fp8_plan(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales) {
-  const Fp8ShapeKey shape{prob.n, prob.k, int(prob.out)};
+  const Fp8ShapeKey shape{prob.n, prob.k, int(prob.out), prob.blocks};
   auto it = fp8_shape_algos_.find(shape);
   if (it == fp8_shape_algos_.end()) {
     // As make_invariant_plan: chosen once at invariant_ref_m_ rows, single-pass, no workspace. A
-    // shape with no such algorithm (or a cuBLASLt without outer-vector scaling) is declined at
+    // shape with no such algorithm (or a cuBLASLt without the scale mode) is declined at
     // every m, so the backend's fallback kernel (one thread per output, k in order) runs it for all.
     Fp8GemmProblem ref = prob;
     ref.m = invariant_ref_m_;
@@ -267,7 +273,7 @@ GemmLt::Plan GemmLt::make_invariant_fp8_plan(const Fp8GemmProblem& prob, const f
   if (!it->second) return plan;
   FG_CHECK(make_fp8_descriptors(prob, x_scales, w_scales, plan),
            "batch-invariant fp8 gemm: cuBLASLt refuses at m=" + std::to_string(prob.m) +
-               " the outer-vector scaling it took for the shape");
+               " the scale modes it took for the shape");
   plan.algo = *it->second;
   FG_CHECK(algo_runs(plan), "batch-invariant fp8 gemm: the algorithm chosen for n=" + std::to_string(prob.n) +
                                 " k=" + std::to_string(prob.k) + " does not run at m=" + std::to_string(prob.m));
@@ -311,7 +317,7 @@ GemmOutcome GemmLt::run_fp8(const Fp8GemmProblem& prob, const void* x, const flo
                             const float* w_scales, void* out, cudaStream_t stream) {
   if (prob.m == 0 || prob.n == 0) return GemmOutcome::kDone;
   const int ax = alignment_of(x), aw = alignment_of(w), ao = alignment_of(out);
-  Fp8Key key{prob.m, prob.n, prob.k, int(prob.out), ax, aw, ao};
+  Fp8Key key{prob.m, prob.n, prob.k, int(prob.out), prob.blocks, ax, aw, ao};
   auto it = fp8_plans_.find(key);
   if (it == fp8_plans_.end()) {
     Plan plan;

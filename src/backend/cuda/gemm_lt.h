@@ -1,9 +1,9 @@
 // GEMMs through cuBLASLt: out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), bf16/f16 inputs, f32
 // accumulation, bf16/f16/f32 output; and the FP8 GEMM (run_fp8): e4m3 x and w with a scale per row
 // of x and per row of w, applied by cuBLASLt's outer-vector scale mode
-// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUDA 12.9+ on sm_90), bf16/f16 output. The algorithm is chosen once per
-// problem (shapes, strides, dtypes, pointer alignment, bias) with cublasLtMatmulAlgoGetHeuristic and cached with its
-// descriptors; the workspace is allocated once. Host-only code.
+// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUDA 12.9+ on sm_90) or 128-block scales, bf16/f16 output. The algorithm
+// is chosen once per problem (shapes, strides, dtypes, pointer alignment, bias) with cublasLtMatmulAlgoGetHeuristic and
+// cached with its descriptors; the workspace is allocated once. Host-only code.
 //
 // Batch-invariant mode (Mode::kBatchInvariant): a row's result must not depend on m. cuBLASLt's
 // heuristic picks other kernels (tiles, split-K) for other m, and a split-K or stream-K kernel
@@ -45,12 +45,15 @@ struct GemmProblem {
 };
 
 // out[m, n] = (x[m, k] @ w[n, k]^T) * x_scales[m] (per row) * w_scales[n] (per column); x, w
-// e4m3 with contiguous rows (row stride k), out contiguous.
+// e4m3 with contiguous rows (row stride k), out contiguous. With `blocks`, the scales are
+// Backend::gemm_fp8's 128-block ones instead (x: one per row and 128 columns, cuBLASLt's
+// VEC128_32F; w: one per 128 x 128 block, BLK128x128_32F; CUDA 12.9+ on sm_90).
 struct Fp8GemmProblem {
   int m = 0;
   int n = 0;
   int k = 0;
   DType out = DType::kBF16;
+  bool blocks = false;
 };
 
 enum class GemmOutcome {
@@ -81,8 +84,8 @@ class GemmLt {
   // Enqueues the product on `stream`. x, w, bias: device pointers as GemmProblem describes.
   GemmOutcome run(const GemmProblem& prob, const void* x, const void* w, const void* bias, void* out,
                   cudaStream_t stream);
-  // The FP8 product; kDeclined when this cuBLASLt has no algorithm (or no outer-vector scaling)
-  // for it. x_scales: [m] f32, w_scales: [n] f32, device pointers.
+  // The FP8 product; kDeclined when this cuBLASLt has no algorithm (or not the scale mode) for
+  // it. x_scales, w_scales: device pointers to f32 scales as Fp8GemmProblem says.
   GemmOutcome run_fp8(const Fp8GemmProblem& prob, const void* x, const float* x_scales, const void* w,
                       const float* w_scales, void* out, cudaStream_t stream);
 
@@ -104,8 +107,8 @@ class GemmLt {
   Plan make_invariant_plan(const GemmProblem& prob);
   // make_invariant_plan for the FP8 product (ok = false, at every m, for a shape declined).
   Plan make_invariant_fp8_plan(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales);
-  // Fills plan's op (outer-vector scales at these pointers) and layouts for `prob`; false, with
-  // nothing left to destroy, when this cuBLASLt has no outer-vector scale mode.
+  // Fills plan's op (the problem's scale modes, scales at these pointers) and layouts for `prob`;
+  // false, with nothing left to destroy, when this cuBLASLt has not those scale modes.
   static bool make_fp8_descriptors(const Fp8GemmProblem& prob, const float* x_scales, const float* w_scales,
                                    Plan& plan);
   // The scale pointers are set before the algorithm is chosen (run_fp8 sets them again per call).
@@ -132,10 +135,11 @@ class GemmLt {
     bool bias_in_epilogue = false;
   };
   std::map<ShapeKey, ShapeAlgo> shape_algos_;
-  using Fp8Key = std::tuple<int, int, int, int, int, int, int>;  // m, n, k, out dtype, alignments
+  using Fp8Key = std::tuple<int, int, int, int, bool, int, int, int>;  // m, n, k, out dtype, blocks, alignments
   std::map<Fp8Key, Plan> fp8_plans_;
-  // Batch-invariant mode: each FP8 weight shape's algorithm (n, k, out dtype), none when declined.
-  using Fp8ShapeKey = std::tuple<int, int, int>;
+  // Batch-invariant mode: each FP8 weight shape's algorithm (n, k, out dtype, blocks), none when
+  // declined.
+  using Fp8ShapeKey = std::tuple<int, int, int, bool>;
   std::map<Fp8ShapeKey, std::optional<cublasLtMatmulAlgo_t>> fp8_shape_algos_;
 };
 

@@ -29,6 +29,7 @@ constexpr int kUnroll = 4 / kTiles;
 template <class T, class O>
 struct DenseKind {
   using Params = GemvParams;
+  static constexpr bool kChunkScales = false;
   __device__ static const char* x_row(const Params& p, int64_t token) {
     return static_cast<const char*>(p.x) + token * p.ldx * int64_t(sizeof(T));
   }
@@ -36,7 +37,7 @@ struct DenseKind {
     return static_cast<const char*>(p.w) + row * p.ldw * int64_t(sizeof(T));
   }
   __device__ static int64_t k_bytes(const Params& p) { return p.k * int64_t(sizeof(T)); }
-  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4]) {
+  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4], float, float) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       asm volatile(
@@ -59,11 +60,14 @@ struct DenseKind {
   }
 };
 
-// e4m3 x and w (contiguous rows), each mma's result added to the f32 accumulators, the per-token
-// and per-channel scales applied in the epilogue.
-template <class O>
+// e4m3 x and w (contiguous rows), each mma's result added to the f32 accumulators. Per-channel
+// scales (kBlocks false) are applied in the epilogue; 128-block scales to each mma's result, by
+// the factor x_scale(token, group) * w_scale(block row, group) of its 64-byte chunk's group (a
+// CTA's 16 weight rows lie in one block row).
+template <class O, bool kBlocks>
 struct Fp8Kind {
   using Params = GemmFp8Params;
+  static constexpr bool kChunkScales = kBlocks;
   __device__ static const char* x_row(const Params& p, int64_t token) {
     return reinterpret_cast<const char*>(p.x) + token * p.k;
   }
@@ -71,7 +75,14 @@ struct Fp8Kind {
     return reinterpret_cast<const char*>(p.w) + row * p.k;
   }
   __device__ static int64_t k_bytes(const Params& p) { return p.k; }
-  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4]) {
+  // The scale factor of chunk c's products for `token` of the CTA whose first row is n0.
+  __device__ static float chunk_factor(const Params& p, int64_t c, int64_t n0, int64_t token) {
+    if (c * 64 >= p.k || token >= p.m) return 0.0f;
+    const int64_t grp = c / 2;
+    return __fmul_rn(p.x_scales[grp * p.m + token], p.w_scales[(n0 / 128) * p.w_scale_stride + grp]);
+  }
+  // f0 / f1: the factors of the fragment's two token columns (kBlocks only).
+  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4], float f0, float f1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
     float d[4];
     asm volatile(
@@ -79,12 +90,20 @@ struct Fp8Kind {
         "{%10, %11, %12, %13};\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f), "f"(0.0f), "f"(0.0f));
+    if constexpr (kBlocks) {
+      acc[0] = fmaf(d[0], f0, acc[0]);
+      acc[1] = fmaf(d[1], f1, acc[1]);
+      acc[2] = fmaf(d[2], f0, acc[2]);
+      acc[3] = fmaf(d[3], f1, acc[3]);
+    } else {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) acc[r] += d[r];
+      for (int r = 0; r < 4; ++r) acc[r] += d[r];
+    }
 #endif
   }
   __device__ static void store(const Params& p, int64_t token, int64_t j, float sum) {
-    static_cast<O*>(p.out)[token * p.n + j] = from_f32<O>(__fmul_rn(__fmul_rn(sum, p.x_scales[token]), p.w_scales[j]));
+    static_cast<O*>(p.out)[token * p.n + j] =
+        from_f32<O>(kBlocks ? sum : __fmul_rn(__fmul_rn(sum, p.x_scales[token]), p.w_scales[j]));
   }
 };
 
@@ -102,6 +121,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params
   const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kUnroll<kTiles>;
   struct Group {
     uint4 wl[kUnroll<kTiles>], wh[kUnroll<kTiles>], xv[kUnroll<kTiles>][kTiles];
+    float f[kUnroll<kTiles>][kTiles][2];  // Kind::kChunkScales: each chunk's factors for tokens 2t, 2t + 1
   };
   auto load_w = [&](Group& grp, int64_t c0) {
 #pragma unroll
@@ -121,6 +141,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params
         const int64_t token = int64_t(i) * 8 + g;
         grp.xv[u][i] = off < k_bytes && token < p.m ? __ldg(reinterpret_cast<const uint4*>(Kind::x_row(p, token) + off))
                                                     : make_uint4(0, 0, 0, 0);
+        if constexpr (Kind::kChunkScales) {
+          const int64_t c = c0 + int64_t(u) * kWarps, first = int64_t(i) * 8 + 2 * t;
+          grp.f[u][i][0] = Kind::chunk_factor(p, c, n0, first);
+          grp.f[u][i][1] = Kind::chunk_factor(p, c, n0, first + 1);
+        }
       }
     }
   };
@@ -131,8 +156,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params
       const uint32_t a1[4] = {grp.wl[u].z, grp.wh[u].z, grp.wl[u].w, grp.wh[u].w};
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
-        Kind::mma(a0, grp.xv[u][i].x, grp.xv[u][i].y, acc[i]);
-        Kind::mma(a1, grp.xv[u][i].z, grp.xv[u][i].w, acc[i]);
+        const float f0 = Kind::kChunkScales ? grp.f[u][i][0] : 1.0f;
+        const float f1 = Kind::kChunkScales ? grp.f[u][i][1] : 1.0f;
+        Kind::mma(a0, grp.xv[u][i].x, grp.xv[u][i].y, acc[i], f0, f1);
+        Kind::mma(a1, grp.xv[u][i].z, grp.xv[u][i].w, acc[i], f0, f1);
       }
     }
   };
@@ -230,10 +257,16 @@ void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
            "gemv_fp8: m <= 16, k % 16 == 0 and 16-byte aligned operands");
   const unsigned grid = unsigned((p.n + 15) / 16);
   dispatch_act(out, [&]<class O>() {
-    if (p.m <= 8)
-      launch_kernel(gemv_kernel<Fp8Kind<O>, 1>, grid, kWarps * 32, 0, stream, p);
-    else
-      launch_kernel(gemv_kernel<Fp8Kind<O>, 2>, grid, kWarps * 32, 0, stream, p);
+    if (p.w_scale_stride > 0) {
+      if (p.m <= 8)
+        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 1>, grid, kWarps * 32, 0, stream, p);
+      else
+        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 2>, grid, kWarps * 32, 0, stream, p);
+    } else if (p.m <= 8) {
+      launch_kernel(gemv_kernel<Fp8Kind<O, false>, 1>, grid, kWarps * 32, 0, stream, p);
+    } else {
+      launch_kernel(gemv_kernel<Fp8Kind<O, false>, 2>, grid, kWarps * 32, 0, stream, p);
+    }
   });
 }
 

@@ -8,8 +8,8 @@
 //    accumulation, out in that dtype or f32; at most kGemvMaxRows rows of x and weights of at most
 //    kGemvMaxWeightBytes: where it beat cuBLASLt on an H200 (docs/perf.md; larger weights stream
 //    faster through cuBLASLt, and at 16 rows the qkv projection did).
-//  - launch_gemv_fp8: the FP8 GEMM of fp8_kernels.h's GemmFp8Params (e4m3 x and w, per-token and
-//    per-channel scales) for at most kGemvFp8MaxRows rows, where cuBLASLt's small-m FP8 kernels
+//  - launch_gemv_fp8: the FP8 GEMM of fp8_kernels.h's GemmFp8Params (e4m3 x and w, per-channel or
+//    128-block scales) for at most kGemvFp8MaxRows rows, where cuBLASLt's small-m FP8 kernels
 //    read the weights at a fraction of the bandwidth.
 #pragma once
 

@@ -1,4 +1,6 @@
-// FP8 ops (Backend::quantize_rows_fp8, Backend::gemm_fp8) on CUDA against the CPU reference.
+// FP8 ops (Backend::quantize_rows_fp8, Backend::gemm_fp8) on CUDA against the CPU reference, with
+// per-token / per-channel scales and with the fine-grained format's 128-column groups / 128 x 128
+// blocks (a scale per (token, group) and per weight block; the bounds below hold term by term).
 //
 // Quantization is bit for bit the reference's: the same f32 divisions and the same
 // round-to-nearest-even e4m3 encoding. The GEMM's products of two e4m3 values are exact in f32, so
@@ -86,16 +88,20 @@ TEST(BackendParity, Fp8QuantizeRowsIsTheReferenceBitForBit) {
       }
       x.set(v);
     }
-    Operand codes({c.m, c.k}, DType::kF8E4M3), scales({c.m}, DType::kF32);
-    cpu().quantize_rows_fp8(x.cpu, codes.on_cpu, scales.on_cpu);
-    gpu().quantize_rows_fp8(x.gpu, codes.on_gpu, scales.on_gpu);
-    gpu().synchronize();
-    EXPECT_TRUE(codes.download() == codes.host) << "e4m3 codes differ from the reference";
-    EXPECT_TRUE(scales.download() == scales.host) << "scales differ from the reference";
-    if (c.m > 2) {
-      EXPECT_EQ(scales.f32(0), 1.0f);
+    for (const bool grouped : {false, true}) {  // per token; per token and 128 columns
+      SCOPED_TRACE(grouped ? "groups of 128" : "per token");
+      Operand codes({c.m, c.k}, DType::kF8E4M3);
+      Operand scales = grouped ? Operand({(c.k + 127) / 128, c.m}, DType::kF32) : Operand({c.m}, DType::kF32);
+      cpu().quantize_rows_fp8(x.cpu, codes.on_cpu, scales.on_cpu);
+      gpu().quantize_rows_fp8(x.gpu, codes.on_gpu, scales.on_gpu);
+      gpu().synchronize();
+      EXPECT_TRUE(codes.download() == codes.host) << "e4m3 codes differ from the reference";
+      EXPECT_TRUE(scales.download() == scales.host) << "scales differ from the reference";
+      if (c.m > 2) {
+        EXPECT_EQ(scales.f32(0), 1.0f);
+      }
+      x.check_unchanged("quantize_rows_fp8 x");
     }
-    x.check_unchanged("quantize_rows_fp8 x");
   }
 }
 
@@ -107,54 +113,64 @@ TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
   };
   // m <= 16 runs the decode kernel (gemv.h: launch_gemv_fp8): one or two token tiles, k
   // ending inside a 64-byte chunk, n not a multiple of its 16-row CTAs.
-  for (const Case c :
-       {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384}, Case{300, 512, 1024},
-        Case{3, 48, 48}, Case{16, 1000, 4096}, Case{9, 40, 1040}, Case{17, 520, 2048}}) {
-    SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
-    Twin x({c.m, c.k}, DType::kBF16);
-    x.fill_random(rng, -2.0f, 2.0f);
-    Operand xq({c.m, c.k}, DType::kF8E4M3), xs({c.m}, DType::kF32);
-    Operand w({c.n, c.k}, DType::kF8E4M3), ws({c.n}, DType::kF32);
-    random_codes(rng, w.host);
-    std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
-    for (int64_t j = 0; j < c.n; ++j) {
-      const float s = scale(rng);
-      std::memcpy(ws.host.data() + 4 * j, &s, 4);
-    }
-    w.upload();
-    ws.upload();
-    Twin out({c.m, c.n}, DType::kBF16);
-    out.poison();
-    cpu().quantize_rows_fp8(x.cpu, xq.on_cpu, xs.on_cpu);
-    cpu().gemm_fp8(xq.on_cpu, xs.on_cpu, w.on_cpu, ws.on_cpu, out.cpu);
-    gpu().quantize_rows_fp8(x.gpu, xq.on_gpu, xs.on_gpu);
-    gpu().gemm_fp8(xq.on_gpu, xs.on_gpu, w.on_gpu, ws.on_gpu, out.gpu);
-    gpu().synchronize();
-    out.check_guards("gemm_fp8 out", true);
-
-    const std::vector<float> got = out.gpu_values(), ref = out.cpu_values(), xv = x.cpu_values();
-    int64_t over_gemm = 0, over_quant = 0;
-    for (int64_t i = 0; i < c.m; ++i) {
-      const float sx = xs.f32(i);
-      for (int64_t j = 0; j < c.n; ++j) {
-        const float sw = ws.f32(j);
-        double abs_products = 0.0, exact = 0.0, quant_bound = 0.0;
-        for (int64_t l = 0; l < c.k; ++l) {
-          const double wl = double(f8e4m3_to_f32(w.host[size_t(j * c.k + l)])) * sw;
-          const double xl = double(f8e4m3_to_f32(xq.host[size_t(i * c.k + l)])) * sx;
-          abs_products += std::fabs(xl * wl);
-          exact += double(xv[size_t(i * c.k + l)]) * wl;
-          quant_bound += std::fabs(wl) * (0.0625 * std::fabs(double(xv[size_t(i * c.k + l)])) + sx / 1024.0);
-        }
-        const double r = ref[size_t(i * c.n + j)], g = got[size_t(i * c.n + j)];
-        const double gemm_bound = std::fabs(r) / 256.0 + double(c.k) * std::ldexp(abs_products, -20) + 1e-30;
-        over_gemm += !(std::fabs(g - r) <= gemm_bound);
-        over_quant += !(std::fabs(g - exact) <= quant_bound + gemm_bound);
+  // Each case with per-channel and with 128-block scales (groups and blocks partial where k or n is
+  // not a multiple of 128; such shapes may go to the plain kernel when cuBLASLt declines them).
+  for (const Case c : {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384},
+                       Case{300, 512, 1024}, Case{3, 48, 48}, Case{16, 1000, 4096}, Case{9, 40, 1040},
+                       Case{17, 520, 2048}, Case{1, 4096, 4096}, Case{8, 1536, 1024}, Case{257, 768, 1536}})
+    for (const bool blocks : {false, true}) {
+      SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k) +
+                   (blocks ? ", 128-blocks" : ", per channel"));
+      const int64_t kb = (c.k + 127) / 128, nb = (c.n + 127) / 128, stride = fp8_block_scale_stride(c.k);
+      Twin x({c.m, c.k}, DType::kBF16);
+      x.fill_random(rng, -2.0f, 2.0f);
+      Operand xq({c.m, c.k}, DType::kF8E4M3);
+      Operand xs = blocks ? Operand({kb, c.m}, DType::kF32) : Operand({c.m}, DType::kF32);
+      Operand w({c.n, c.k}, DType::kF8E4M3);
+      Operand ws = blocks ? Operand({nb, stride}, DType::kF32) : Operand({c.n}, DType::kF32);
+      if (blocks)
+        for (Tensor* t : {&ws.on_cpu, &ws.on_gpu}) t->shape[1] = kb;  // [nb, kb] at the padded stride
+      random_codes(rng, w.host);
+      std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+      for (size_t j = 0; j < ws.host.size() / 4; ++j) {
+        const float v = scale(rng);
+        std::memcpy(ws.host.data() + 4 * j, &v, 4);
       }
+      w.upload();
+      ws.upload();
+      Twin out({c.m, c.n}, DType::kBF16);
+      out.poison();
+      cpu().quantize_rows_fp8(x.cpu, xq.on_cpu, xs.on_cpu);
+      cpu().gemm_fp8(xq.on_cpu, xs.on_cpu, w.on_cpu, ws.on_cpu, out.cpu);
+      gpu().quantize_rows_fp8(x.gpu, xq.on_gpu, xs.on_gpu);
+      gpu().gemm_fp8(xq.on_gpu, xs.on_gpu, w.on_gpu, ws.on_gpu, out.gpu);
+      gpu().synchronize();
+      out.check_guards("gemm_fp8 out", true);
+
+      // The scales of x[i, l] and w[j, l].
+      auto sx = [&](int64_t i, int64_t l) { return blocks ? xs.f32((l / 128) * c.m + i) : xs.f32(i); };
+      auto sw = [&](int64_t j, int64_t l) { return blocks ? ws.f32((j / 128) * stride + l / 128) : ws.f32(j); };
+      const std::vector<float> got = out.gpu_values(), ref = out.cpu_values(), xv = x.cpu_values();
+      int64_t over_gemm = 0, over_quant = 0;
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double abs_products = 0.0, exact = 0.0, quant_bound = 0.0;
+          for (int64_t l = 0; l < c.k; ++l) {
+            const double wl = double(f8e4m3_to_f32(w.host[size_t(j * c.k + l)])) * sw(j, l);
+            const double xl = double(f8e4m3_to_f32(xq.host[size_t(i * c.k + l)])) * sx(i, l);
+            abs_products += std::fabs(xl * wl);
+            exact += double(xv[size_t(i * c.k + l)]) * wl;
+            quant_bound += std::fabs(wl) * (0.0625 * std::fabs(double(xv[size_t(i * c.k + l)])) + sx(i, l) / 1024.0);
+          }
+          const double r = ref[size_t(i * c.n + j)], g = got[size_t(i * c.n + j)];
+          const double gemm_bound = std::fabs(r) / 256.0 + double(c.k) * std::ldexp(abs_products, -20) + 1e-30;
+          over_gemm += !(std::fabs(g - r) <= gemm_bound);
+          over_quant += !(std::fabs(g - exact) <= quant_bound + gemm_bound);
+        }
+      }
+      EXPECT_EQ(over_gemm, 0) << "outputs beyond the accumulation bound of the reference";
+      EXPECT_EQ(over_quant, 0) << "outputs beyond the activation-rounding bound of the exact product";
     }
-    EXPECT_EQ(over_gemm, 0) << "outputs beyond the accumulation bound of the reference";
-    EXPECT_EQ(over_quant, 0) << "outputs beyond the activation-rounding bound of the exact product";
-  }
 }
 
 // Random e4m3 codes x [rows, k] and w [n, k] with scales in [1e-3, 1e-2], uploaded; rows(b, m):

@@ -3,12 +3,13 @@
 // against its dequantized f32 twin on the same backend.
 //
 // Where the backend keeps the matrices as their dequantized values (the CPU: f32; CUDA for the
-// 128 x 128-block format: the bf16 rounding of the same f32 values it makes of the twin's), both
-// models compute with the same weights: logits and greedy ids are exactly the twin's.
+// 128 x 128-block fixture, whose fused matrices hold partial blocks: the bf16 rounding of the same
+// f32 values it makes of the twin's), both models compute with the same weights: logits and greedy
+// ids are exactly the twin's.
 //
-// Where it computes on the codes (CUDA, per-channel format: Backend::gemm_fp8 after per-token
-// quantization of every linear layer's input), the difference is fp8 activation rounding (and the
-// twin's bf16 weight rounding, 16x smaller). Bound: rounding an activation to e4m3 moves it by at
+// Where it computes on the codes (CUDA: Backend::gemm_fp8 after per-token, or per token and
+// 128-column group, quantization of every linear layer's input), the difference is fp8 activation
+// rounding (and the twin's bf16 weight rounding, 16x smaller). Bound: rounding an activation to e4m3 moves it by at
 // most half a step, 2^-4 of its value; those errors have independent signs across the k terms of
 // a dot product, so a GEMM's output moves by about 2^-4 / sqrt(3) = 3.6% rms of its scale; 4 GEMMs
 // per layer over 2 layers compound to about sqrt(8) x 3.6% = 10% rms of the logits' scale. The
@@ -17,15 +18,20 @@
 // run saw the largest difference at 0.34 of the largest logit, an outlier of the same error).
 // Rows keep the twin's argmax wherever its top-2 margin exceeds twice the largest difference.
 //
+// WholeBlockCheckpointComputesOnBlockScaledCodes: a fine-grained checkpoint written at test time
+// whose blocks tile its fused matrices, so CUDA keeps block-scaled codes (the same bound).
 // Fp8GemmModes: the per-channel codes under --batch-invariant (CUDA only).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "backend/backend.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "support/fp8_block_checkpoint.h"
 #include "support/model_test_util.h"
 
 namespace fg {
@@ -38,17 +44,42 @@ class Fp8CheckpointParity : public ::testing::TestWithParam<const char*> {
     if (!backend_)
       GTEST_SKIP() << "FG_TEST_BACKEND=cuda but no CUDA backend: " << make_cuda_backend(0).status().message();
   }
-  std::unique_ptr<Model> load(const std::string& name) {
-    auto m = Model::load(test::model_fixture(name), *backend_);
+  std::unique_ptr<Model> load(const std::string& dir) {
+    auto m = Model::load(dir, *backend_);
     EXPECT_TRUE(m.is_ok()) << m.status().to_string();
     return m.is_ok() ? std::move(m).value() : nullptr;
   }
+  // Logits (prefilled at once and token by token) and greedy ids of an FP8 checkpoint against its
+  // twin's, as the comment at the top says.
+  void check_against_twin(const std::string& fp8_dir, const std::string& twin_dir);
   std::unique_ptr<Backend> backend_;
 };
 
 TEST_P(Fp8CheckpointParity, LogitsAndGreedyIdsAreTheTwins) {
-  auto fp8 = load(GetParam());
-  auto twin = load(std::string(GetParam()) + "_twin");
+  check_against_twin(test::model_fixture(GetParam()), test::model_fixture(std::string(GetParam()) + "_twin"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8CheckpointParity, ::testing::Values("fp8_block", "fp8_channel"));
+
+// A fine-grained checkpoint whose fused matrices are whole 128 x 128 blocks (written at test time,
+// support/fp8_block_checkpoint.h): CUDA keeps its codes with block scales and computes on them
+// (128-column activation groups), within the bound above.
+TEST_F(Fp8CheckpointParity, WholeBlockCheckpointComputesOnBlockScaledCodes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fg_fp8_parity_" + std::to_string(getpid()));
+  test::write_fp8_block_llama(dir / "fp8", dir / "twin");
+  check_against_twin((dir / "fp8").string(), (dir / "twin").string());
+  if (backend_->weight_dtype(DType::kF8E4M3) == DType::kF8E4M3) {
+    auto fp8 = Model::load((dir / "fp8").string(), *backend_);
+    ASSERT_TRUE(fp8.is_ok());
+    EXPECT_EQ((*fp8)->weights().layers[0].qkv.dtype, DType::kF8E4M3);
+    EXPECT_EQ((*fp8)->weights().layers[0].qkv_scale.ndim, 2) << "128-block scales";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+void Fp8CheckpointParity::check_against_twin(const std::string& fp8_dir, const std::string& twin_dir) {
+  auto fp8 = load(fp8_dir);
+  auto twin = load(twin_dir);
   ASSERT_TRUE(fp8 && twin);
   ASSERT_TRUE(fp8->config().quant.quantized());
   std::vector<int32_t> prompt;
@@ -93,8 +124,6 @@ TEST_P(Fp8CheckpointParity, LogitsAndGreedyIdsAreTheTwins) {
   ASSERT_TRUE(ids.is_ok() && want_ids.is_ok());
   EXPECT_EQ(*ids, *want_ids);
 }
-
-INSTANTIATE_TEST_SUITE_P(Formats, Fp8CheckpointParity, ::testing::Values("fp8_block", "fp8_channel"));
 
 // The CUDA backend's batch-invariant GEMM mode with FP8 codes (gemm_lt.h): the FP8 GEMM runs one
 // algorithm per weight shape, so a prompt's logits are bitwise the same prefilled in one step or

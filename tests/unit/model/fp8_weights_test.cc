@@ -18,9 +18,11 @@
 #include <tuple>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "support/fp8_block_checkpoint.h"
 #include "support/model_test_util.h"
 
 namespace fg {
@@ -121,6 +123,78 @@ TEST_F(Fp8Weights, BothFormatsLoadAsTheirExactDequantizedTwins) {
     // The embedding table (bf16 in both) is kept as stored.
     EXPECT_EQ(fp8->weights().embed.dtype, DType::kBF16);
   }
+}
+
+// The CPU reference with the CUDA backend's choice of weight dtype: FP8 codes kept as stored, so a
+// model's linear layers run Backend::quantize_rows_fp8 + gemm_fp8 (the reference ops).
+class CodesKeepingCpu : public CpuBackend {
+ public:
+  DType weight_dtype(DType stored) const override {
+    return stored == DType::kF8E4M3 ? stored : CpuBackend::weight_dtype(stored);
+  }
+};
+
+// A fine-grained checkpoint whose parts are whole 128 x 128 blocks keeps its codes with block
+// scales (q/k/v and gate/up fused: their blocks stacked), and computes within FP8 activation
+// rounding of its twin (the bound and its derivation: tests/parity/model/fp8_checkpoint_parity_test.cc).
+// The committed fixture, 160 wide, has partial blocks inside its fused matrices: kept as values.
+TEST_F(Fp8Weights, WholeBlockCheckpointKeepsCodesWithBlockScales) {
+  test::write_fp8_block_llama(dir_ / "fp8", dir_ / "twin");
+  backend_ = std::make_unique<CodesKeepingCpu>();
+  auto fp8 = load((dir_ / "fp8").string());
+  auto twin = load((dir_ / "twin").string());
+  ASSERT_TRUE(fp8 && twin);
+  const LayerWeights& L = fp8->weights().layers[0];
+  for (auto [w, scale, n, k] :
+       {std::tuple{&L.qkv, &L.qkv_scale, 512, 256}, std::tuple{&L.o, &L.o_scale, 256, 256},
+        std::tuple{&L.gate_up, &L.gate_up_scale, 768, 256}, std::tuple{&L.down, &L.down_scale, 256, 384}}) {
+    EXPECT_EQ(w->dtype, DType::kF8E4M3);
+    ASSERT_EQ(scale->ndim, 2);
+    EXPECT_EQ(scale->shape[0], n / 128);
+    EXPECT_EQ(scale->shape[1], k / 128);
+    EXPECT_EQ(scale->stride[0], 4) << "ceil(k / 128) rounded up to 4";
+  }
+  // The fused qkv's block rows are q's two, then k's, then v's, each as the checkpoint has them.
+  auto ckpt = SafetensorsCheckpoint::open((dir_ / "fp8").string());
+  ASSERT_TRUE(ckpt.is_ok());
+  const auto* qkv_scales = static_cast<const float*>(L.qkv_scale.data);
+  int row = 0;
+  for (const char* part : {"q_proj", "k_proj", "v_proj"}) {
+    auto t = ckpt->get(weight_name_layer(0, (std::string("self_attn.") + part + ".weight_scale_inv").c_str()));
+    ASSERT_TRUE(t.is_ok());
+    const auto* want = static_cast<const float*>((*t)->data);
+    for (int64_t r = 0; r < (*t)->shape[0]; ++r, ++row)
+      for (int64_t c = 0; c < 2; ++c) EXPECT_EQ(qkv_scales[row * 4 + c], want[r * 2 + c]) << part << " " << r;
+  }
+  EXPECT_EQ(row, 4);
+
+  const std::vector<int32_t> prompt = test_prompt();
+  const int64_t vocab = fp8->config().vocab_size;
+  auto got = prompt_logits(*fp8, prompt, 16);
+  auto want = prompt_logits(*twin, prompt, 16);
+  ASSERT_TRUE(got.is_ok() && want.is_ok());
+  double diff_sq = 0.0, ref_sq = 0.0;
+  float max_diff = 0.0f;
+  for (size_t i = 0; i < got->size(); ++i) {
+    const double d = double((*got)[i]) - double((*want)[i]);
+    diff_sq += d * d;
+    ref_sq += double((*want)[i]) * double((*want)[i]);
+    max_diff = std::max(max_diff, float(std::fabs(d)));
+  }
+  EXPECT_GT(diff_sq, 0.0) << "the codes path should differ from the twin by activation rounding";
+  EXPECT_LE(std::sqrt(diff_sq), 0.25 * std::sqrt(ref_sq));
+  for (size_t r = 0; r < prompt.size(); ++r) {
+    const float* g = got->data() + r * size_t(vocab);
+    const float* w = want->data() + r * size_t(vocab);
+    if (test::top2_margin(w, vocab) > 2.0f * max_diff) {
+      EXPECT_EQ(test::argmax(g, vocab), test::argmax(w, vocab)) << "row " << r;
+    }
+  }
+
+  auto partial = load(test::model_fixture("fp8_block"));
+  ASSERT_TRUE(partial);
+  EXPECT_EQ(partial->weights().layers[0].qkv.dtype, DType::kF32) << "partial blocks inside a fused matrix";
+  EXPECT_EQ(partial->weights().layers[0].qkv_scale.data, nullptr);
 }
 
 TEST_F(Fp8Weights, QuantizationAtLoadIsPerChannelE4m3RoundingOfTheOriginal) {
