@@ -4,6 +4,7 @@
 // their block scales (model/weights.h). The committed fixtures (tools/make_fp8_fixtures.py) are
 // 160 wide on purpose, so that their blocks are partial; this one is the other case. Next to it,
 // its exact twin: the same model with every linear weight as its f32 value e4m3(code) * scale.
+// Also: CodesKeepingCpu, a CPU backend that keeps FP8 codes as CUDA does.
 //
 // Each 128 x 128 block of a weight gets its own magnitude (a factor 2^-3 .. 2^2), so scales that
 // were applied to the wrong block would change the logits by far more than FP8 rounding does.
@@ -21,9 +22,19 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 
 namespace fg::test {
+
+// The CPU reference with the CUDA backend's choice of weight dtype: FP8 codes kept as stored, so a
+// model's linear layers run Backend::quantize_rows_fp8 + gemm_fp8 (the reference ops) on them.
+class CodesKeepingCpu : public CpuBackend {
+ public:
+  DType weight_dtype(DType stored) const override {
+    return stored == DType::kF8E4M3 ? stored : CpuBackend::weight_dtype(stored);
+  }
+};
 
 // Writes `tensors` (name -> dtype name, shape, bytes) as dir/model.safetensors.
 struct SafetensorsEntry {

@@ -31,6 +31,7 @@
 #include "model/generate.h"
 #include "model/model.h"
 #include "support/engine_test_util.h"
+#include "support/fp8_block_checkpoint.h"
 #include "support/model_test_util.h"
 
 namespace fg {
@@ -591,6 +592,62 @@ TEST(TensorParallelCuda, Tp1ThroughNcclMatchesThePlainPath) {
     // The same kernels on the same values: equal but for GEMM algorithm choices.
     expect_close(to_host(backend, *b), la, (*plain)->config().vocab_size, 1e-3f);
   }
+}
+
+// A fine-grained checkpoint whose slices at TP = 2 are whole 128 x 128 blocks (head_dim 128: each
+// rank's q, k and v rows and o, down columns are multiples of 128), on a backend that keeps FP8
+// codes: each rank keeps codes with block scales, and its codes and scales are the whole model's
+// slices (a column-parallel layer its block rows, a row-parallel one its block columns).
+TEST(TensorParallelCpu, Fp8BlockShardsKeepTheirBlocksScales) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fg_tp_fp8_block_" + std::to_string(getpid()));
+  test::Fp8BlockLlamaShape shape;
+  shape.head_dim = 128;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.inter = 512;
+  test::write_fp8_block_llama(dir / "fp8", dir / "twin", 7, shape);
+  test::CodesKeepingCpu backend;
+  auto whole = Model::load((dir / "fp8").string(), backend);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  auto comms = make_local_communicators(2);
+  // Rows [r0, r1) x columns [c0, c1) of a scale tensor (row stride from the tensor).
+  auto scale_block = [](const Tensor& t, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    std::vector<float> out;
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c) out.push_back(static_cast<const float*>(t.data)[r * t.stride[0] + c]);
+    return out;
+  };
+  auto all = [&](const Tensor& t) { return scale_block(t, 0, t.shape[0], 0, t.shape[1]); };
+  for (int r = 0; r < 2; ++r) {
+    auto shard = Model::load((dir / "fp8").string(), backend, TensorParallel{comms[size_t(r)].get()});
+    ASSERT_TRUE(shard.is_ok()) << shard.status().to_string();
+    const LayerWeights& W = (*whole)->weights().layers[0];
+    const LayerWeights& S = (*shard)->weights().layers[0];
+    for (const Tensor* t : {&S.qkv, &S.o, &S.gate_up, &S.down}) ASSERT_EQ(t->dtype, DType::kF8E4M3);
+    for (const Tensor* t : {&S.qkv_scale, &S.o_scale, &S.gate_up_scale, &S.down_scale}) ASSERT_EQ(t->ndim, 2);
+    // qkv block rows: q 4 (2 per rank), k 2, v 2 (1 per rank each); hidden 256 = 2 block columns.
+    std::vector<float> qkv = scale_block(W.qkv_scale, 2 * r, 2 * r + 2, 0, 2);
+    for (int64_t part : {4, 6}) {
+      const std::vector<float> kv = scale_block(W.qkv_scale, part + r, part + r + 1, 0, 2);
+      qkv.insert(qkv.end(), kv.begin(), kv.end());
+    }
+    EXPECT_EQ(all(S.qkv_scale), qkv);
+    // gate/up block rows: gate 4 (2 per rank), then up 4.
+    std::vector<float> gu = scale_block(W.gate_up_scale, 2 * r, 2 * r + 2, 0, 2);
+    const std::vector<float> up = scale_block(W.gate_up_scale, 4 + 2 * r, 4 + 2 * r + 2, 0, 2);
+    gu.insert(gu.end(), up.begin(), up.end());
+    EXPECT_EQ(all(S.gate_up_scale), gu);
+    // o and down: every block row, the rank's 2 of 4 block columns.
+    EXPECT_EQ(all(S.o_scale), scale_block(W.o_scale, 0, 2, 2 * r, 2 * r + 2));
+    EXPECT_EQ(all(S.down_scale), scale_block(W.down_scale, 0, 2, 2 * r, 2 * r + 2));
+    EXPECT_EQ(S.o_scale.stride[0], 4);
+    // The codes: o's columns of the rank.
+    const auto* wo = static_cast<const uint8_t*>(W.o.data);
+    const auto* so = static_cast<const uint8_t*>(S.o.data);
+    for (int64_t i = 0; i < 256; ++i)
+      ASSERT_EQ(std::memcmp(so + i * 256, wo + i * 512 + r * 256, 256), 0) << "o row " << i;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The CUDA backend keeps per-channel FP8 weights as e4m3 codes with [n] scales: a shard's codes and

@@ -18,7 +18,6 @@
 #include <tuple>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/generate.h"
 #include "model/model.h"
@@ -125,22 +124,13 @@ TEST_F(Fp8Weights, BothFormatsLoadAsTheirExactDequantizedTwins) {
   }
 }
 
-// The CPU reference with the CUDA backend's choice of weight dtype: FP8 codes kept as stored, so a
-// model's linear layers run Backend::quantize_rows_fp8 + gemm_fp8 (the reference ops).
-class CodesKeepingCpu : public CpuBackend {
- public:
-  DType weight_dtype(DType stored) const override {
-    return stored == DType::kF8E4M3 ? stored : CpuBackend::weight_dtype(stored);
-  }
-};
-
 // A fine-grained checkpoint whose parts are whole 128 x 128 blocks keeps its codes with block
 // scales (q/k/v and gate/up fused: their blocks stacked), and computes within FP8 activation
 // rounding of its twin (the bound and its derivation: tests/parity/model/fp8_checkpoint_parity_test.cc).
 // The committed fixture, 160 wide, has partial blocks inside its fused matrices: kept as values.
 TEST_F(Fp8Weights, WholeBlockCheckpointKeepsCodesWithBlockScales) {
   test::write_fp8_block_llama(dir_ / "fp8", dir_ / "twin");
-  backend_ = std::make_unique<CodesKeepingCpu>();
+  backend_ = std::make_unique<test::CodesKeepingCpu>();
   auto fp8 = load((dir_ / "fp8").string());
   auto twin = load((dir_ / "twin").string());
   ASSERT_TRUE(fp8 && twin);
