@@ -94,22 +94,29 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
   ModelWeights w;
   std::vector<DummyTensor> plan = dummy_plan(c, w);
   const DType act = backend.act_dtype();
-  // FP8: the linear weights without a bias as e4m3 codes with per-channel scales, where the backend
-  // keeps them so (weights.h); made by quantizing random act rows with Backend::quantize_rows_fp8.
-  const bool fp8 = quantization == LoadQuantization::kFp8;
+  // FP8: the linear weights without a bias as e4m3 codes with per-channel scales (--quantization
+  // fp8), or with 128 x 128 block scales (a config whose quantization_config is the fine-grained
+  // format), where the backend keeps them so (weights.h); the codes are random act rows quantized
+  // with Backend::quantize_rows_fp8, the block scales random near those rows' scales.
+  const bool blocks = c.quant.method == WeightQuantization::kFp8Block;
+  const bool fp8 = quantization == LoadQuantization::kFp8 || blocks;
   if (fp8 && !(backend.supports_fp8_gemm() && backend.weight_dtype(DType::kF8E4M3) == DType::kF8E4M3))
-    return unsupported("--quantization fp8 with dummy weights needs a backend that computes on FP8 weights; " +
-                       backend.name() + " keeps them as dequantized values, so nothing new would be measured");
+    return unsupported(
+        "FP8 dummy weights (--quantization fp8, or an FP8 quantization_config) need a backend that "
+        "computes on FP8 weights; " +
+        backend.name() + " keeps them as dequantized values, so nothing new would be measured");
   auto as_fp8 = [&](const DummyTensor& t) { return fp8 && t.fp8_scales != nullptr && t.shape.back() % 16 == 0; };
-  size_t total = 0, staging = 0;
+  auto block_rows = [](const DummyTensor& t) { return (t.shape[0] + kFp8Block - 1) / kFp8Block; };
+  size_t total = 0, staging = 0, row_scales = 0;
   std::vector<size_t> offsets, scale_offsets;
   for (const DummyTensor& t : plan) {
     offsets.push_back(total);
     if (as_fp8(t)) {
       total += align_up(size_t(numel_of(t.shape)));
       scale_offsets.push_back(total);
-      total += align_up(size_t(t.shape[0]) * 4);
+      total += align_up(size_t(blocks ? block_rows(t) * fp8_block_scale_stride(t.shape[1]) : t.shape[0]) * 4);
       staging = std::max(staging, size_t(numel_of(t.shape)) * dtype_size(act));
+      row_scales = std::max(row_scales, size_t(t.shape[0]) * 4);
       continue;
     }
     scale_offsets.push_back(0);
@@ -117,6 +124,8 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
   }
   Buffer rows;  // random act rows, quantized into each FP8 matrix
   if (staging > 0) rows = backend.alloc(staging);
+  Buffer per_row;  // block scales: the rows' own scales, not kept
+  if (blocks && row_scales > 0) per_row = backend.alloc(row_scales);
   w.arena = backend.alloc(std::max(total, kAlign));
   if (w.arena.data() == nullptr) {
     return Status(ErrorCode::kResourceExhausted,
@@ -142,8 +151,20 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
       const float a = 1.0f / std::sqrt(float(d.fan_in));
       Tensor values = Tensor::contiguous(rows.data(), act, t.device, {d.shape[0], d.shape[1]});
       backend.fill_uniform(values, -a, a, tensor_seed);
-      *d.fp8_scales = Tensor::contiguous(base + scale_offsets[i], DType::kF32, t.device, {d.shape[0]});
-      backend.quantize_rows_fp8(values, t, *d.fp8_scales);
+      if (!blocks) {
+        *d.fp8_scales = Tensor::contiguous(base + scale_offsets[i], DType::kF32, t.device, {d.shape[0]});
+        backend.quantize_rows_fp8(values, t, *d.fp8_scales);
+        continue;
+      }
+      Tensor row_scale = Tensor::contiguous(per_row.data(), DType::kF32, t.device, {d.shape[0]});
+      backend.quantize_rows_fp8(values, t, row_scale);
+      // Codes span +-448 of a row's amax ~ a: block scales around a / 448 keep the values near U(-a, a).
+      const int64_t stride = fp8_block_scale_stride(d.shape[1]);
+      Tensor all = Tensor::contiguous(base + scale_offsets[i], DType::kF32, t.device, {block_rows(d) * stride});
+      backend.fill_uniform(all, 0.5f * a / 448.0f, 1.5f * a / 448.0f, tensor_seed + 1);
+      *d.fp8_scales = Tensor::contiguous(all.data, DType::kF32, t.device,
+                                         {block_rows(d), (d.shape[1] + kFp8Block - 1) / kFp8Block});
+      d.fp8_scales->stride[0] = stride;
       continue;
     }
     Tensor flat = Tensor::contiguous(t.data, act, t.device, {numel_of(d.shape)});

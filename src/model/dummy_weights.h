@@ -14,7 +14,8 @@ namespace fg {
 
 // Errors: the arena does not fit in the backend's memory. `quantization` kFp8: the linear weights
 // without a bias are e4m3 codes with per-channel scales (random act rows quantized per row), as a
-// backend that computes on FP8 weights keeps them (weights.h); Unsupported on other backends.
+// backend that computes on FP8 weights keeps them (weights.h); a config with the fine-grained FP8
+// quantization_config: the same codes with 128 x 128 block scales; Unsupported on other backends.
 Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
                                         LoadQuantization quantization = LoadQuantization::kNone);
 

@@ -592,7 +592,8 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
   // kernels read them at a fraction of the bandwidth: docs/perf.md); batch-invariant mode keeps
   // one algorithm for every m.
   if (gemv_fp8_ && !options_.batch_invariant && x.shape[0] <= kGemvFp8MaxRows &&
-      reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0) {
+      (!blocks || x.shape[1] <= kGemvFp8MaxBlockK) && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(w.data) % 16 == 0) {
     launch_gemv_fp8(params, out.dtype, stream_);
     return;
   }

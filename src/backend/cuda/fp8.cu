@@ -121,6 +121,42 @@ __global__ void quantize_groups_fp8_kernel(QuantizeRowsFp8Params p) {
   }
 }
 
+// Grouped scales on rows that allow 16-byte vectors (as for quantize_rows_fp8_vec_kernel): a
+// half-warp per (row, group), 8 columns per lane, a warp on two consecutive items.
+template <class T>
+__global__ void quantize_groups_fp8_vec_kernel(QuantizeRowsFp8Params p) {
+  pdl_enter();
+  const int64_t groups = (p.k + 127) / 128, total = p.m * groups;
+  const int half = threadIdx.x & 15;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; 2 * w < total; w += warps) {
+    const int64_t item = 2 * w + ((threadIdx.x >> 4) & 1);
+    const bool valid = item < total;
+    const int64_t r = valid ? item / groups : 0, grp = valid ? item - r * groups : 0;
+    const int64_t j0 = grp * 128 + half * 8;
+    const bool in = valid && j0 < p.k;  // k % 8 == 0: a lane's 8 columns are all in or all out
+    const uint4 v =
+        in ? *reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + r * p.x_stride + j0) : make_uint4(0, 0, 0, 0);
+    const T* e = reinterpret_cast<const T*>(&v);
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(to_f32(e[j])));
+    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float s = __fdiv_rn(amax, kE4m3Max);
+    if (!(s > 0.0f)) s = 1.0f;
+    if (in) {
+      uint8_t b[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        b[j] = uint8_t(__nv_cvt_float_to_fp8(__fdiv_rn(to_f32(e[j]), s), __NV_SATFINITE, __NV_E4M3));
+      *reinterpret_cast<uint2*>(p.codes + r * p.k + j0) =
+          make_uint2(uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24,
+                     uint32_t(b[4]) | uint32_t(b[5]) << 8 | uint32_t(b[6]) << 16 | uint32_t(b[7]) << 24);
+    }
+    if (valid && half == 0) p.scales[grp * p.m + r] = s;
+  }
+}
+
 template <class T>
 __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
   pdl_enter();
@@ -154,13 +190,18 @@ void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStr
   FG_CHECK(p.m <= 0x7fffffff, "quantize_rows_fp8: too many rows");
   // Act dtypes are 2 bytes: 8 elements per 16-byte vector, 8 codes per 8-byte store.
   const int64_t nvec = p.k / 8;
-  const bool vec = p.k % 8 == 0 && (p.m == 1 || p.x_stride % 8 == 0) && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 &&
-                   (reinterpret_cast<uintptr_t>(p.codes) & 7) == 0 && nvec <= 4 * 1024;
+  const bool vectors = p.k % 8 == 0 && (p.m == 1 || p.x_stride % 8 == 0) &&
+                       (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.codes) & 7) == 0;
+  const bool vec = vectors && nvec <= 4 * 1024;  // a row in one block's registers
   dispatch_act(act, [&]<class T>() {
     static_assert(sizeof(T) == 2);
     if (p.grouped) {
-      const int64_t warps = p.m * ((p.k + 127) / 128);
-      launch_kernel(quantize_groups_fp8_kernel<T>, grid_for(warps * 32, kQuantThreads), kQuantThreads, 0, stream, p);
+      const int64_t items = p.m * ((p.k + 127) / 128);
+      if (vectors)
+        launch_kernel(quantize_groups_fp8_vec_kernel<T>, grid_for((items + 1) / 2 * 32, kQuantThreads), kQuantThreads,
+                      0, stream, p);
+      else
+        launch_kernel(quantize_groups_fp8_kernel<T>, grid_for(items * 32, kQuantThreads), kQuantThreads, 0, stream, p);
       return;
     }
     if (!vec) {

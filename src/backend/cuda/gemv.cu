@@ -63,7 +63,8 @@ struct DenseKind {
 // e4m3 x and w (contiguous rows), each mma's result added to the f32 accumulators. Per-channel
 // scales (kBlocks false) are applied in the epilogue; 128-block scales to each mma's result, by
 // the factor x_scale(token, group) * w_scale(block row, group) of its 64-byte chunk's group (a
-// CTA's 16 weight rows lie in one block row).
+// CTA's 16 weight rows lie in one block row), from a table of the CTA's factors in shared memory
+// (in registers next to each chunk they cost a CTA per SM: 170 registers).
 template <class O, bool kBlocks>
 struct Fp8Kind {
   using Params = GemmFp8Params;
@@ -75,11 +76,16 @@ struct Fp8Kind {
     return reinterpret_cast<const char*>(p.w) + row * p.k;
   }
   __device__ static int64_t k_bytes(const Params& p) { return p.k; }
-  // The scale factor of chunk c's products for `token` of the CTA whose first row is n0.
-  __device__ static float chunk_factor(const Params& p, int64_t c, int64_t n0, int64_t token) {
-    if (c * 64 >= p.k || token >= p.m) return 0.0f;
-    const int64_t grp = c / 2;
-    return __fmul_rn(p.x_scales[grp * p.m + token], p.w_scales[(n0 / 128) * p.w_scale_stride + grp]);
+  // The factors of a CTA's products (kBlocks): table[g * cols + token] = x_scale(token, group g) *
+  // w_scale(the block row of n0, g) for tokens < m, else 0.
+  // Rows for `rows` groups, those past k zero (the kernel's last chunks may lie past k).
+  __device__ static void fill_factors(const Params& p, int64_t n0, float* table, int cols, int rows) {
+    const int64_t groups = (p.k + 127) / 128;
+    const float* ws = p.w_scales + (n0 / 128) * p.w_scale_stride;
+    for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+      const int grp = e / cols, token = e - grp * cols;
+      table[e] = token < p.m && grp < groups ? __fmul_rn(p.x_scales[grp * p.m + token], ws[grp]) : 0.0f;
+    }
   }
   // f0 / f1: the factors of the fragment's two token columns (kBlocks only).
   __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4], float f0, float f1) {
@@ -107,6 +113,14 @@ struct Fp8Kind {
   }
 };
 
+// Rows of the factor table (Kind::kChunkScales): one per 128-column group of every chunk the
+// kernel's loop multiplies, past k included (a warp's last group may run past the last chunk).
+template <int kTiles>
+__host__ __device__ constexpr int factor_rows(int64_t k) {
+  const int64_t chunks = (k + 63) / 64;
+  return int((chunks + int64_t(kWarps) * kUnroll<kTiles> + 1) / 2);
+}
+
 template <class Kind, int kTiles>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params p) {
   __shared__ float partial[kWarps][kTiles][32][4];
@@ -121,8 +135,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params
   const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kUnroll<kTiles>;
   struct Group {
     uint4 wl[kUnroll<kTiles>], wh[kUnroll<kTiles>], xv[kUnroll<kTiles>][kTiles];
-    float f[kUnroll<kTiles>][kTiles][2];  // Kind::kChunkScales: each chunk's factors for tokens 2t, 2t + 1
   };
+  // Kind::kChunkScales: the factors of each 128-column group for the CTA's kTiles * 8 token slots.
+  extern __shared__ float factors[];
+  constexpr int kCols = kTiles * 8;
   auto load_w = [&](Group& grp, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll<kTiles>; ++u) {
@@ -141,23 +157,23 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params
         const int64_t token = int64_t(i) * 8 + g;
         grp.xv[u][i] = off < k_bytes && token < p.m ? __ldg(reinterpret_cast<const uint4*>(Kind::x_row(p, token) + off))
                                                     : make_uint4(0, 0, 0, 0);
-        if constexpr (Kind::kChunkScales) {
-          const int64_t c = c0 + int64_t(u) * kWarps, first = int64_t(i) * 8 + 2 * t;
-          grp.f[u][i][0] = Kind::chunk_factor(p, c, n0, first);
-          grp.f[u][i][1] = Kind::chunk_factor(p, c, n0, first + 1);
-        }
       }
     }
   };
-  auto multiply = [&](const Group& grp) {
+  auto multiply = [&](const Group& grp, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll<kTiles>; ++u) {
       const uint32_t a0[4] = {grp.wl[u].x, grp.wh[u].x, grp.wl[u].y, grp.wh[u].y};
       const uint32_t a1[4] = {grp.wl[u].z, grp.wh[u].z, grp.wl[u].w, grp.wh[u].w};
+      const int64_t c = c0 + int64_t(u) * kWarps;
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
-        const float f0 = Kind::kChunkScales ? grp.f[u][i][0] : 1.0f;
-        const float f1 = Kind::kChunkScales ? grp.f[u][i][1] : 1.0f;
+        float f0 = 1.0f, f1 = 1.0f;  // tokens 8 i + 2 t and 8 i + 2 t + 1
+        if constexpr (Kind::kChunkScales) {
+          const float2 f = reinterpret_cast<const float2*>(factors)[(int(c) >> 1) * (kCols / 2) + i * 4 + t];
+          f0 = f.x;
+          f1 = f.y;
+        }
         Kind::mma(a0, grp.xv[u][i].x, grp.xv[u][i].y, acc[i], f0, f1);
         Kind::mma(a1, grp.xv[u][i].z, grp.xv[u][i].w, acc[i], f0, f1);
       }
@@ -170,19 +186,23 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params
   if (c0 < chunks) load_w(even, c0);
   pdl_enter();
   if (c0 < chunks) load_x(even, c0);
+  if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
+    Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
+    __syncthreads();
+  }
   while (c0 < chunks) {
     if (c0 + step < chunks) {
       load_w(odd, c0 + step);
       load_x(odd, c0 + step);
     }
-    multiply(even);
+    multiply(even, c0);
     c0 += step;
     if (c0 >= chunks) break;
     if (c0 + step < chunks) {
       load_w(even, c0 + step);
       load_x(even, c0 + step);
     }
-    multiply(odd);
+    multiply(odd, c0);
     c0 += step;
   }
 #pragma unroll
@@ -253,15 +273,16 @@ void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream) 
 void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return;
   FG_CHECK(p.m <= kGemvFp8MaxRows && p.k % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
-               reinterpret_cast<uintptr_t>(p.w) % 16 == 0,
-           "gemv_fp8: m <= 16, k % 16 == 0 and 16-byte aligned operands");
+               reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && (p.w_scale_stride == 0 || p.k <= kGemvFp8MaxBlockK),
+           "gemv_fp8: m <= 16, k % 16 == 0 (k <= 65536 with 128-block scales) and 16-byte aligned operands");
   const unsigned grid = unsigned((p.n + 15) / 16);
   dispatch_act(out, [&]<class O>() {
     if (p.w_scale_stride > 0) {
+      const size_t table = size_t(p.m <= 8 ? factor_rows<1>(p.k) * 8 : factor_rows<2>(p.k) * 16) * sizeof(float);
       if (p.m <= 8)
-        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 1>, grid, kWarps * 32, 0, stream, p);
+        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 1>, grid, kWarps * 32, table, stream, p);
       else
-        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 2>, grid, kWarps * 32, 0, stream, p);
+        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 2>, grid, kWarps * 32, table, stream, p);
     } else if (p.m <= 8) {
       launch_kernel(gemv_kernel<Fp8Kind<O, false>, 1>, grid, kWarps * 32, 0, stream, p);
     } else {

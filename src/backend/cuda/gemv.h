@@ -50,9 +50,11 @@ bool gemv_fp8_supported();
 // in: bf16 or f16; out: in or f32. Needs gemv_fits(p) and gemv_supported().
 void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream);
 
-// x, w contiguous with k % 16 == 0 and 16-byte aligned; m <= kGemvFp8MaxRows; out as
-// launch_gemm_fp8_fallback. Needs gemv_fp8_supported().
+// x, w contiguous with k % 16 == 0 and 16-byte aligned; m <= kGemvFp8MaxRows; with 128-block
+// scales k <= kGemvFp8MaxBlockK; out as launch_gemm_fp8_fallback. Needs gemv_fp8_supported().
 constexpr int64_t kGemvFp8MaxRows = 16;
+// With 128-block scales: the CTA's table of (token, group) factors in shared memory, 32 KiB at most.
+constexpr int64_t kGemvFp8MaxBlockK = 65536;
 void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream);
 
 }  // namespace fg::cuda

@@ -2,21 +2,20 @@
 // there is no GPU), each of tests/fixtures/models/fp8_{block,channel} (tools/make_fp8_fixtures.py)
 // against its dequantized f32 twin on the same backend.
 //
-// Where the backend keeps the matrices as their dequantized values (the CPU: f32; CUDA for the
-// 128 x 128-block fixture, whose fused matrices hold partial blocks: the bf16 rounding of the same
-// f32 values it makes of the twin's), both models compute with the same weights: logits and greedy
-// ids are exactly the twin's.
+// Where the backend keeps the matrices as their dequantized values (the CPU: f32), both models
+// compute with the same weights: logits and greedy ids are exactly the twin's.
 //
-// Where it computes on the codes (CUDA: Backend::gemm_fp8 after per-token, or per token and
-// 128-column group, quantization of every linear layer's input), the difference is fp8 activation
-// rounding (and the twin's bf16 weight rounding, 16x smaller). Bound: rounding an activation to e4m3 moves it by at
-// most half a step, 2^-4 of its value; those errors have independent signs across the k terms of
-// a dot product, so a GEMM's output moves by about 2^-4 / sqrt(3) = 3.6% rms of its scale; 4 GEMMs
-// per layer over 2 layers compound to about sqrt(8) x 3.6% = 10% rms of the logits' scale. The
-// bound is on that statistic, root-mean-square over all logits: rms(fp8 - twin) <= 0.25 rms(twin)
-// (2.5x the estimate). A maximum over 10k logits is not bounded by an rms estimate (a first GPU
-// run saw the largest difference at 0.34 of the largest logit, an outlier of the same error).
-// Rows keep the twin's argmax wherever its top-2 margin exceeds twice the largest difference.
+// Where it computes on the codes of some linear layers (CUDA: Backend::gemm_fp8 after per-token,
+// or per token and 128-column group, quantization of the layer's input; the 128 x 128-block
+// fixture's fused q/k/v and gate/up hold partial blocks and are kept as bf16 values, its o and
+// down as codes), the difference is fp8 activation rounding (and the twin's bf16 weight rounding, 16x smaller). Bound:
+// rounding an activation to e4m3 moves it by at most half a step, 2^-4 of its value; those errors have independent
+// signs across the k terms of a dot product, so a GEMM's output moves by about 2^-4 / sqrt(3) = 3.6% rms of its scale;
+// 4 GEMMs per layer over 2 layers compound to about sqrt(8) x 3.6% = 10% rms of the logits' scale. The bound is on that
+// statistic, root-mean-square over all logits: rms(fp8 - twin) <= 0.25 rms(twin) (2.5x the estimate). A maximum over
+// 10k logits is not bounded by an rms estimate (a first GPU run saw the largest difference at 0.34 of the largest
+// logit, an outlier of the same error). Rows keep the twin's argmax wherever its top-2 margin exceeds twice the largest
+// difference.
 //
 // WholeBlockCheckpointComputesOnBlockScaledCodes: a fine-grained checkpoint written at test time
 // whose blocks tile its fused matrices, so CUDA keeps block-scaled codes (the same bound).
@@ -84,7 +83,9 @@ void Fp8CheckpointParity::check_against_twin(const std::string& fp8_dir, const s
   ASSERT_TRUE(fp8->config().quant.quantized());
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(int32_t((i * 53 + 7) % 256));
-  const bool fp8_compute = fp8->weights().layers[0].qkv.dtype == DType::kF8E4M3;
+  bool fp8_compute = false;  // some linear layer on the codes
+  for (const LayerWeights& L : fp8->weights().layers)
+    for (const Tensor* w : {&L.qkv, &L.o, &L.gate_up, &L.down}) fp8_compute = fp8_compute || w->dtype == DType::kF8E4M3;
   const int64_t vocab = fp8->config().vocab_size;
   for (int chunk : {0, 1}) {  // prefill in one step, then one token per step
     auto got = prompt_logits(*fp8, prompt, 16, chunk);

@@ -127,7 +127,8 @@ TEST_F(Fp8Weights, BothFormatsLoadAsTheirExactDequantizedTwins) {
 // A fine-grained checkpoint whose parts are whole 128 x 128 blocks keeps its codes with block
 // scales (q/k/v and gate/up fused: their blocks stacked), and computes within FP8 activation
 // rounding of its twin (the bound and its derivation: tests/parity/model/fp8_checkpoint_parity_test.cc).
-// The committed fixture, 160 wide, has partial blocks inside its fused matrices: kept as values.
+// The committed fixture, 160 wide, has partial blocks inside its fused matrices: those are kept as
+// values, its single-part o and down as codes.
 TEST_F(Fp8Weights, WholeBlockCheckpointKeepsCodesWithBlockScales) {
   test::write_fp8_block_llama(dir_ / "fp8", dir_ / "twin");
   backend_ = std::make_unique<test::CodesKeepingCpu>();
@@ -183,8 +184,39 @@ TEST_F(Fp8Weights, WholeBlockCheckpointKeepsCodesWithBlockScales) {
 
   auto partial = load(test::model_fixture("fp8_block"));
   ASSERT_TRUE(partial);
+  // q (128 rows), k (64), v (64): k's partial block row would sit inside the fused matrix.
   EXPECT_EQ(partial->weights().layers[0].qkv.dtype, DType::kF32) << "partial blocks inside a fused matrix";
   EXPECT_EQ(partial->weights().layers[0].qkv_scale.data, nullptr);
+  // o [160, 128] is one part: its partial last block row is the matrix's edge.
+  const Tensor& o_scale = partial->weights().layers[0].o_scale;
+  EXPECT_EQ(partial->weights().layers[0].o.dtype, DType::kF8E4M3);
+  ASSERT_EQ(o_scale.ndim, 2);
+  EXPECT_EQ(o_scale.shape[0], 2);
+  EXPECT_EQ(o_scale.shape[1], 1);
+}
+
+// Dummy weights for a config with the fine-grained quantization_config (engine_bench's FP8 block
+// figures): codes with 128 x 128 block scales where the backend keeps codes; the model runs.
+TEST_F(Fp8Weights, DummyWeightsOfABlockConfigAreBlockScaledCodes) {
+  test::write_fp8_block_llama(dir_ / "fp8", dir_ / "twin");
+  backend_ = std::make_unique<test::CodesKeepingCpu>();
+  auto m = Model::load_dummy((dir_ / "fp8").string(), *backend_, 5);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const LayerWeights& L = (*m)->weights().layers[1];
+  EXPECT_EQ(L.gate_up.dtype, DType::kF8E4M3);
+  ASSERT_EQ(L.gate_up_scale.ndim, 2);
+  EXPECT_EQ(L.gate_up_scale.shape[0], 6);
+  EXPECT_EQ(L.gate_up_scale.shape[1], 2);
+  EXPECT_EQ(L.gate_up_scale.stride[0], 4);
+  EXPECT_EQ(L.down_scale.shape[1], 3);
+  auto logits = prompt_logits(**m, test_prompt(), 16);
+  ASSERT_TRUE(logits.is_ok()) << logits.status().to_string();
+  for (float v : *logits) ASSERT_TRUE(std::isfinite(v));
+  // The plain CPU keeps no codes: nothing FP8 to measure there.
+  auto plain = make_cpu_backend();
+  auto refused = Model::load_dummy((dir_ / "fp8").string(), *plain, 5);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported) << refused.status().to_string();
 }
 
 TEST_F(Fp8Weights, QuantizationAtLoadIsPerChannelE4m3RoundingOfTheOriginal) {
