@@ -101,6 +101,10 @@ struct KvCacheLayer {
 // of a w_scales tensor with 128-blocks (ceil(k / 128) rounded up to a multiple of 4), and the
 // scaling a gemm_fp8 call's scale shapes give (aborting on shapes that are neither).
 constexpr int64_t kFp8Block = 128;
+// With 128-block scales, products of a multiple of this many rows run fastest on CUDA: cuBLASLt
+// takes the activations' group scales only in rows of 16 bytes and declines other m (which then
+// go to a plain kernel, correct but slow); callers that can pad their rows do (Model::linear).
+constexpr int64_t kFp8BlockRowMultiple = 4;
 int64_t fp8_block_scale_stride(int64_t k);
 enum class Fp8Scaling { kPerChannel, kBlock128 };
 Fp8Scaling fp8_scaling(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales);

@@ -114,13 +114,25 @@ void Model::linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, cons
     return;
   }
   FG_CHECK(!bias.defined() && w_scale.defined(), "FP8 codes are kept only with scales and without a bias");
-  const int64_t m = x.shape[0], k = x.shape[1];
+  const int64_t k = x.shape[1];
+  if (w_scale.ndim == 1) {  // per-token scales for per-channel weights
+    const int64_t m = x.shape[0];
+    Tensor codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
+    Tensor scales = view_at(fp8_scales_, 0, DType::kF32, {m});
+    backend_.quantize_rows_fp8(x, codes, scales);
+    backend_.gemm_fp8(codes, scales, w, w_scale, out);
+    return;
+  }
+  // Per token and 128 columns for 128-block weights, on the rows rounded up to
+  // kFp8BlockRowMultiple: x and out are views at the start of step buffers that hold that many
+  // (reserve); the extra rows' results are never read.
+  const int64_t m = (x.shape[0] + kFp8BlockRowMultiple - 1) / kFp8BlockRowMultiple * kFp8BlockRowMultiple;
+  Tensor x_rows = x, out_rows = out;
+  x_rows.shape[0] = out_rows.shape[0] = m;
   Tensor codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
-  // Per-token scales for per-channel weights, per token and 128 columns for 128-block ones.
-  Tensor scales = w_scale.ndim == 1 ? view_at(fp8_scales_, 0, DType::kF32, {m})
-                                    : view_at(fp8_scales_, 0, DType::kF32, {(k + kFp8Block - 1) / kFp8Block, m});
-  backend_.quantize_rows_fp8(x, codes, scales);
-  backend_.gemm_fp8(codes, scales, w, w_scale, out);
+  Tensor scales = view_at(fp8_scales_, 0, DType::kF32, {(k + kFp8Block - 1) / kFp8Block, m});
+  backend_.quantize_rows_fp8(x_rows, codes, scales);
+  backend_.gemm_fp8(codes, scales, w, w_scale, out_rows);
 }
 
 void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
@@ -130,15 +142,18 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
   if (total_q > cap_tokens_ || num_logits > cap_logits_) drop_graphs();
   if (total_q > cap_tokens_) {
     const size_t t = size_t(total_q);
+    // A linear layer's input and output buffers hold the step's rows rounded up to
+    // kFp8BlockRowMultiple (linear() runs 128-block FP8 products on that many).
+    const size_t tp = (t + kFp8BlockRowMultiple - 1) / kFp8BlockRowMultiple * kFp8BlockRowMultiple;
     // The dense MLP's width, when some layer has one.
     int64_t inter = 0;
     for (int l = 0; l < c.num_layers; ++l)
       if (!c.is_moe_layer(l)) inter = c.intermediate_size;
     residual_ = backend_.alloc(t * size_t(c.hidden_size) * act);
-    normed_ = backend_.alloc(t * size_t(c.hidden_size) * act);
-    delta_ = backend_.alloc(t * size_t(c.hidden_size) * act);
-    wide_ = backend_.alloc(t * size_t(std::max(c.qkv_dim(), 2 * inter)) * act);
-    narrow_ = backend_.alloc(t * size_t(std::max(c.q_dim(), inter)) * act);
+    normed_ = backend_.alloc(tp * size_t(c.hidden_size) * act);
+    delta_ = backend_.alloc(tp * size_t(c.hidden_size) * act);
+    wide_ = backend_.alloc(tp * size_t(std::max(c.qkv_dim(), 2 * inter)) * act);
+    narrow_ = backend_.alloc(tp * size_t(std::max(c.q_dim(), inter)) * act);
     if (c.moe.num_experts > 0) {
       const size_t a = t * size_t(c.moe.top_k), mi = size_t(c.moe.intermediate_size);
       const size_t E = size_t(c.moe.num_experts), k = size_t(c.moe.top_k);
@@ -151,8 +166,8 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
       for (const Tensor* w : {&L.qkv, &L.o, &L.gate_up, &L.down}) fp8 = fp8 || w->dtype == DType::kF8E4M3;
     if (fp8) {  // the e4m3 codes of a linear layer's input and their scales: K is hidden, q_dim or inter
       const int64_t max_k = std::max({c.hidden_size, c.q_dim(), inter});
-      fp8_x_ = backend_.alloc(t * size_t(max_k));
-      fp8_scales_ = backend_.alloc(t * size_t((max_k + kFp8Block - 1) / kFp8Block) * sizeof(float));
+      fp8_x_ = backend_.alloc(tp * size_t(max_k));
+      fp8_scales_ = backend_.alloc(tp * size_t((max_k + kFp8Block - 1) / kFp8Block) * sizeof(float));
     }
     // A step has at most one sequence per token; graphs recorded with the old plan go with it.
     plan_.reset();
