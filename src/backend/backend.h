@@ -261,6 +261,13 @@ class Backend {
   //    kFp8Block columns of x, and per kFp8Block x kFp8Block block of w (the last group or block
   //    of a row or column may be partial).
   virtual bool supports_fp8_gemm() const { return false; }
+  // Whether matrices with this scaling are kept as codes for gemm_fp8 (weights.h): where
+  // weight_dtype(f8_e4m3) is f8_e4m3 and, on CUDA, cuBLASLt has the scale modes on this device
+  // (else its FP8 GEMM of many rows is a plain kernel, and bf16 weights are the faster choice).
+  virtual bool keeps_fp8_codes(Fp8Scaling scaling) const {
+    (void)scaling;
+    return weight_dtype(DType::kF8E4M3) == DType::kF8E4M3;
+  }
   // Dynamic quantization of x: [m, k] act (rows contiguous) into codes [m, k] f8_e4m3
   // (contiguous) and f32 scales, per token (scales: [m]) or per token and group of kFp8Block
   // columns (scales: [ceil(k / kFp8Block), m] contiguous, group-major: the group g of row i at

@@ -100,7 +100,8 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& c, Backend& backend, 
   // with Backend::quantize_rows_fp8, the block scales random near those rows' scales.
   const bool blocks = c.quant.method == WeightQuantization::kFp8Block;
   const bool fp8 = quantization == LoadQuantization::kFp8 || blocks;
-  if (fp8 && !(backend.supports_fp8_gemm() && backend.weight_dtype(DType::kF8E4M3) == DType::kF8E4M3))
+  if (fp8 && !(backend.supports_fp8_gemm() &&
+               backend.keeps_fp8_codes(blocks ? Fp8Scaling::kBlock128 : Fp8Scaling::kPerChannel)))
     return unsupported(
         "FP8 dummy weights (--quantization fp8, or an FP8 quantization_config) need a backend that "
         "computes on FP8 weights; " +

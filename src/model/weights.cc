@@ -112,8 +112,9 @@ DType part_dtype(const Assembly& a, const WeightTensor& p) {
 // weight without a bias, k a multiple of 16), or none: one per output channel when every part has
 // them (or is quantized at load so); 128 x 128 blocks when every part is a fine-grained FP8 tensor
 // whose kept rows and columns are whole blocks of it (the last part's rows and a slice that ends at
-// the tensor's edge may end in a partial block), so the parts' blocks tile the assembly.
-std::optional<Fp8Blocks> kept_fp8_scaling(const Assembly& a) {
+// the tensor's edge may end in a partial block), so the parts' blocks tile the assembly. Either
+// only where the backend keeps codes of that scaling (Backend::keeps_fp8_codes).
+std::optional<Fp8Blocks> kept_fp8_scaling(const Assembly& a, const Backend& backend) {
   if (a.fp8_scales == nullptr || a.shape.size() != 2 || a.shape[1] % 16 != 0 || a.pad_numel != 0) return std::nullopt;
   bool per_channel = true, blocks = true;
   for (size_t i = 0; i < a.parts.size(); ++i) {
@@ -126,8 +127,8 @@ std::optional<Fp8Blocks> kept_fp8_scaling(const Assembly& a) {
     const int64_t rows = s.dim == 0 ? s.end - s.begin : p.shape[0];
     blocks = blocks && square && whole_slice && (i + 1 == a.parts.size() || rows % kFp8Block == 0);
   }
-  if (per_channel) return Fp8Blocks{1, a.shape[1]};
-  if (blocks) return Fp8Blocks{kFp8Block, kFp8Block};
+  if (per_channel && backend.keeps_fp8_codes(Fp8Scaling::kPerChannel)) return Fp8Blocks{1, a.shape[1]};
+  if (blocks && backend.keeps_fp8_codes(Fp8Scaling::kBlock128)) return Fp8Blocks{kFp8Block, kFp8Block};
   return std::nullopt;
 }
 
@@ -143,7 +144,7 @@ DType target_dtype(const Assembly& a, const Backend& backend) {
     if (part_dtype(a, p) != first) return backend.weight_dtype(DType::kF32);
   const DType kept = backend.weight_dtype(first);
   if (kept != DType::kF8E4M3) return kept;
-  return kept_fp8_scaling(a) ? kept : backend.weight_dtype(DType::kF32);
+  return kept_fp8_scaling(a, backend) ? kept : backend.weight_dtype(DType::kF32);
 }
 
 // Index of the first NaN or infinity among n values, or -1. Tests the exponent bits, so it reads
@@ -235,7 +236,7 @@ class Planner {
       total += align_up(dtype_bytes(a.dtype, numel));
       if (a.dtype == DType::kF8E4M3) {
         a.scale_offset = total;
-        const Fp8Blocks b = *kept_fp8_scaling(a);
+        const Fp8Blocks b = *kept_fp8_scaling(a, backend);
         const int64_t scales =
             b.rows == 1 ? a.shape[0] : fp8_scale_rows(a.shape[0], b) * fp8_block_scale_stride(a.shape[1]);
         total += align_up(size_t(scales) * 4);
@@ -350,7 +351,7 @@ class Planner {
   // its column blocks' of every row block.
   Status upload_fp8_codes(Backend& backend, Assembly& a, char* base, std::vector<uint8_t>& scratch,
                           std::vector<float>& values, std::vector<float>& scales) {
-    const Fp8Blocks kept = *kept_fp8_scaling(a);
+    const Fp8Blocks kept = *kept_fp8_scaling(a, backend);
     const bool blocks = kept.rows != 1;
     // Block scales: [ceil(n / 128), ceil(k / 128)] at Backend::gemm_fp8's padded row stride (the
     // padding holds 1s, never read).

@@ -97,6 +97,8 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
   gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant : GemmLt::Mode::kHeuristic);
   init_moe_kernels();
   gemv_fp8_ = gemv_fp8_supported();
+  fp8_channel_ = gemm_->has_fp8_scaling(false);
+  fp8_blocks_ = gemm_->has_fp8_scaling(true);
   {
     const char* env = std::getenv("FG_GEMV");
     gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");

@@ -28,8 +28,14 @@ class CudaBackend final : public Backend {
   std::string name() const override { return name_; }
   const BackendOptions& options() const override { return options_; }
   DType act_dtype() const override { return DType::kBF16; }
-  // FP8 matrices stay e4m3 codes (with per-channel scales, for gemm_fp8); everything else bf16.
-  DType weight_dtype(DType stored) const override { return stored == DType::kF8E4M3 ? DType::kF8E4M3 : act_dtype(); }
+  // FP8 matrices stay e4m3 codes (for gemm_fp8) where cuBLASLt has some FP8 scale mode here;
+  // everything else bf16.
+  DType weight_dtype(DType stored) const override {
+    return stored == DType::kF8E4M3 && (fp8_channel_ || fp8_blocks_) ? DType::kF8E4M3 : act_dtype();
+  }
+  bool keeps_fp8_codes(Fp8Scaling scaling) const override {
+    return scaling == Fp8Scaling::kBlock128 ? fp8_blocks_ : fp8_channel_;
+  }
 
   Buffer alloc(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
@@ -106,6 +112,10 @@ class CudaBackend final : public Backend {
   // leaves them to cuBLASLt.
   bool gemv_ = false;
   bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
+  // cuBLASLt's FP8 scale modes on this device (GemmLt::has_fp8_scaling): per-channel (outer
+  // vectors) and 128-blocks; what keeps_fp8_codes answers.
+  bool fp8_channel_ = false;
+  bool fp8_blocks_ = false;
   // Sampling settings staging: pinned host rows copied into device rows before each launch.
   Buffer sample_host_;
   Buffer sample_device_;

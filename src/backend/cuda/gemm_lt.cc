@@ -313,6 +313,18 @@ GemmOutcome GemmLt::run(const GemmProblem& prob, const void* x, const void* w, c
   return (prob.bias && !plan.bias_in_epilogue) ? GemmOutcome::kDoneWithoutBias : GemmOutcome::kDone;
 }
 
+bool GemmLt::has_fp8_scaling(bool blocks) {
+  Fp8GemmProblem prob;
+  prob.m = prob.n = prob.k = 256;
+  prob.blocks = blocks;
+  // The heuristic reads no scale: any aligned device pointer stands for them.
+  const auto* scales = workspace_ != nullptr ? static_cast<const float*>(workspace_) : nullptr;
+  Plan plan = make_fp8_plan(prob, 256, 256, 256, scales, scales);
+  const bool ok = plan.ok;
+  destroy(plan);
+  return ok;
+}
+
 GemmOutcome GemmLt::run_fp8(const Fp8GemmProblem& prob, const void* x, const float* x_scales, const void* w,
                             const float* w_scales, void* out, cudaStream_t stream) {
   if (prob.m == 0 || prob.n == 0) return GemmOutcome::kDone;

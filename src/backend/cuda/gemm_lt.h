@@ -88,6 +88,10 @@ class GemmLt {
   // it. x_scales, w_scales: device pointers to f32 scales as Fp8GemmProblem says.
   GemmOutcome run_fp8(const Fp8GemmProblem& prob, const void* x, const float* x_scales, const void* w,
                       const float* w_scales, void* out, cudaStream_t stream);
+  // Whether this cuBLASLt offers an FP8 algorithm with per-channel (blocks false) or 128-block
+  // scales on the current device, asked for a 256 x 256 x 256 product (sm_90 with CUDA 12.9+ has
+  // both; other devices may have neither, where the FP8 GEMM of many rows is the plain kernel).
+  bool has_fp8_scaling(bool blocks);
 
  private:
   struct Plan {

@@ -19,7 +19,7 @@
 //
 // WholeBlockCheckpointComputesOnBlockScaledCodes: a fine-grained checkpoint written at test time
 // whose blocks tile its fused matrices, so CUDA keeps block-scaled codes (the same bound).
-// Fp8GemmModes: the per-channel codes under --batch-invariant (CUDA only).
+// Fp8GemmModes: per-channel and 128-block codes under --batch-invariant (CUDA only).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -67,7 +67,7 @@ TEST_F(Fp8CheckpointParity, WholeBlockCheckpointComputesOnBlockScaledCodes) {
   const auto dir = std::filesystem::temp_directory_path() / ("fg_fp8_parity_" + std::to_string(getpid()));
   test::write_fp8_block_llama(dir / "fp8", dir / "twin");
   check_against_twin((dir / "fp8").string(), (dir / "twin").string());
-  if (backend_->weight_dtype(DType::kF8E4M3) == DType::kF8E4M3) {
+  if (backend_->keeps_fp8_codes(Fp8Scaling::kBlock128)) {  // CUDA on sm_90
     auto fp8 = Model::load((dir / "fp8").string(), *backend_);
     ASSERT_TRUE(fp8.is_ok());
     EXPECT_EQ((*fp8)->weights().layers[0].qkv.dtype, DType::kF8E4M3);
@@ -136,18 +136,26 @@ TEST(Fp8GemmModes, CodesUnderBatchInvariance) {
   if (!inv.is_ok()) GTEST_SKIP() << "no usable CUDA GPU: " << inv.status().message();
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(int32_t((i * 53 + 7) % 256));
-  auto logits_on = [&](Backend& backend, int chunk) {
-    auto m = Model::load(test::model_fixture("fp8_channel"), backend);
-    EXPECT_TRUE(m.is_ok()) << m.status().to_string();
-    if (!m.is_ok()) return std::vector<float>{};
-    EXPECT_EQ((*m)->weights().layers[0].qkv.dtype, DType::kF8E4M3) << "the CUDA backend computes on the codes";
-    auto got = prompt_logits(**m, prompt, 16, chunk);
-    EXPECT_TRUE(got.is_ok()) << got.status().to_string();
-    return got.is_ok() ? *got : std::vector<float>{};
-  };
-  const std::vector<float> whole = logits_on(**inv, 0);
-  ASSERT_FALSE(whole.empty());
-  EXPECT_EQ(logits_on(**inv, 1), whole) << "FP8 logits depend on the step's rows under --batch-invariant";
+  // Per-channel codes (the fixture) and 128-block codes (written here: rows padded to 4 by
+  // Model::linear, one row at a time as 4).
+  const auto dir = std::filesystem::temp_directory_path() / ("fg_fp8_modes_" + std::to_string(getpid()));
+  test::write_fp8_block_llama(dir / "fp8", dir / "twin");
+  for (const std::string& model : {test::model_fixture("fp8_channel"), (dir / "fp8").string()}) {
+    SCOPED_TRACE(model);
+    auto logits_on = [&](Backend& backend, int chunk) {
+      auto m = Model::load(model, backend);
+      EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+      if (!m.is_ok()) return std::vector<float>{};
+      EXPECT_EQ((*m)->weights().layers[0].qkv.dtype, DType::kF8E4M3) << "the CUDA backend computes on the codes";
+      auto got = prompt_logits(**m, prompt, 16, chunk);
+      EXPECT_TRUE(got.is_ok()) << got.status().to_string();
+      return got.is_ok() ? *got : std::vector<float>{};
+    };
+    const std::vector<float> whole = logits_on(**inv, 0);
+    ASSERT_FALSE(whole.empty());
+    EXPECT_EQ(logits_on(**inv, 1), whole) << "FP8 logits depend on the step's rows under --batch-invariant";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
