@@ -56,6 +56,12 @@ void Backend::gemm_fp8(const Tensor&, const Tensor&, const Tensor&, const Tensor
   FG_CHECK(false, name() + " has no FP8 GEMMs (supports_fp8_gemm() is false)");
 }
 
+void Backend::add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
+                               Tensor& codes, Tensor& scales) {
+  add_rms_norm(residual, delta, weight, eps, out);
+  quantize_rows_fp8(out, codes, scales);
+}
+
 std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const AttentionPlanShape& shape) {
   return backend.make_attention_plan(shape, backend.alloc(backend.attention_workspace_bytes(shape)));
 }

@@ -283,6 +283,12 @@ class Backend {
   // f32 with unit column stride and a row stride of ceil(k / 128) rounded up to a multiple of 4
   // (fp8_block_scale_stride; the layout cuBLASLt reads block scales in).
   virtual void gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales, Tensor& out);
+  // The input of an FP8 linear layer after a residual add: add_rms_norm(residual, delta, weight,
+  // eps, out), then quantize_rows_fp8(out, codes, scales). The same residual, codes and scales as
+  // those two ops, in one pass where the backend has it (CUDA, for rows of 16-byte vectors wider
+  // than 1,024), which then leaves `out` unwritten; the default runs the two ops.
+  virtual void add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
+                                Tensor& codes, Tensor& scales);
 
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.
   virtual void silu_mul(const Tensor& x, Tensor& out) = 0;

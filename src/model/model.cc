@@ -126,13 +126,42 @@ void Model::linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, cons
   // Per token and 128 columns for 128-block weights, on the rows rounded up to
   // kFp8BlockRowMultiple: x and out are views at the start of step buffers that hold that many
   // (reserve); the extra rows' results are never read.
-  const int64_t m = (x.shape[0] + kFp8BlockRowMultiple - 1) / kFp8BlockRowMultiple * kFp8BlockRowMultiple;
+  const int64_t m = fp8_rows(x.shape[0], w_scale);
   Tensor x_rows = x, out_rows = out;
   x_rows.shape[0] = out_rows.shape[0] = m;
-  Tensor codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
-  Tensor scales = view_at(fp8_scales_, 0, DType::kF32, {(k + kFp8Block - 1) / kFp8Block, m});
+  Tensor codes, scales;
+  fp8_input(m, k, w_scale, codes, scales);
   backend_.quantize_rows_fp8(x_rows, codes, scales);
   backend_.gemm_fp8(codes, scales, w, w_scale, out_rows);
+}
+
+int64_t Model::fp8_rows(int64_t rows, const Tensor& w_scale) {
+  if (w_scale.ndim == 1) return rows;
+  return (rows + kFp8BlockRowMultiple - 1) / kFp8BlockRowMultiple * kFp8BlockRowMultiple;
+}
+
+void Model::fp8_input(int64_t m, int64_t k, const Tensor& w_scale, Tensor& codes, Tensor& scales) {
+  codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
+  scales = w_scale.ndim == 1 ? view_at(fp8_scales_, 0, DType::kF32, {m})
+                             : view_at(fp8_scales_, 0, DType::kF32, {(k + kFp8Block - 1) / kFp8Block, m});
+}
+
+void Model::add_norm_linear(Tensor& residual, const Tensor& delta, const Tensor& norm, float eps, Tensor& normed,
+                            const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out) {
+  if (w.dtype != DType::kF8E4M3) {
+    backend_.add_rms_norm(residual, delta, norm, eps, normed);
+    linear(normed, w, w_scale, bias, out);
+    return;
+  }
+  // As linear(): the rows padded for 128-block weights, in buffers that hold them (the residual's
+  // too: its extra rows are updated from the delta's and never read).
+  const int64_t m = fp8_rows(normed.shape[0], w_scale), k = normed.shape[1];
+  Tensor r = residual, d = delta, x = normed, o = out;
+  r.shape[0] = d.shape[0] = x.shape[0] = o.shape[0] = m;
+  Tensor codes, scales;
+  fp8_input(m, k, w_scale, codes, scales);
+  backend_.add_rms_norm_fp8(r, d, norm, eps, x, codes, scales);
+  backend_.gemm_fp8(codes, scales, w, w_scale, o);
 }
 
 void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
@@ -142,14 +171,15 @@ void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
   if (total_q > cap_tokens_ || num_logits > cap_logits_) drop_graphs();
   if (total_q > cap_tokens_) {
     const size_t t = size_t(total_q);
-    // A linear layer's input and output buffers hold the step's rows rounded up to
-    // kFp8BlockRowMultiple (linear() runs 128-block FP8 products on that many).
+    // A linear layer's input and output buffers (and the residual stream, which add_norm_linear
+    // updates with its input) hold the step's rows rounded up to kFp8BlockRowMultiple (128-block
+    // FP8 products run on that many).
     const size_t tp = (t + kFp8BlockRowMultiple - 1) / kFp8BlockRowMultiple * kFp8BlockRowMultiple;
     // The dense MLP's width, when some layer has one.
     int64_t inter = 0;
     for (int l = 0; l < c.num_layers; ++l)
       if (!c.is_moe_layer(l)) inter = c.intermediate_size;
-    residual_ = backend_.alloc(t * size_t(c.hidden_size) * act);
+    residual_ = backend_.alloc(tp * size_t(c.hidden_size) * act);
     normed_ = backend_.alloc(tp * size_t(c.hidden_size) * act);
     delta_ = backend_.alloc(tp * size_t(c.hidden_size) * act);
     wide_ = backend_.alloc(tp * size_t(std::max(c.qkv_dim(), 2 * inter)) * act);
@@ -429,12 +459,12 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
   }
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[size_t(l)];
-    if (l == 0)
+    if (l == 0) {
       backend_.rms_norm(residual, w.input_norm, eps, normed);
-    else
-      backend_.add_rms_norm(residual, delta, w.input_norm, eps, normed);
-
-    linear(normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
+      linear(normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
+    } else {
+      add_norm_linear(residual, delta, w.input_norm, eps, normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
+    }
     if (c.options.qk_norm) {
       backend_.rms_norm(q, w.q_norm, eps, q);
       backend_.rms_norm(k, w.k_norm, eps, k);
@@ -452,13 +482,13 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     if (comm_) comm_->all_reduce_sum(delta);  // row-parallel o_proj: the ranks' partial sums
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.attn_out_norm, eps, delta);
 
-    backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);
     if (c.is_moe_layer(l)) {
+      backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);
       run_moe(w, normed, delta);
     } else {
       Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
       Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
-      linear(normed, w.gate_up, w.gate_up_scale, w.gate_up_bias, gate_up);
+      add_norm_linear(residual, delta, w.post_norm, eps, normed, w.gate_up, w.gate_up_scale, w.gate_up_bias, gate_up);
       gated_act(gate_up, mlp_act);
       linear(mlp_act, w.down, w.down_scale, w.down_bias, delta);
       if (comm_) comm_->all_reduce_sum(delta);  // row-parallel down_proj

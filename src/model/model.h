@@ -228,6 +228,15 @@ class Model {
   // 128-block f32 scales) the quantization of x (per token, or per token and 128 columns for
   // 128-block weights) into fp8_x_ / fp8_scales_ and Backend::gemm_fp8.
   void linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out);
+  // residual += delta; normed = rms_norm(residual) * norm; out = linear(normed): with e4m3 codes
+  // the norm and the input's quantization in one op (Backend::add_rms_norm_fp8; normed may then
+  // stay unwritten).
+  void add_norm_linear(Tensor& residual, const Tensor& delta, const Tensor& norm, float eps, Tensor& normed,
+                       const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out);
+  // The rows an FP8 product of `rows` runs on (padded for 128-block weights), and the views of
+  // fp8_x_ / fp8_scales_ its input is quantized into.
+  static int64_t fp8_rows(int64_t rows, const Tensor& w_scale);
+  void fp8_input(int64_t m, int64_t k, const Tensor& w_scale, Tensor& codes, Tensor& scales);
   Result<Tensor> forward_graph(const StepMetadata& step, KvCache& cache);
   void drop_graphs();
 

@@ -561,6 +561,37 @@ void CudaBackend::quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scal
                            x.dtype, stream_);
 }
 
+void CudaBackend::add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
+                                   Tensor& codes, Tensor& scales) {
+  FG_CHECK(same_shape(residual, delta) && same_shape(residual, out) && residual.dtype == delta.dtype &&
+               residual.dtype == out.dtype && out.ndim == 2,
+           "add_rms_norm_fp8: residual, delta and out must match, 2-d: " + pair_desc(residual, out));
+  check_on_device(weight, "add_rms_norm_fp8 weight");
+  check_on_device(codes, "add_rms_norm_fp8 codes");
+  check_on_device(scales, "add_rms_norm_fp8 scales");
+  FG_CHECK(weight.ndim == 1 && weight.shape[0] == out.shape[1] &&
+               (weight.dtype == out.dtype || weight.dtype == DType::kF32) &&
+               (weight.shape[0] <= 1 || weight.stride[0] == 1),
+           "add_rms_norm_fp8: weight must be [hidden] contiguous, act dtype or f32: " + pair_desc(weight, out));
+  const bool grouped = fp8_quantize_scaling(out, codes, scales) == Fp8Scaling::kBlock128;
+  FG_CHECK(out.dtype == act_dtype() && codes.dtype == DType::kF8E4M3 && scales.dtype == DType::kF32 &&
+               codes.is_contiguous() && scales.is_contiguous(),
+           "add_rms_norm_fp8: expected act rows, contiguous f8_e4m3 codes and f32 scales: " + pair_desc(out, codes));
+  RmsNormParams p;
+  p.residual = row_view(residual, "add_rms_norm_fp8 residual");
+  p.delta = row_view(delta, "add_rms_norm_fp8 delta");
+  p.out = row_view(out, "add_rms_norm_fp8 out");
+  p.weight = weight.data;
+  p.weight_f32 = weight.dtype == DType::kF32;
+  p.eps = eps;
+  p.fused_add = true;
+  p.codes = static_cast<uint8_t*>(codes.data);
+  p.scales = static_cast<float*>(scales.data);
+  p.grouped = grouped;
+  if (!launch_add_rms_norm_fp8(p, out.dtype, stream_))
+    Backend::add_rms_norm_fp8(residual, delta, weight, eps, out, codes, scales);
+}
+
 void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales,
                            Tensor& out) {
   for (const auto& [t, what] :

@@ -60,6 +60,8 @@ class CudaBackend final : public Backend {
   bool supports_fp8_gemm() const override;
   void quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales) override;
   void gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales, Tensor& out) override;
+  void add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
+                        Tensor& codes, Tensor& scales) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
   void scale(Tensor& x, float s) override;

@@ -73,8 +73,19 @@ struct RmsNormParams {
   bool weight_f32 = false;  // weight is f32 (else the act dtype)
   float eps = 1e-6f;
   bool fused_add = false;
+  // FP8 output instead of `out` (launch_add_rms_norm_fp8): e4m3 codes [rows, cols] contiguous and
+  // f32 scales, per row ([rows]) or, with `grouped`, per row and 128 columns ([ceil(cols / 128),
+  // rows], group-major); out describes the rows' shape only.
+  uint8_t* codes = nullptr;
+  float* scales = nullptr;
+  bool grouped = false;
 };
 void launch_rms_norm(const RmsNormParams& p, DType act, cudaStream_t stream);
+// The fused residual add + RMSNorm with its output quantized as Backend::quantize_rows_fp8 would
+// quantize the act-dtype output (bit for bit), in one launch; false (nothing launched) where the
+// row layout does not allow it (rows up to 1024 columns or beyond the vector kernel's 16,384, or
+// not in 16-byte vectors): the caller then runs the two ops.
+bool launch_add_rms_norm_fp8(const RmsNormParams& p, DType act, cudaStream_t stream);
 
 // Paged KV write: for token i with slot s = slots[i] >= 0, page = s / page_size, offset = s %
 // page_size, cache[page, offset, h, :] = src[i, h, :] for k and v. Moves `elem_bytes` elements;

@@ -12,6 +12,8 @@
 // In-place use (out aliasing x or delta) is safe: each thread reads and writes the same columns,
 // and every read of a column happens before that thread's write to it (a chunk's loads all come
 // before its stores).
+#include <cuda_fp8.h>
+
 #include <algorithm>
 
 #include "backend/cuda/kernel_util.cuh"
@@ -116,9 +118,58 @@ __global__ void rms_norm_block_kernel(RmsNormParams p) {
   }
 }
 
+// Quantizes row r's values (v[k][e]: vector threadIdx.x + k * blockDim.x, those past nvec zero)
+// into p.codes / p.scales as quantize_rows_fp8 does: per row (kFp8 1, a block-wide maximum) or per
+// 128 columns (kFp8 2: 16 vectors of 8, held by 16 consecutive lanes). Same maximum, same f32
+// divisions and e4m3 rounding: the same codes and scales.
+template <int kChunks, int kVec, int kFp8>
+__device__ __forceinline__ void fp8_row_out(const RmsNormParams& p, int64_t r, int64_t nvec, float (&v)[kChunks][kVec],
+                                            float* scratch) {
+  static_assert(kVec == 8, "16-byte vectors of a 2-byte act dtype");
+  constexpr float kE4m3Max = 448.0f;
+  float row_scale = 1.0f;
+  if constexpr (kFp8 == 1) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      const bool in = threadIdx.x + int64_t(k) * blockDim.x < nvec;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, in ? fabsf(v[k][e]) : 0.0f);
+    }
+    amax = block_max(amax, scratch);
+    row_scale = __fdiv_rn(amax, kE4m3Max);
+    if (!(row_scale > 0.0f)) row_scale = 1.0f;
+    if (threadIdx.x == 0) p.scales[r] = row_scale;
+  }
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int64_t vi = threadIdx.x + int64_t(k) * blockDim.x;
+    float s = row_scale;
+    if constexpr (kFp8 == 2) {  // every lane takes part in its half-warp's maximum
+      float amax = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, vi < nvec ? fabsf(v[k][e]) : 0.0f);
+      for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      s = __fdiv_rn(amax, kE4m3Max);
+      if (!(s > 0.0f)) s = 1.0f;
+      if (vi < nvec && vi % 16 == 0) p.scales[(vi / 16) * p.out.rows + r] = s;
+    }
+    if (vi >= nvec) continue;
+    uint8_t b[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      b[e] = uint8_t(__nv_cvt_float_to_fp8(__fdiv_rn(v[k][e], s), __NV_SATFINITE, __NV_E4M3));
+    *reinterpret_cast<uint2*>(p.codes + r * p.out.cols + vi * kVec) =
+        make_uint2(uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24,
+                   uint32_t(b[4]) | uint32_t(b[5]) << 8 | uint32_t(b[6]) << 16 | uint32_t(b[7]) << 24);
+  }
+}
+
 // One block per row (grid-stride), kVec-element vectors, kChunks vectors per thread held in
-// registers from the sum of squares to the scaling.
-template <class T, bool kFused, int kChunks>
+// registers from the sum of squares to the scaling. kFp8: the output as e4m3 codes and scales
+// instead (1: a scale per row; 2: per row and 128 columns, the 16 consecutive vectors of a
+// half-warp), from the act-dtype values the plain kernel would store.
+template <class T, bool kFused, int kChunks, int kFp8 = 0>
 __global__ void rms_norm_vec_kernel(RmsNormParams p) {
   pdl_enter();
   constexpr int kVec = 16 / sizeof(T);
@@ -175,8 +226,14 @@ __global__ void rms_norm_vec_kernel(RmsNormParams p) {
       T* os = reinterpret_cast<T*>(&ov);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) os[e] = from_f32<T>(v[k][e] * inv_rms * w[e]);
-      *reinterpret_cast<uint4*>(row_ptr<T>(p.out, r) + vi * kVec) = ov;
+      if constexpr (kFp8 == 0) {
+        *reinterpret_cast<uint4*>(row_ptr<T>(p.out, r) + vi * kVec) = ov;
+      } else {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) v[k][e] = to_f32(os[e]);
+      }
     }
+    if constexpr (kFp8 != 0) fp8_row_out<kChunks, kVec, kFp8>(p, r, nvec, v, scratch);
   }
 }
 
@@ -223,6 +280,39 @@ void launch_rms_norm(const RmsNormParams& p, DType act, cudaStream_t stream) {
       launch.template operator()<false>();
     }
   });
+}
+
+bool launch_add_rms_norm_fp8(const RmsNormParams& p, DType act, cudaStream_t stream) {
+  if (p.out.rows == 0) return true;
+  bool launched = false;
+  dispatch_act(act, [&]<class T>() {
+    if constexpr (sizeof(T) == 2) {
+      constexpr int kVec = 8;
+      const int64_t nvec = p.out.cols / kVec;
+      const bool vec = p.fused_add && p.out.cols % kVec == 0 && p.out.cols > kWarpRowMaxCols &&
+                       nvec <= 4 * kBlockThreads && (reinterpret_cast<uintptr_t>(p.weight) & 15) == 0 &&
+                       rows_aligned16(p.residual, sizeof(T)) && rows_aligned16(p.delta, sizeof(T)) &&
+                       (reinterpret_cast<uintptr_t>(p.codes) & 7) == 0;
+      if (!vec) return;
+      const unsigned blocks = unsigned(p.out.rows < 65535 * 16 ? p.out.rows : 65535 * 16);
+      const int chunks = nvec <= kBlockThreads ? 1 : nvec <= 2 * kBlockThreads ? 2 : 4;
+      const int threads = int(std::min<int64_t>(kBlockThreads, ((nvec + chunks - 1) / chunks + 31) / 32 * 32));
+      auto go = [&]<int kFp8>() {
+        if (chunks == 1)
+          launch_kernel(rms_norm_vec_kernel<T, true, 1, kFp8>, blocks, threads, 0, stream, p);
+        else if (chunks == 2)
+          launch_kernel(rms_norm_vec_kernel<T, true, 2, kFp8>, blocks, threads, 0, stream, p);
+        else
+          launch_kernel(rms_norm_vec_kernel<T, true, 4, kFp8>, blocks, threads, 0, stream, p);
+      };
+      if (p.grouped)
+        go.template operator()<2>();
+      else
+        go.template operator()<1>();
+      launched = true;
+    }
+  });
+  return launched;
 }
 
 }  // namespace fg::cuda

@@ -173,6 +173,36 @@ TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
     }
 }
 
+// The fused residual add + RMSNorm + FP8 quantization (Backend::add_rms_norm_fp8) is bit for bit
+// add_rms_norm then quantize_rows_fp8 on the same backend: the residual, codes and scales, per token
+// and per 128 columns, for rows the fused kernel takes (1,024 < k <= 16,384 in 16-byte vectors)
+// and for others (k 1,000 and 160: the two ops).
+TEST(BackendParity, Fp8AddRmsNormIsTheTwoOpsBitForBit) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(21);
+  for (const auto& [m, k] :
+       {std::pair<int64_t, int64_t>{1, 4096}, {7, 4096}, {33, 14336}, {5, 2000}, {3, 1000}, {4, 160}})
+    for (const bool grouped : {false, true}) {
+      SCOPED_TRACE("m " + std::to_string(m) + " k " + std::to_string(k) + (grouped ? " groups" : " per token"));
+      Twin res_a({m, k}, DType::kBF16), res_b({m, k}, DType::kBF16), delta({m, k}, DType::kBF16);
+      Twin weight({k}, DType::kBF16), out_a({m, k}, DType::kBF16), out_b({m, k}, DType::kBF16);
+      res_a.fill_random(rng, -2.0f, 2.0f);
+      res_b.set(res_a.cpu_values());
+      delta.fill_random(rng, -1.0f, 1.0f);
+      weight.fill_random(rng, 0.5f, 1.5f);
+      auto scales_of = [&] { return grouped ? Operand({(k + 127) / 128, m}, DType::kF32) : Operand({m}, DType::kF32); };
+      Operand codes_a({m, k}, DType::kF8E4M3), codes_b({m, k}, DType::kF8E4M3);
+      Operand scales_a = scales_of(), scales_b = scales_of();
+      gpu().add_rms_norm(res_a.gpu, delta.gpu, weight.gpu, 1e-5f, out_a.gpu);
+      gpu().quantize_rows_fp8(out_a.gpu, codes_a.on_gpu, scales_a.on_gpu);
+      gpu().add_rms_norm_fp8(res_b.gpu, delta.gpu, weight.gpu, 1e-5f, out_b.gpu, codes_b.on_gpu, scales_b.on_gpu);
+      gpu().synchronize();
+      EXPECT_TRUE(res_b.gpu_values() == res_a.gpu_values()) << "residual";
+      EXPECT_TRUE(codes_b.download() == codes_a.download()) << "codes";
+      EXPECT_TRUE(scales_b.download() == scales_a.download()) << "scales";
+    }
+}
+
 // Random e4m3 codes x [rows, k] and w [n, k] with scales in [1e-3, 1e-2], uploaded; rows(b, m):
 // backend b's bf16 product of the first m rows of x, as bytes.
 struct CodeProduct {
