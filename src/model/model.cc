@@ -114,19 +114,10 @@ void Model::linear(const Tensor& x, const Tensor& w, const Tensor& w_scale, cons
     return;
   }
   FG_CHECK(!bias.defined() && w_scale.defined(), "FP8 codes are kept only with scales and without a bias");
-  const int64_t k = x.shape[1];
-  if (w_scale.ndim == 1) {  // per-token scales for per-channel weights
-    const int64_t m = x.shape[0];
-    Tensor codes = view_at(fp8_x_, 0, DType::kF8E4M3, {m, k});
-    Tensor scales = view_at(fp8_scales_, 0, DType::kF32, {m});
-    backend_.quantize_rows_fp8(x, codes, scales);
-    backend_.gemm_fp8(codes, scales, w, w_scale, out);
-    return;
-  }
-  // Per token and 128 columns for 128-block weights, on the rows rounded up to
-  // kFp8BlockRowMultiple: x and out are views at the start of step buffers that hold that many
-  // (reserve); the extra rows' results are never read.
-  const int64_t m = fp8_rows(x.shape[0], w_scale);
+  // Per-token scales for per-channel weights; per token and 128 columns for 128-block weights, on
+  // the rows rounded up to kFp8BlockRowMultiple (fp8_rows): x and out are views at the start of
+  // step buffers that hold that many (reserve); the extra rows' results are never read.
+  const int64_t m = fp8_rows(x.shape[0], w_scale), k = x.shape[1];
   Tensor x_rows = x, out_rows = out;
   x_rows.shape[0] = out_rows.shape[0] = m;
   Tensor codes, scales;

@@ -341,24 +341,34 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
   launch_rms_norm(p, x.dtype, stream_);
 }
 
-void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) {
+namespace {
+
+// The checked kernel parameters of a residual add + RMSNorm (add_rms_norm, add_rms_norm_fp8: `op`).
+RmsNormParams add_rms_norm_params(const Tensor& residual, const Tensor& delta, const Tensor& weight, float eps,
+                                  const Tensor& out, const std::string& op) {
   FG_CHECK(same_shape(residual, delta) && same_shape(residual, out) && residual.dtype == delta.dtype &&
                residual.dtype == out.dtype,
-           "add_rms_norm: residual, delta and out must match: " + pair_desc(residual, out));
-  check_on_device(weight, "add_rms_norm weight");
+           op + ": residual, delta and out must match: " + pair_desc(residual, out));
+  check_on_device(weight, (op + " weight").c_str());
   FG_CHECK(weight.ndim == 1 && weight.shape[0] == out.shape[out.ndim - 1] &&
                (weight.dtype == out.dtype || weight.dtype == DType::kF32) &&
                (weight.shape[0] <= 1 || weight.stride[0] == 1),
-           "add_rms_norm: weight must be [hidden] contiguous, act dtype or f32: " + pair_desc(weight, out));
+           op + ": weight must be [hidden] contiguous, act dtype or f32: " + pair_desc(weight, out));
   RmsNormParams p;
-  p.residual = row_view(residual, "add_rms_norm residual");
-  p.delta = row_view(delta, "add_rms_norm delta");
-  p.out = row_view(out, "add_rms_norm out");
+  p.residual = row_view(residual, (op + " residual").c_str());
+  p.delta = row_view(delta, (op + " delta").c_str());
+  p.out = row_view(out, (op + " out").c_str());
   p.weight = weight.data;
   p.weight_f32 = weight.dtype == DType::kF32 && out.dtype != DType::kF32;
   p.eps = eps;
   p.fused_add = true;
-  launch_rms_norm(p, out.dtype, stream_);
+  return p;
+}
+
+}  // namespace
+
+void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out) {
+  launch_rms_norm(add_rms_norm_params(residual, delta, weight, eps, out, "add_rms_norm"), out.dtype, stream_);
 }
 
 namespace {
@@ -563,28 +573,13 @@ void CudaBackend::quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scal
 
 void CudaBackend::add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
                                    Tensor& codes, Tensor& scales) {
-  FG_CHECK(same_shape(residual, delta) && same_shape(residual, out) && residual.dtype == delta.dtype &&
-               residual.dtype == out.dtype && out.ndim == 2,
-           "add_rms_norm_fp8: residual, delta and out must match, 2-d: " + pair_desc(residual, out));
-  check_on_device(weight, "add_rms_norm_fp8 weight");
+  RmsNormParams p = add_rms_norm_params(residual, delta, weight, eps, out, "add_rms_norm_fp8");
   check_on_device(codes, "add_rms_norm_fp8 codes");
   check_on_device(scales, "add_rms_norm_fp8 scales");
-  FG_CHECK(weight.ndim == 1 && weight.shape[0] == out.shape[1] &&
-               (weight.dtype == out.dtype || weight.dtype == DType::kF32) &&
-               (weight.shape[0] <= 1 || weight.stride[0] == 1),
-           "add_rms_norm_fp8: weight must be [hidden] contiguous, act dtype or f32: " + pair_desc(weight, out));
   const bool grouped = fp8_quantize_scaling(out, codes, scales) == Fp8Scaling::kBlock128;
   FG_CHECK(out.dtype == act_dtype() && codes.dtype == DType::kF8E4M3 && scales.dtype == DType::kF32 &&
                codes.is_contiguous() && scales.is_contiguous(),
            "add_rms_norm_fp8: expected act rows, contiguous f8_e4m3 codes and f32 scales: " + pair_desc(out, codes));
-  RmsNormParams p;
-  p.residual = row_view(residual, "add_rms_norm_fp8 residual");
-  p.delta = row_view(delta, "add_rms_norm_fp8 delta");
-  p.out = row_view(out, "add_rms_norm_fp8 out");
-  p.weight = weight.data;
-  p.weight_f32 = weight.dtype == DType::kF32;
-  p.eps = eps;
-  p.fused_add = true;
   p.codes = static_cast<uint8_t*>(codes.data);
   p.scales = static_cast<float*>(scales.data);
   p.grouped = grouped;

@@ -15,6 +15,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "backend/cuda/kernel_util.cuh"
 
@@ -244,6 +245,13 @@ bool rows_aligned16(const RowView& v, size_t bytes) {
          (v.inner <= 1 || v.stride_inner % int64_t(per) == 0);
 }
 
+// The vector kernel's vectors per thread (1, 2 or 4: the vectors of a row in one pass when they
+// fit one block) and threads, for rows of nvec vectors (nvec <= 4 * kBlockThreads).
+std::pair<int, int> vec_shape(int64_t nvec) {
+  const int chunks = nvec <= kBlockThreads ? 1 : nvec <= 2 * kBlockThreads ? 2 : 4;
+  return {chunks, int(std::min<int64_t>(kBlockThreads, ((nvec + chunks - 1) / chunks + 31) / 32 * 32))};
+}
+
 }  // namespace
 
 void launch_rms_norm(const RmsNormParams& p, DType act, cudaStream_t stream) {
@@ -261,9 +269,7 @@ void launch_rms_norm(const RmsNormParams& p, DType act, cudaStream_t stream) {
         unsigned warp_blocks = unsigned((p.out.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
         launch_kernel(rms_norm_warp_kernel<T, kFused>, warp_blocks, 32 * kWarpRowsPerBlock, 0, stream, p);
       } else if (vec && nvec <= 4 * kBlockThreads) {
-        // Threads: the vectors of a row in one pass when they fit one block, else 1, 2 or 4 each.
-        const int chunks = nvec <= kBlockThreads ? 1 : nvec <= 2 * kBlockThreads ? 2 : 4;
-        const int threads = int(std::min<int64_t>(kBlockThreads, ((nvec + chunks - 1) / chunks + 31) / 32 * 32));
+        const auto [chunks, threads] = vec_shape(nvec);
         if (chunks == 1)
           launch_kernel(rms_norm_vec_kernel<T, kFused, 1>, blocks, threads, 0, stream, p);
         else if (chunks == 2)
@@ -295,8 +301,7 @@ bool launch_add_rms_norm_fp8(const RmsNormParams& p, DType act, cudaStream_t str
                        (reinterpret_cast<uintptr_t>(p.codes) & 7) == 0;
       if (!vec) return;
       const unsigned blocks = unsigned(p.out.rows < 65535 * 16 ? p.out.rows : 65535 * 16);
-      const int chunks = nvec <= kBlockThreads ? 1 : nvec <= 2 * kBlockThreads ? 2 : 4;
-      const int threads = int(std::min<int64_t>(kBlockThreads, ((nvec + chunks - 1) / chunks + 31) / 32 * 32));
+      const auto [chunks, threads] = vec_shape(nvec);
       auto go = [&]<int kFp8>() {
         if (chunks == 1)
           launch_kernel(rms_norm_vec_kernel<T, true, 1, kFp8>, blocks, threads, 0, stream, p);
