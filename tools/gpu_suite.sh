@@ -159,10 +159,19 @@ run_all() {
   # Where a batch-1 decode step's time goes: Nsight Compute kernel times of graph-replayed decode
   # steps (graph nodes; 1,000 launches after 3,000, about three steps), summed per kernel; the sum
   # against engine_bench's step time is the launch gaps between kernels.
+  # NCU_CFG: another config (e.g. bench/configs/qwen3-30b-a3b; NCU_LAUNCHES: launches per step).
   step decode_ncu 240 sh -c "ncu --clock-control none --csv --metrics gpu__time_duration.sum \
-    --graph-profiling node --launch-skip 3000 --launch-count 1000 $T/engine_bench --config $CFG --backend cuda \
-    --kv-cache-memory 20GiB --skip-throughput --decode-tokens 40 > $OUT/raw/decode_ncu.csv \
-    && python3 tools/ncu_summary.py $OUT/raw/decode_ncu.csv"
+    --graph-profiling node --launch-skip 3000 --launch-count ${NCU_LAUNCHES:-1000} $T/engine_bench \
+    --config ${NCU_CFG:-$CFG} --backend cuda --kv-cache-memory 20GiB --skip-throughput --decode-tokens 40 \
+    > $OUT/raw/decode_ncu.csv && python3 tools/ncu_summary.py $OUT/raw/decode_ncu.csv"
+  # Where a step of offline 1k/1k with FP8 weights and the fp8 KV cache at 512 running goes (issue
+  # #17's figure): kernel times of 1,500 launches after the first 150,000 (steps of ~500 decodes
+  # and a prefill chunk), summed per kernel.
+  step tput_fp8_ncu 300 sh -c "ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+    --graph-profiling node --launch-skip 150000 --launch-count 1500 $T/engine_bench --config $CFG \
+    --backend cuda --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 \
+    --output-len 1024 --max-running 512 --num-requests 600 --skip-decode > $OUT/raw/tput_fp8_ncu.csv \
+    && python3 tools/ncu_summary.py $OUT/raw/tput_fp8_ncu.csv"
   step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory 60GiB \
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
@@ -203,6 +212,17 @@ run_all() {
   # with and without soft-capping: at its real head_dim 256 and at the -hd128 shape (the same
   # widths and KV bytes in 128-wide heads), so the two head sizes compare on one model.
   step moe_gemm 120 $T/moe_gemm_bench --backend cuda --json "$OUT/raw/moe_gemm.json"
+  # The grouped GEMM's decode path (gemv_kernel.cuh's stream) against its 16 x 64 mma tiles
+  # (FG_GEMV=0), alternated: the projections alone, then MoE batch-1 decode against its floor.
+  local moe_ab
+  for moe_ab in 0 1 0 1; do
+    step "moe_ab:gemm$moe_ab" 120 env FG_GEMV=$moe_ab $T/moe_gemm_bench --backend cuda --tokens 1,8,32,64 \
+      --json "$OUT/raw/moe_ab_gemm$moe_ab.json"
+    step "moe_ab:qwen3$moe_ab" 150 env FG_GEMV=$moe_ab $T/engine_bench --config bench/configs/qwen3-30b-a3b \
+      --backend cuda --kv-cache-memory 20GiB --skip-throughput --json "$OUT/raw/moe_ab_qwen3_$moe_ab.json"
+    step "moe_ab:mixtral$moe_ab" 200 env FG_GEMV=$moe_ab $T/engine_bench --config bench/configs/mixtral-8x7b \
+      --backend cuda --kv-cache-memory 20GiB --skip-throughput --json "$OUT/raw/moe_ab_mixtral_$moe_ab.json"
+  done
   step gemm_fp8 120 $T/gemm_fp8_bench --backend cuda --json "$OUT/raw/gemm_fp8.json"
   # cuBLASLt's first heuristic answer against its other answers and their split-K variants at the
   # row counts of batch-1 decode, batch-32 decode and batch-32 verification (1 + 4).

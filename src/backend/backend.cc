@@ -62,6 +62,14 @@ void Backend::add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tens
   quantize_rows_fp8(out, codes, scales);
 }
 
+void Backend::act_mul_fp8(const Tensor& gate_up, bool gelu_tanh, Tensor& out, Tensor& codes, Tensor& scales) {
+  if (gelu_tanh)
+    gelu_tanh_mul(gate_up, out);
+  else
+    silu_mul(gate_up, out);
+  quantize_rows_fp8(out, codes, scales);
+}
+
 std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const AttentionPlanShape& shape) {
   return backend.make_attention_plan(shape, backend.alloc(backend.attention_workspace_bytes(shape)));
 }

@@ -290,6 +290,12 @@ class Backend {
   virtual void add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
                                 Tensor& codes, Tensor& scales);
 
+  // The input of an FP8 down projection: silu_mul(gate_up, out) (gelu_tanh_mul with gelu_tanh),
+  // then quantize_rows_fp8(out, codes, scales). The same codes and scales as those two ops, in one
+  // pass where the backend has it (CUDA, for rows of 16-byte vectors), which then leaves `out`
+  // unwritten; the default runs the two ops.
+  virtual void act_mul_fp8(const Tensor& gate_up, bool gelu_tanh, Tensor& out, Tensor& codes, Tensor& scales);
+
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.
   virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
   // The same with gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) (torch's

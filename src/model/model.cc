@@ -155,6 +155,23 @@ void Model::add_norm_linear(Tensor& residual, const Tensor& delta, const Tensor&
   backend_.gemm_fp8(codes, scales, w, w_scale, o);
 }
 
+void Model::act_linear(const Tensor& gate_up, Tensor& act_out, const Tensor& w, const Tensor& w_scale,
+                       const Tensor& bias, Tensor& out) {
+  if (w.dtype != DType::kF8E4M3) {
+    gated_act(gate_up, act_out);
+    linear(act_out, w, w_scale, bias, out);
+    return;
+  }
+  // As add_norm_linear(): the rows padded for 128-block weights, in buffers that hold them.
+  const int64_t m = fp8_rows(act_out.shape[0], w_scale), k = act_out.shape[1];
+  Tensor g = gate_up, a = act_out, o = out;
+  g.shape[0] = a.shape[0] = o.shape[0] = m;
+  Tensor codes, scales;
+  fp8_input(m, k, w_scale, codes, scales);
+  backend_.act_mul_fp8(g, config_.options.activation == Activation::kGeluTanh, a, codes, scales);
+  backend_.gemm_fp8(codes, scales, w, w_scale, o);
+}
+
 void Model::reserve(int total_q, int num_logits, size_t meta_bytes) {
   const ModelConfig& c = local_;  // the rank's heads and MLP rows; logits rows are full (config_)
   const size_t act = dtype_size(backend_.act_dtype());
@@ -480,8 +497,7 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
       Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
       Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
       add_norm_linear(residual, delta, w.post_norm, eps, normed, w.gate_up, w.gate_up_scale, w.gate_up_bias, gate_up);
-      gated_act(gate_up, mlp_act);
-      linear(mlp_act, w.down, w.down_scale, w.down_bias, delta);
+      act_linear(gate_up, mlp_act, w.down, w.down_scale, w.down_bias, delta);
       if (comm_) comm_->all_reduce_sum(delta);  // row-parallel down_proj
     }
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.mlp_out_norm, eps, delta);

@@ -233,6 +233,11 @@ class Model {
   // stay unwritten).
   void add_norm_linear(Tensor& residual, const Tensor& delta, const Tensor& norm, float eps, Tensor& normed,
                        const Tensor& w, const Tensor& w_scale, const Tensor& bias, Tensor& out);
+  // act_out = gated_act(gate_up); out = linear(act_out) (the down projection): with e4m3 codes the
+  // activation and the input's quantization in one op (Backend::act_mul_fp8; act_out may then stay
+  // unwritten).
+  void act_linear(const Tensor& gate_up, Tensor& act_out, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
+                  Tensor& out);
   // The rows an FP8 product of `rows` runs on (padded for 128-block weights), and the views of
   // fp8_x_ / fp8_scales_ its input is quantized into.
   static int64_t fp8_rows(int64_t rows, const Tensor& w_scale);

@@ -571,6 +571,30 @@ void CudaBackend::quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scal
                            x.dtype, stream_);
 }
 
+void CudaBackend::act_mul_fp8(const Tensor& gate_up, bool gelu_tanh, Tensor& out, Tensor& codes, Tensor& scales) {
+  check_on_device(gate_up, "act_mul_fp8 gate_up");
+  check_on_device(codes, "act_mul_fp8 codes");
+  check_on_device(scales, "act_mul_fp8 scales");
+  const bool grouped = fp8_quantize_scaling(out, codes, scales) == Fp8Scaling::kBlock128;
+  const int64_t m = out.shape[0], k = out.shape[1];
+  FG_CHECK(gate_up.ndim == 2 && gate_up.shape[0] == m && gate_up.shape[1] == 2 * k,
+           "act_mul_fp8: expected gate_up [m, 2 * inter] and out [m, inter]: " + pair_desc(gate_up, out));
+  FG_CHECK(gate_up.dtype == act_dtype() && out.dtype == gate_up.dtype && codes.dtype == DType::kF8E4M3 &&
+               scales.dtype == DType::kF32 && (k <= 1 || gate_up.stride[1] == 1) && codes.is_contiguous() &&
+               scales.is_contiguous(),
+           "act_mul_fp8: expected act rows, contiguous f8_e4m3 codes and f32 scales: " + pair_desc(gate_up, codes));
+  QuantizeRowsFp8Params p{gate_up.data,
+                          m <= 1 ? 2 * k : gate_up.stride[0],
+                          static_cast<uint8_t*>(codes.data),
+                          static_cast<float*>(scales.data),
+                          m,
+                          k,
+                          grouped};
+  p.input = gelu_tanh ? Fp8Input::kGeluTanhMul : Fp8Input::kSiluMul;
+  if (!launch_quantize_rows_fp8(p, gate_up.dtype, stream_))
+    Backend::act_mul_fp8(gate_up, gelu_tanh, out, codes, scales);
+}
+
 void CudaBackend::add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
                                    Tensor& codes, Tensor& scales) {
   RmsNormParams p = add_rms_norm_params(residual, delta, weight, eps, out, "add_rms_norm_fp8");
@@ -673,6 +697,7 @@ void CudaBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r
   p.k = int(w.shape[2]);
   p.gather = gather;
   p.batch_invariant = options_.batch_invariant;
+  p.decode_gemv = gemv_;
   launch_moe_gemm(p, x.dtype, stream_);
 }
 

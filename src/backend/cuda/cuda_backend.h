@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   void gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor& w, const Tensor& w_scales, Tensor& out) override;
   void add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
                         Tensor& codes, Tensor& scales) override;
+  void act_mul_fp8(const Tensor& gate_up, bool gelu_tanh, Tensor& out, Tensor& codes, Tensor& scales) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
   void scale(Tensor& x, float s) override;
@@ -110,8 +111,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceArena> arena_;
   std::unique_ptr<GemmLt> gemm_;
-  // Decode-sized bf16/f16 products through launch_gemv (gemv.h); FG_GEMV=0 (for measuring it)
-  // leaves them to cuBLASLt.
+  // Decode-sized bf16/f16 products through launch_gemv (gemv.h), and the grouped expert GEMM's
+  // decode tiles through the same kernel (moe.cu); FG_GEMV=0 (for measuring them) leaves them to
+  // cuBLASLt and the grouped GEMM's 16 x 64 mma tiles.
   bool gemv_ = false;
   bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
   // cuBLASLt's FP8 scale modes on this device (GemmLt::has_fp8_scaling): per-channel (outer

@@ -40,20 +40,6 @@ __global__ void fill_uniform_kernel(FillUniformParams p) {
   }
 }
 
-template <class T, bool kGelu>
-__device__ __forceinline__ T act_mul_one(T gate, T up) {
-  const float g = to_f32(gate);
-  float a;
-  if constexpr (kGelu) {
-    constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
-    constexpr float kKappa = 0.044715f;
-    a = 0.5f * g * (1.0f + tanhf(kBeta * (g + kKappa * g * g * g)));
-  } else {
-    a = g / (1.0f + expf(-g));
-  }
-  return from_f32<T>(a * to_f32(up));
-}
-
 // Rows along blockIdx.y (grid-stride), columns along x in vectors of kVec elements (kVec = 1: any
 // layout; kVec = 16 / sizeof(T): inter, both strides and both bases aligned to 16 bytes).
 template <class T, int kVec, bool kGelu>

@@ -1,6 +1,7 @@
 // FP8 (e4m3) kernels of the CUDA backend: the quantization of activations (per token, or per token
-// and 128-column group) that feeds the FP8 GEMM, and a plain FP8 GEMM for the shapes cuBLASLt
-// declines. e4m3 goes through cuda_fp8.h:
+// and 128-column group) that feeds the FP8 GEMM, of a row or of the gated activation computed on
+// the way (the down projection's input), and a plain FP8 GEMM for the shapes cuBLASLt declines. e4m3 goes through
+// cuda_fp8.h:
 // __nv_cvt_float_to_fp8 rounds to nearest even and, with __NV_SATFINITE, saturates at +-448, as
 // the host's f32_to_f8e4m3 does; the divisions are IEEE (__fdiv_rn) whatever the compile flags, so
 // codes and scales are bit for bit the CPU reference's for the same inputs.
@@ -49,25 +50,44 @@ __global__ void quantize_rows_fp8_kernel(QuantizeRowsFp8Params p) {
   if (threadIdx.x == 0) p.scales[r] = s;
 }
 
+// The 8 input values at columns [col, col + 8) of row r, as 16 bytes of T: x's own, or the gated
+// activation of x's gate and up halves (act_mul_one, silu_mul's rounding).
+template <class T, Fp8Input kIn>
+__device__ __forceinline__ uint4 load_input8(const QuantizeRowsFp8Params& p, int64_t r, int64_t col) {
+  const T* row = static_cast<const T*>(p.x) + r * p.x_stride;
+  const uint4 a = *reinterpret_cast<const uint4*>(row + col);
+  if constexpr (kIn == Fp8Input::kRows) {
+    return a;
+  } else {
+    const uint4 b = *reinterpret_cast<const uint4*>(row + p.k + col);
+    uint4 o;
+    const T* g = reinterpret_cast<const T*>(&a);
+    const T* u = reinterpret_cast<const T*>(&b);
+    T* v = reinterpret_cast<T*>(&o);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = act_mul_one<T, kIn == Fp8Input::kGeluTanhMul>(g[i], u[i]);
+    return o;
+  }
+}
+
 // Rows that allow 16-byte vectors (k and the row stride multiples of 8 elements, aligned bases):
 // a block as wide as the row (up to 1024 threads, kVecs vectors each) keeps the row in registers
 // between the two passes, so a decode step's single row is one read and two block-wide steps
 // instead of 256 threads walking it twice. The maximum does not depend on the order it is taken
 // in, so the codes and scale are those of the kernel above.
-template <class T, int kVecs>
+template <class T, int kVecs, Fp8Input kIn>
 __global__ void quantize_rows_fp8_vec_kernel(QuantizeRowsFp8Params p) {
   constexpr int kVec = 16 / int(sizeof(T));
   __shared__ float scratch[32];
   pdl_enter();
   const int64_t r = blockIdx.x;
-  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + r * p.x_stride);
   const int64_t nvec = p.k / kVec;
   uint4 v[kVecs];
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int64_t c = threadIdx.x + int64_t(i) * blockDim.x;
-    v[i] = c < nvec ? x[c] : make_uint4(0, 0, 0, 0);
+    v[i] = c < nvec ? load_input8<T, kIn>(p, r, c * kVec) : make_uint4(0, 0, 0, 0);
     const T* e = reinterpret_cast<const T*>(&v[i]);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) amax = fmaxf(amax, fabsf(to_f32(e[j])));
@@ -123,7 +143,7 @@ __global__ void quantize_groups_fp8_kernel(QuantizeRowsFp8Params p) {
 
 // Grouped scales on rows that allow 16-byte vectors (as for quantize_rows_fp8_vec_kernel): a
 // half-warp per (row, group), 8 columns per lane, a warp on two consecutive items.
-template <class T>
+template <class T, Fp8Input kIn>
 __global__ void quantize_groups_fp8_vec_kernel(QuantizeRowsFp8Params p) {
   pdl_enter();
   const int64_t groups = (p.k + 127) / 128, total = p.m * groups;
@@ -135,8 +155,7 @@ __global__ void quantize_groups_fp8_vec_kernel(QuantizeRowsFp8Params p) {
     const int64_t r = valid ? item / groups : 0, grp = valid ? item - r * groups : 0;
     const int64_t j0 = grp * 128 + half * 8;
     const bool in = valid && j0 < p.k;  // k % 8 == 0: a lane's 8 columns are all in or all out
-    const uint4 v =
-        in ? *reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + r * p.x_stride + j0) : make_uint4(0, 0, 0, 0);
+    const uint4 v = in ? load_input8<T, kIn>(p, r, j0) : make_uint4(0, 0, 0, 0);
     const T* e = reinterpret_cast<const T*>(&v);
     float amax = 0.0f;
 #pragma unroll
@@ -185,38 +204,49 @@ __global__ void gemm_fp8_fallback_kernel(GemmFp8Params p) {
 
 }  // namespace
 
-void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream) {
-  if (p.m == 0) return;
-  FG_CHECK(p.m <= 0x7fffffff, "quantize_rows_fp8: too many rows");
+bool launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream) {
   // Act dtypes are 2 bytes: 8 elements per 16-byte vector, 8 codes per 8-byte store.
   const int64_t nvec = p.k / 8;
-  const bool vectors = p.k % 8 == 0 && (p.m == 1 || p.x_stride % 8 == 0) &&
+  const bool vectors = p.k % 8 == 0 && (p.m <= 1 || p.x_stride % 8 == 0) &&
                        (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.codes) & 7) == 0;
   const bool vec = vectors && nvec <= 4 * 1024;  // a row in one block's registers
+  if (p.input != Fp8Input::kRows && !(p.grouped ? vectors : vec)) return false;
+  if (p.m == 0) return true;
+  FG_CHECK(p.m <= 0x7fffffff, "quantize_rows_fp8: too many rows");
   dispatch_act(act, [&]<class T>() {
     static_assert(sizeof(T) == 2);
-    if (p.grouped) {
-      const int64_t items = p.m * ((p.k + 127) / 128);
-      if (vectors)
-        launch_kernel(quantize_groups_fp8_vec_kernel<T>, grid_for((items + 1) / 2 * 32, kQuantThreads), kQuantThreads,
-                      0, stream, p);
+    // The kernels of one input kind (kIn, a compile-time Fp8Input).
+    auto run = [&]<Fp8Input kIn>() {
+      if (p.grouped) {
+        const int64_t items = p.m * ((p.k + 127) / 128);
+        if (vectors)
+          launch_kernel(quantize_groups_fp8_vec_kernel<T, kIn>, grid_for((items + 1) / 2 * 32, kQuantThreads),
+                        kQuantThreads, 0, stream, p);
+        else
+          launch_kernel(quantize_groups_fp8_kernel<T>, grid_for(items * 32, kQuantThreads), kQuantThreads, 0, stream,
+                        p);
+        return;
+      }
+      if (!vec) {
+        launch_kernel(quantize_rows_fp8_kernel<T>, unsigned(p.m), kQuantThreads, 0, stream, p);
+        return;
+      }
+      const int vecs = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;
+      const unsigned threads = unsigned(std::max<int64_t>(32, ((nvec + vecs - 1) / vecs + 31) / 32 * 32));
+      if (vecs == 1)
+        launch_kernel(quantize_rows_fp8_vec_kernel<T, 1, kIn>, unsigned(p.m), threads, 0, stream, p);
+      else if (vecs == 2)
+        launch_kernel(quantize_rows_fp8_vec_kernel<T, 2, kIn>, unsigned(p.m), threads, 0, stream, p);
       else
-        launch_kernel(quantize_groups_fp8_kernel<T>, grid_for(items * 32, kQuantThreads), kQuantThreads, 0, stream, p);
-      return;
+        launch_kernel(quantize_rows_fp8_vec_kernel<T, 4, kIn>, unsigned(p.m), threads, 0, stream, p);
+    };
+    switch (p.input) {
+      case Fp8Input::kRows: run.template operator()<Fp8Input::kRows>(); break;
+      case Fp8Input::kSiluMul: run.template operator()<Fp8Input::kSiluMul>(); break;
+      case Fp8Input::kGeluTanhMul: run.template operator()<Fp8Input::kGeluTanhMul>(); break;
     }
-    if (!vec) {
-      launch_kernel(quantize_rows_fp8_kernel<T>, unsigned(p.m), kQuantThreads, 0, stream, p);
-      return;
-    }
-    const int vecs = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;
-    const unsigned threads = unsigned(std::max<int64_t>(32, ((nvec + vecs - 1) / vecs + 31) / 32 * 32));
-    if (vecs == 1)
-      launch_kernel(quantize_rows_fp8_vec_kernel<T, 1>, unsigned(p.m), threads, 0, stream, p);
-    else if (vecs == 2)
-      launch_kernel(quantize_rows_fp8_vec_kernel<T, 2>, unsigned(p.m), threads, 0, stream, p);
-    else
-      launch_kernel(quantize_rows_fp8_vec_kernel<T, 4>, unsigned(p.m), threads, 0, stream, p);
   });
+  return true;
 }
 
 void launch_gemm_fp8_fallback(const GemmFp8Params& p, DType out, cudaStream_t stream) {

@@ -11,9 +11,14 @@
 
 namespace fg::cuda {
 
-// FP8 quantization (Backend::quantize_rows_fp8). x: [m, k] act (row stride x_stride); codes: [m, k]
-// e4m3 contiguous; scales: [m] f32 per token, or (grouped) [ceil(k / 128), m] f32 per token and
-// group of 128 columns, group-major.
+// What an FP8 quantization reads: the rows of x, or a gated activation of x = [gate | up] (rows
+// of 2k, the gate in columns [0, k)): SiLU(gate) * up or GELU-tanh(gate) * up, each product
+// rounded to the act dtype as silu_mul / gelu_tanh_mul round it (Backend::act_mul_fp8).
+enum class Fp8Input { kRows, kSiluMul, kGeluTanhMul };
+
+// FP8 quantization (Backend::quantize_rows_fp8). x: [m, k] act (row stride x_stride), or [m, 2k]
+// for a gated input; codes: [m, k] e4m3 contiguous; scales: [m] f32 per token, or (grouped)
+// [ceil(k / 128), m] f32 per token and group of 128 columns, group-major.
 struct QuantizeRowsFp8Params {
   const void* x = nullptr;
   int64_t x_stride = 0;
@@ -22,8 +27,11 @@ struct QuantizeRowsFp8Params {
   int64_t m = 0;
   int64_t k = 0;
   bool grouped = false;
+  Fp8Input input = Fp8Input::kRows;
 };
-void launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream);
+// False (nothing launched) only for a gated input whose rows are not 16-byte vectors or, per
+// token, wider than 32,768: the caller runs the activation and then the quantization.
+bool launch_quantize_rows_fp8(const QuantizeRowsFp8Params& p, DType act, cudaStream_t stream);
 
 // The FP8 GEMM (Backend::gemm_fp8) for shapes cuBLASLt declines, one thread per output:
 // out[i, j] = (sum_l x[i, l] * w[j, l]) * x_scales[i] * w_scales[j], f32 accumulation, or with

@@ -1,226 +1,17 @@
-// The decode-sized GEMMs (gemv.h): one kernel template for bf16/f16 and for e4m3 operands. A CTA
-// computes 16 outputs (weight rows n0 .. n0 + 15) for every token; its warps split k in chunks of
-// 64 bytes (chunk c to warp c % kWarps). In a chunk, lane (g = lane / 4, t = lane % 4) loads the 16
-// bytes at offset 16 t of weight rows n0 + g and n0 + g + 8 and of token g of each 8-token tile. A
-// dot product may visit k in any order, so those 16 bytes feed two tensor-core products (bytes
-// 0-7 the first, 8-15 the second: the k slots {2t, 2t + 1, 2t + 8, 2t + 9} of an m16n8k16 bf16/f16
-// mma, {4t..4t + 3, 16 + 4t..16 + 4t + 3} of an m16n8k32 e4m3 one) in A (weights, row-major) and
-// B (tokens, column-major) alike. A warp loads its next group of chunks while it multiplies the
-// current one (two register buffers), so its loads never drain between groups; the first group's
-// weights load before the kernel waits for its predecessor (launch.cuh).
+// The decode-sized GEMMs' host side (gemv.h): which devices run them, the checks, the launches
+// of gemv_kernel.cuh's kernel.
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/gemv_kernel.cuh"
 
 namespace fg::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;
-// The code the device runs must be at least this __CUDA_ARCH__ for the kind's mma (the #if in each
-// Kind::mma).
-constexpr int kDenseMinArch = 800;
-constexpr int kFp8MinArch = 890;
-// Chunks of one group: 4 with one token tile, 2 with two, which keeps registers at 128 and so two
-// CTAs on each SM.
-template <int kTiles>
-constexpr int kUnroll = 4 / kTiles;
-
-// bf16/f16 x and w, f32 accumulation in the mma, bias and the output's rounding in the epilogue.
-template <class T, class O>
-struct DenseKind {
-  using Params = GemvParams;
-  static constexpr bool kChunkScales = false;
-  __device__ static const char* x_row(const Params& p, int64_t token) {
-    return static_cast<const char*>(p.x) + token * p.ldx * int64_t(sizeof(T));
-  }
-  __device__ static const char* w_row(const Params& p, int64_t row) {
-    return static_cast<const char*>(p.w) + row * p.ldw * int64_t(sizeof(T));
-  }
-  __device__ static int64_t k_bytes(const Params& p) { return p.k * int64_t(sizeof(T)); }
-  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4], float, float) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-          "{%0, %1, %2, %3};\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-          "{%0, %1, %2, %3};\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-#endif
-  }
-  __device__ static void store(const Params& p, int64_t token, int64_t j, float sum) {
-    if (p.bias != nullptr) sum += to_f32(static_cast<const T*>(p.bias)[j]);
-    static_cast<O*>(p.out)[token * p.ldo + j] = from_f32<O>(sum);
-  }
-};
-
-// e4m3 x and w (contiguous rows), each mma's result added to the f32 accumulators. Per-channel
-// scales (kBlocks false) are applied in the epilogue; 128-block scales to each mma's result, by
-// the factor x_scale(token, group) * w_scale(block row, group) of its 64-byte chunk's group (a
-// CTA's 16 weight rows lie in one block row), from a table of the CTA's factors in shared memory
-// (in registers next to each chunk they cost a CTA per SM: 170 registers).
-template <class O, bool kBlocks>
-struct Fp8Kind {
-  using Params = GemmFp8Params;
-  static constexpr bool kChunkScales = kBlocks;
-  __device__ static const char* x_row(const Params& p, int64_t token) {
-    return reinterpret_cast<const char*>(p.x) + token * p.k;
-  }
-  __device__ static const char* w_row(const Params& p, int64_t row) {
-    return reinterpret_cast<const char*>(p.w) + row * p.k;
-  }
-  __device__ static int64_t k_bytes(const Params& p) { return p.k; }
-  // The factors of a CTA's products (kBlocks): table[g * cols + token] = x_scale(token, group g) *
-  // w_scale(the block row of n0, g) for tokens < m, else 0.
-  // Rows for `rows` groups, those past k zero (the kernel's last chunks may lie past k).
-  __device__ static void fill_factors(const Params& p, int64_t n0, float* table, int cols, int rows) {
-    const int64_t groups = (p.k + 127) / 128;
-    const float* ws = p.w_scales + (n0 / 128) * p.w_scale_stride;
-    for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-      const int grp = e / cols, token = e - grp * cols;
-      table[e] = token < p.m && grp < groups ? __fmul_rn(p.x_scales[grp * p.m + token], ws[grp]) : 0.0f;
-    }
-  }
-  // f0 / f1: the factors of the fragment's two token columns (kBlocks only).
-  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4], float f0, float f1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    float d[4];
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f), "f"(0.0f), "f"(0.0f));
-    if constexpr (kBlocks) {
-      acc[0] = fmaf(d[0], f0, acc[0]);
-      acc[1] = fmaf(d[1], f1, acc[1]);
-      acc[2] = fmaf(d[2], f0, acc[2]);
-      acc[3] = fmaf(d[3], f1, acc[3]);
-    } else {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[r] += d[r];
-    }
-#endif
-  }
-  __device__ static void store(const Params& p, int64_t token, int64_t j, float sum) {
-    static_cast<O*>(p.out)[token * p.n + j] =
-        from_f32<O>(kBlocks ? sum : __fmul_rn(__fmul_rn(sum, p.x_scales[token]), p.w_scales[j]));
-  }
-};
-
-// Rows of the factor table (Kind::kChunkScales): one per 128-column group of every chunk the
-// kernel's loop multiplies, past k included (a warp's last group may run past the last chunk).
-template <int kTiles>
-__host__ __device__ constexpr int factor_rows(int64_t k) {
-  const int64_t chunks = (k + 63) / 64;
-  return int((chunks + int64_t(kWarps) * kUnroll<kTiles> + 1) / 2);
-}
-
-template <class Kind, int kTiles>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(typename Kind::Params p) {
-  __shared__ float partial[kWarps][kTiles][32][4];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t n0 = int64_t(blockIdx.x) * 16;
-  const int64_t row_lo = n0 + g, row_hi = n0 + g + 8;
-  const bool lo_ok = row_lo < p.n, hi_ok = row_hi < p.n;
-  const char* w_lo = Kind::w_row(p, lo_ok ? row_lo : 0);
-  const char* w_hi = Kind::w_row(p, hi_ok ? row_hi : 0);
-  const int64_t k_bytes = Kind::k_bytes(p);
-  float acc[kTiles][4] = {};
-  const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kUnroll<kTiles>;
-  struct Group {
-    uint4 wl[kUnroll<kTiles>], wh[kUnroll<kTiles>], xv[kUnroll<kTiles>][kTiles];
-  };
-  // Kind::kChunkScales: the factors of each 128-column group for the CTA's kTiles * 8 token slots.
-  extern __shared__ float factors[];
-  constexpr int kCols = kTiles * 8;
-  auto load_w = [&](Group& grp, int64_t c0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll<kTiles>; ++u) {
-      const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
-      const bool in_k = off < k_bytes;  // k_bytes % 16 == 0: a lane's 16 bytes are all in or all out
-      grp.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
-      grp.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  auto load_x = [&](Group& grp, int64_t c0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll<kTiles>; ++u) {
-      const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
-#pragma unroll
-      for (int i = 0; i < kTiles; ++i) {
-        const int64_t token = int64_t(i) * 8 + g;
-        grp.xv[u][i] = off < k_bytes && token < p.m ? __ldg(reinterpret_cast<const uint4*>(Kind::x_row(p, token) + off))
-                                                    : make_uint4(0, 0, 0, 0);
-      }
-    }
-  };
-  auto multiply = [&](const Group& grp, int64_t c0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll<kTiles>; ++u) {
-      const uint32_t a0[4] = {grp.wl[u].x, grp.wh[u].x, grp.wl[u].y, grp.wh[u].y};
-      const uint32_t a1[4] = {grp.wl[u].z, grp.wh[u].z, grp.wl[u].w, grp.wh[u].w};
-      const int64_t c = c0 + int64_t(u) * kWarps;
-#pragma unroll
-      for (int i = 0; i < kTiles; ++i) {
-        float f0 = 1.0f, f1 = 1.0f;  // tokens 8 i + 2 t and 8 i + 2 t + 1
-        if constexpr (Kind::kChunkScales) {
-          const float2 f = reinterpret_cast<const float2*>(factors)[(int(c) >> 1) * (kCols / 2) + i * 4 + t];
-          f0 = f.x;
-          f1 = f.y;
-        }
-        Kind::mma(a0, grp.xv[u][i].x, grp.xv[u][i].y, acc[i], f0, f1);
-        Kind::mma(a1, grp.xv[u][i].z, grp.xv[u][i].w, acc[i], f0, f1);
-      }
-    }
-  };
-  Group even, odd;
-  int64_t c0 = warp;
-  // The first group's weights (complete before any step) load while the previous kernel, which
-  // writes x, finishes; x and the output wait for it.
-  if (c0 < chunks) load_w(even, c0);
-  pdl_enter();
-  if (c0 < chunks) load_x(even, c0);
-  if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
-    Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
-    __syncthreads();
-  }
-  while (c0 < chunks) {
-    if (c0 + step < chunks) {
-      load_w(odd, c0 + step);
-      load_x(odd, c0 + step);
-    }
-    multiply(even, c0);
-    c0 += step;
-    if (c0 >= chunks) break;
-    if (c0 + step < chunks) {
-      load_w(even, c0 + step);
-      load_x(even, c0 + step);
-    }
-    multiply(odd, c0);
-    c0 += step;
-  }
-#pragma unroll
-  for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) partial[warp][i][lane][r] = acc[i][r];
-  __syncthreads();
-  // Accumulator r of lane (g, t) in tile i: weight row n0 + g (+ 8 for r >= 2), token 8 i + 2 t + (r & 1).
-  for (int e = threadIdx.x; e < kTiles * 32 * 4; e += blockDim.x) {
-    const int i = e / 128, l = (e / 4) % 32, r = e % 4;
-    const int64_t j = n0 + (l >> 2) + (r >= 2 ? 8 : 0);
-    const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + (r & 1);
-    if (j >= p.n || token >= p.m) continue;
-    float sum = 0.0f;
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][r];
-    Kind::store(p, token, j, sum);
-  }
-}
+using gemv::DenseKind;
+using gemv::factor_rows;
+using gemv::Fp8Kind;
+using gemv::gemv_kernel;
+using gemv::kWarps;
 
 // The __CUDA_ARCH__ of the code the device runs (SASS built for it, or PTX of an older target
 // compiled by the driver): whether a Kind's mma path was compiled in.
@@ -244,11 +35,11 @@ int running_code_arch() {
 }  // namespace
 
 bool gemv_supported() {
-  return running_code_arch() >= kDenseMinArch;
+  return running_code_arch() >= gemv::kDenseMinArch;
 }
 
 bool gemv_fp8_supported() {
-  return running_code_arch() >= kFp8MinArch;
+  return running_code_arch() >= gemv::kFp8MinArch;
 }
 
 bool gemv_fits(const GemvParams& p) {

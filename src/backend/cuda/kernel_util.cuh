@@ -49,6 +49,22 @@ __device__ __forceinline__ uint8_t to_e4m3(float x, float scale) {
   return uint8_t(__nv_cvt_float_to_fp8(x * (1.0f / scale), __NV_SATFINITE, __NV_E4M3));
 }
 
+// A gated activation's element: act(gate) * up, act = SiLU or (kGelu) GELU(tanh), rounded to T
+// (silu_mul's and the fused FP8 quantization's, so both give the same bits).
+template <class T, bool kGelu>
+__device__ __forceinline__ T act_mul_one(T gate, T up) {
+  const float g = to_f32(gate);
+  float a;
+  if constexpr (kGelu) {
+    constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+    constexpr float kKappa = 0.044715f;
+    a = 0.5f * g * (1.0f + tanhf(kBeta * (g + kKappa * g * g * g)));
+  } else {
+    a = g / (1.0f + expf(-g));
+  }
+  return from_f32<T>(a * to_f32(up));
+}
+
 // Element offset of row r of a RowView.
 __device__ __forceinline__ int64_t row_offset(const RowView& v, int64_t r) {
   return (r / v.inner) * v.stride_outer + (r % v.inner) * v.stride_inner;

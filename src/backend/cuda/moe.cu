@@ -15,17 +15,20 @@
 // and 128-byte-row XOR swizzled shared tiles. grid.x walks n in tiles of BN; grid.y enumerates
 // (expert, m-tile) pairs in expert order, sized for the worst case (ceil(A / BM) + min(E, A)
 // tiles); each block finds its pair by scanning expert_offsets in one warp and exits when past the
-// last tile. The tile height is picked on the host from the step's mean rows per expert: 16 rows
-// for decode (each active expert's weights are streamed once per n-tile: the memory-bound regime),
-// 64 for mid-size batches, 128 x 128 tiles for prefill (compute-bound). With `gather` the A tile's
-// rows are read through sorted_assign straight from the token rows, so no permuted copy of the
-// activations is ever made.
+// last tile. The tile height is picked on the host from the step's mean rows per expert: for
+// decode (up to 16 rows per expert, the memory-bound regime) the decode GEMMs' weight stream
+// (gemv_kernel.cuh: 16 weight rows per CTA read once for 8 or 16 rows of x, 16-byte loads a group
+// ahead in registers), 64-row tiles for mid-size batches, 128 x 128 tiles for prefill
+// (compute-bound). With `gather` the rows of x are read through sorted_assign straight from the
+// token rows, so no permuted copy of the activations is ever made.
 //
 // Combine (moe_combine_kernel): one block per token, the chosen experts' rows summed in ascending
-// expert id with each product rounded (the CPU reference's order).
+// expert id with each product rounded (the CPU reference's order), 16-byte vectors of columns per
+// thread where the rows allow, every row's loads independent of the others'.
 #include <algorithm>
 #include <climits>
 
+#include "backend/cuda/gemv_kernel.cuh"
 #include "backend/cuda/kernel_util.cuh"
 
 namespace fg::cuda {
@@ -207,7 +210,7 @@ struct GemmCfg {
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are whole m16 x n16 blocks");
 };
 
-using CfgDecode = GemmCfg<16, 64, 1, 4, 8>;     // few rows per expert: stream weights, 7 tiles ahead
+using CfgDecode = GemmCfg<16, 64, 1, 4, 8>;     // few rows per expert without decode_gemv (FG_GEMV=0)
 using CfgMid = GemmCfg<64, 128, 2, 2, 4>;       // tens of rows per expert
 using CfgPrefill = GemmCfg<128, 128, 2, 4, 4>;  // compute-bound
 
@@ -245,6 +248,48 @@ __device__ __forceinline__ void find_tile(const MoeGemmParams& p, int tile, int&
   expert = e_all;
   row0 = owner ? __shfl_sync(kFullMask, found_row, __ffs(owner) - 1) : 0;
 }
+
+// Decode-sized steps (a few rows per expert): gemv_kernel.cuh's weight stream, a CTA per 16 weight
+// rows of one (expert, kBm-row tile) pair; blockIdx.y enumerates the pairs as moe_gemm_kernel's.
+template <int kBm>
+struct MoeKind : gemv::DenseKind<__nv_bfloat16, __nv_bfloat16> {
+  using Params = MoeGemmParams;
+  struct Cta {
+    int m;          // rows of the tile
+    int first_row;  // sorted row of the tile's row 0
+    const char* w;  // the expert's [n, k] weights
+  };
+  static constexpr bool kRouted = true;
+  static constexpr int kMinBlocks = 2;  // 134 registers unbounded
+  __device__ static bool begin(const Params& p, Cta& cta) {
+    __shared__ int s_expert, s_row0;
+    if (threadIdx.x < 32) {
+      int e, r0;
+      find_tile<kBm>(p, int(blockIdx.y), e, r0);
+      if (threadIdx.x == 0) {
+        s_expert = e;
+        s_row0 = r0;
+      }
+    }
+    __syncthreads();
+    const int expert = s_expert;
+    if (expert < 0) return false;
+    cta.first_row = p.expert_offsets[expert] + s_row0;
+    cta.m = min(kBm, p.expert_offsets[expert + 1] - cta.first_row);
+    cta.w = static_cast<const char*>(p.w) + int64_t(expert) * p.n * p.k * 2;
+    return true;
+  }
+  __device__ static const char* x_row(const Params& p, const Cta& cta, int64_t token) {
+    const int sorted = cta.first_row + int(token);
+    const int64_t src = p.gather ? p.sorted_assign[sorted] / p.top_k : sorted;
+    return static_cast<const char*>(p.x) + src * p.ldx * 2;
+  }
+  __device__ static const char* w_row(const Params& p, const Cta& cta, int64_t row) { return cta.w + row * p.k * 2; }
+  __device__ static int64_t k_bytes(const Params& p) { return int64_t(p.k) * 2; }
+  __device__ static void store(const Params& p, const Cta& cta, int64_t token, int64_t j, float sum) {
+    static_cast<__nv_bfloat16*>(p.out)[(cta.first_row + token) * p.ldo + j] = __float2bfloat16_rn(sum);
+  }
+};
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p) {
@@ -395,52 +440,82 @@ void set_gemm_smem_attr() {
   CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
 }
 
-template <class Cfg>
-void launch_gemm_cfg(const MoeGemmParams& p, cudaStream_t stream) {
-  const int64_t tiles = (int64_t(p.num_assign) + Cfg::kBm - 1) / Cfg::kBm + std::min(p.num_experts, p.num_assign);
+// The grid's (expert, m-tile) pairs for tiles of `bm` rows, for the worst routing.
+unsigned tile_pairs(const MoeGemmParams& p, int bm) {
+  const int64_t tiles = (int64_t(p.num_assign) + bm - 1) / bm + std::min(p.num_experts, p.num_assign);
   FG_CHECK(tiles <= 65535,
            "moe_gemm: " + std::to_string(p.num_assign) + " assignments need more tiles than a grid holds");
-  dim3 grid(unsigned((p.n + Cfg::kBn - 1) / Cfg::kBn), unsigned(tiles));
+  return unsigned(tiles);
+}
+
+template <class Cfg>
+void launch_gemm_cfg(const MoeGemmParams& p, cudaStream_t stream) {
+  dim3 grid(unsigned((p.n + Cfg::kBn - 1) / Cfg::kBn), tile_pairs(p, Cfg::kBm));
   launch_kernel(moe_gemm_kernel<Cfg>, grid, Cfg::kThreads, Cfg::kSmemBytes, stream, p);
+}
+
+// Tiles of kBm rows (8 or 16) for gemv_kernel.cuh's kernel.
+template <int kBm>
+void launch_gemv_tiles(const MoeGemmParams& p, cudaStream_t stream) {
+  dim3 grid(unsigned((p.n + 15) / 16), tile_pairs(p, kBm));
+  launch_kernel(gemv::gemv_kernel<MoeKind<kBm>, kBm / 8>, grid, gemv::kWarps * 32, 0, stream, p);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Combine
 
-constexpr int kCombineThreads = 128;
+constexpr int kCombineThreads = 256;
 constexpr int kMaxTopK = 16;
 
-__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineParams p) {
-  pdl_enter();
-  __shared__ int order[kMaxTopK];
-  const int t = int(blockIdx.x);
+// The chosen experts' (row of y, weight) of token t in ascending expert id, in shared memory (the
+// whole block reads them for every column).
+__device__ __forceinline__ void combine_order(const MoeCombineParams& p, int t, int* rows, float* weights) {
+  __shared__ int ids[kMaxTopK];
   const int k = p.top_k;
-  const int32_t* ids = p.topk_ids + int64_t(t) * k;
-  if (threadIdx.x == 0) {  // the chosen experts in ascending id (insertion sort of <= 16)
-    for (int j = 0; j < k; ++j) {
-      int i = j;
-      while (i > 0 && ids[order[i - 1]] > ids[j]) {
-        order[i] = order[i - 1];
-        --i;
-      }
-      order[i] = j;
-    }
+  if (int(threadIdx.x) < k) ids[threadIdx.x] = p.topk_ids[int64_t(t) * k + threadIdx.x];
+  __syncthreads();
+  if (int(threadIdx.x) < k) {  // rank by id (ties, which routing never makes, by position)
+    const int j = int(threadIdx.x), id = ids[j];
+    int rank = 0;
+    for (int i = 0; i < k; ++i) rank += ids[i] < id || (ids[i] == id && i < j);
+    const int64_t a = int64_t(t) * k + j;
+    rows[rank] = p.assign_row[a];
+    weights[rank] = p.topk_weights[a];
   }
   __syncthreads();
+}
+
+// One block per token. Each product is rounded to f32 and added in ascending expert id (the CPU
+// reference's order); kVec columns per thread (8: 16-byte rows, else 1).
+template <int kVec>
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineParams p) {
+  pdl_enter();
+  __shared__ int rows[kMaxTopK];
+  __shared__ float weights[kMaxTopK];
+  const int t = int(blockIdx.x);
+  combine_order(p, t, rows, weights);
   const __nv_bfloat16* y = static_cast<const __nv_bfloat16*>(p.y);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + int64_t(t) * p.ldo;
-  for (int c = int(threadIdx.x) * 2; c < p.h; c += kCombineThreads * 2) {
-    float a0 = 0.0f, a1 = 0.0f;
-    for (int jj = 0; jj < k; ++jj) {
-      const int j = order[jj];
-      const int64_t a = int64_t(t) * k + j;
-      const float wgt = p.topk_weights[a];
-      const __nv_bfloat16* src = y + int64_t(p.assign_row[a]) * p.ldy + c;
-      a0 = __fadd_rn(a0, __fmul_rn(__bfloat162float(src[0]), wgt));
-      if (c + 1 < p.h) a1 = __fadd_rn(a1, __fmul_rn(__bfloat162float(src[1]), wgt));
+  for (int c = int(threadIdx.x) * kVec; c < p.h; c += kCombineThreads * kVec) {
+    float acc[kVec] = {};
+#pragma unroll 4
+    for (int j = 0; j < p.top_k; ++j) {
+      const __nv_bfloat16* src = y + int64_t(rows[j]) * p.ldy + c;
+      __nv_bfloat16 v[kVec];
+      if constexpr (kVec == 8)
+        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(src);
+      else
+        v[0] = src[0];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[i] = __fadd_rn(acc[i], __fmul_rn(__bfloat162float(v[i]), weights[j]));
     }
-    out[c] = __float2bfloat16_rn(a0);
-    if (c + 1 < p.h) out[c + 1] = __float2bfloat16_rn(a1);
+    __nv_bfloat16 o[kVec];
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) o[i] = __float2bfloat16_rn(acc[i]);
+    if constexpr (kVec == 8)
+      *reinterpret_cast<uint4*>(out + c) = *reinterpret_cast<const uint4*>(o);
+    else
+      out[c] = o[0];
   }
 }
 
@@ -472,11 +547,20 @@ void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
   // Rows per expert that has any, on average, if the assignments spread over every expert.
   const int64_t active = std::min(p.num_experts, p.num_assign);
   const int64_t mean_rows = (int64_t(p.num_assign) + active - 1) / active;
+  // The weight stream where each of its CTAs reads rows of at least 2,048 elements (several
+  // groups of loads per warp): on shorter rows its CTAs end after one round trip (Qwen3-MoE's
+  // down projection, k = 768: 0.125 -> 0.167 ms at 32 tokens; docs/perf.md), and the 16 x 64
+  // tiles, four times the columns per CTA, keep more bytes in flight.
+  const bool stream_weights = p.decode_gemv && p.k >= 2048;
   // Batch-invariant mode: one shape whatever the step, so a row's k-loop never depends on how
   // many rows its expert got (the mid-size tile: decode wastes some math on it, prefill some
   // bandwidth, neither much).
   if (p.batch_invariant)
     launch_gemm_cfg<CfgMid>(p, stream);
+  else if (mean_rows <= 4 && stream_weights)
+    launch_gemv_tiles<8>(p, stream);
+  else if (mean_rows <= 16 && stream_weights)
+    launch_gemv_tiles<16>(p, stream);
   else if (mean_rows <= 16)
     launch_gemm_cfg<CfgDecode>(p, stream);
   else if (mean_rows <= 64)
@@ -489,7 +573,12 @@ void launch_moe_combine(const MoeCombineParams& p, DType act, cudaStream_t strea
   FG_CHECK(act == DType::kBF16, "moe_combine: bf16 only");
   FG_CHECK(p.top_k > 0 && p.top_k <= kMaxTopK, "moe_combine: top_k outside [1, 16]");
   if (p.num_tokens == 0 || p.h == 0) return;
-  launch_kernel(moe_combine_kernel, unsigned(p.num_tokens), kCombineThreads, 0, stream, p);
+  const bool vectors = p.h % 8 == 0 && (p.num_tokens <= 1 || p.ldo % 8 == 0) && p.ldy % 8 == 0 &&
+                       (reinterpret_cast<uintptr_t>(p.y) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
+  if (vectors)
+    launch_kernel(moe_combine_kernel<8>, unsigned(p.num_tokens), kCombineThreads, 0, stream, p);
+  else
+    launch_kernel(moe_combine_kernel<1>, unsigned(p.num_tokens), kCombineThreads, 0, stream, p);
 }
 
 }  // namespace fg::cuda

@@ -189,9 +189,12 @@ TEST(FamilyParity, MoeGemmEveryRegime) {
     int tokens, experts, top_k, n, k;
     float skew;  // uneven expert loads
   };
-  // Decode (a few rows per expert), mid-size and prefill tiles; k not a multiple of 32, n not a
+  // Decode: the weight stream (k >= 2,048; 8- and 16-row tiles: up to 4 and 16 mean rows per
+  // expert, the skewed cases with experts of several tiles) and the 16 x 64 tiles (shorter k);
+  // mid-size and prefill tiles; k not a multiple of 32 (or of the stream's 64-byte chunks), n not a
   // multiple of any tile width; experts nobody chose; one expert taking most rows.
-  for (Case c : {Case{1, 8, 2, 256, 128, 0.0f}, Case{3, 128, 8, 96, 64, 0.0f}, Case{48, 8, 2, 130, 40, 1.0f},
+  for (Case c : {Case{1, 8, 2, 256, 4096, 0.0f}, Case{40, 32, 2, 136, 2056, 3.0f}, Case{24, 8, 2, 200, 2120, 2.0f},
+                 Case{1, 8, 2, 256, 128, 0.0f}, Case{3, 128, 8, 96, 64, 0.0f}, Case{48, 8, 2, 130, 40, 1.0f},
                  Case{256, 8, 2, 384, 256, 0.5f}, Case{700, 16, 4, 192, 96, 3.0f}, Case{64, 64, 1, 64, 16, 0.0f}}) {
     for (bool gather : {true, false}) {
       SCOPED_TRACE(std::to_string(c.tokens) + " tokens, " + std::to_string(c.experts) + " experts, top " +
@@ -222,22 +225,26 @@ TEST(FamilyParity, MoeGemmEveryRegime) {
 TEST(FamilyParity, MoeCombineMatchesCpu) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(36);
-  for (int top_k : {1, 2, 8}) {
-    const int tokens = 45, experts = 16, h = 258;
-    Twin logits({tokens, experts}, DType::kF32, DType::kF32);
-    fill_logits(logits, rng, tokens, experts, 0.5f);
-    RoutingTwin r(tokens, experts, top_k);
-    r.route_on_cpu_and_share(logits, top_k != 8);
-    Twin y({int64_t(tokens) * top_k, h}, DType::kBF16, DType::kF32, {h + 6, 1});
-    y.fill_random(rng, -3.0f, 3.0f);
-    Twin out({tokens, h}, DType::kBF16, DType::kF32, {h + 2, 1});
-    out.poison();
-    cpu().moe_combine(y.cpu, r.on_cpu, out.cpu);
-    gpu().moe_combine(y.gpu, r.on_gpu, out.gpu);
-    gpu().synchronize();
-    EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), kBf16Tol) << "top " << top_k;
-    out.check_guards("moe_combine out", true);
-  }
+  // Rows of 258 at strides off 16 bytes (a column per thread) and of 2,048 contiguous (16-byte
+  // vectors).
+  for (const auto& [h, pad] : {std::pair<int64_t, int64_t>{258, 6}, {2048, 0}})
+    for (int top_k : {1, 2, 8}) {
+      SCOPED_TRACE("h " + std::to_string(h));
+      const int tokens = 45, experts = 16;
+      Twin logits({tokens, experts}, DType::kF32, DType::kF32);
+      fill_logits(logits, rng, tokens, experts, 0.5f);
+      RoutingTwin r(tokens, experts, top_k);
+      r.route_on_cpu_and_share(logits, top_k != 8);
+      Twin y({int64_t(tokens) * top_k, h}, DType::kBF16, DType::kF32, {h + pad, 1});
+      y.fill_random(rng, -3.0f, 3.0f);
+      Twin out({tokens, h}, DType::kBF16, DType::kF32, {h + pad / 3, 1});
+      out.poison();
+      cpu().moe_combine(y.cpu, r.on_cpu, out.cpu);
+      gpu().moe_combine(y.gpu, r.on_gpu, out.gpu);
+      gpu().synchronize();
+      EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), kBf16Tol) << "top " << top_k;
+      out.check_guards("moe_combine out", true);
+    }
 }
 
 // The whole MoE MLP, each backend routing on its own.
@@ -296,7 +303,7 @@ TEST(FamilyParity, MoeOpsReplayInAGraphForAnyRouting) {
   FG_REQUIRE_GPU();
   ASSERT_TRUE(gpu().supports_graphs());
   std::mt19937_64 rng(38);
-  MoeMlp m(24, 16, 2, 128, 64, rng);
+  MoeMlp m(24, 16, 2, 2048, 64, rng);  // gate_up on the weight stream (k 2,048), down on 16 x 64 tiles
   AttentionPlanShape shape;
   shape.num_q_heads = 1;
   shape.num_kv_heads = 1;

@@ -203,6 +203,43 @@ TEST(BackendParity, Fp8AddRmsNormIsTheTwoOpsBitForBit) {
     }
 }
 
+// The fused gated activation + FP8 quantization (Backend::act_mul_fp8) is bit for bit silu_mul /
+// gelu_tanh_mul then quantize_rows_fp8 on the same backend, per token and per 128 columns: for rows
+// the fused kernels take (16-byte vectors: inter 14,336, 1,536, 200; a strided gate_up) and for
+// others (inter 1,000 strided by an odd amount: the two ops).
+TEST(BackendParity, Fp8ActMulIsTheTwoOpsBitForBit) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(22);
+  struct Case {
+    int64_t m, inter, pad;  // pad: extra elements per gate_up row
+  };
+  for (const Case c : {Case{1, 14336, 0}, Case{9, 14336, 0}, Case{33, 1536, 8}, Case{5, 200, 0}, Case{3, 1000, 3}})
+    for (const bool gelu : {false, true})
+      for (const bool grouped : {false, true}) {
+        SCOPED_TRACE("m " + std::to_string(c.m) + " inter " + std::to_string(c.inter) + " pad " +
+                     std::to_string(c.pad) + (gelu ? " gelu" : " silu") + (grouped ? " groups" : " per token"));
+        const int64_t m = c.m, k = c.inter;
+        Twin gate_up({m, 2 * k}, DType::kBF16, DType::kF32, {2 * k + c.pad, 1});
+        gate_up.fill_random(rng, -6.0f, 6.0f);
+        Twin act_a({m, k}, DType::kBF16), act_b({m, k}, DType::kBF16);
+        auto scales_of = [&] {
+          return grouped ? Operand({(k + 127) / 128, m}, DType::kF32) : Operand({m}, DType::kF32);
+        };
+        Operand codes_a({m, k}, DType::kF8E4M3), codes_b({m, k}, DType::kF8E4M3);
+        Operand scales_a = scales_of(), scales_b = scales_of();
+        if (gelu)
+          gpu().gelu_tanh_mul(gate_up.gpu, act_a.gpu);
+        else
+          gpu().silu_mul(gate_up.gpu, act_a.gpu);
+        gpu().quantize_rows_fp8(act_a.gpu, codes_a.on_gpu, scales_a.on_gpu);
+        gpu().act_mul_fp8(gate_up.gpu, gelu, act_b.gpu, codes_b.on_gpu, scales_b.on_gpu);
+        gpu().synchronize();
+        EXPECT_TRUE(codes_b.download() == codes_a.download()) << "codes";
+        EXPECT_TRUE(scales_b.download() == scales_a.download()) << "scales";
+        gate_up.check_unchanged("act_mul_fp8 gate_up");
+      }
+}
+
 // Random e4m3 codes x [rows, k] and w [n, k] with scales in [1e-3, 1e-2], uploaded; rows(b, m):
 // backend b's bf16 product of the first m rows of x, as bytes.
 struct CodeProduct {
