@@ -337,6 +337,17 @@ class Backend {
     kv_write(k, v, slot_mapping, cache);
   }
 
+  // The q/k RMSNorms of Qwen3 and Gemma 3 and then rope_kv_write: q = rms_norm(q, q_norm, eps) per
+  // head (q_norm: [head_dim], act or f32), k likewise with k_norm, then rope_kv_write(q, k, v, ...).
+  // One launch on CUDA where a head's channel pairs are whole warps (head_dim 64, 128, 256); the
+  // default runs the three ops.
+  virtual void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                     float eps, const RopeArgs& args, const Tensor& slot_mapping, KvCacheLayer& cache) {
+    rms_norm(q, q_norm, eps, q);
+    rms_norm(k, k_norm, eps, k);
+    rope_kv_write(q, k, v, args, slot_mapping, cache);
+  }
+
   // ---- attention: plan once per step, then one call per layer
   // Whether attention() runs heads of head_dim here; Unsupported naming the limit when not (a
   // model loader asks before it uploads weights). The CPU reference takes any size.

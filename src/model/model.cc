@@ -473,13 +473,12 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     } else {
       add_norm_linear(residual, delta, w.input_norm, eps, normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
     }
-    if (c.options.qk_norm) {
-      backend_.rms_norm(q, w.q_norm, eps, q);
-      backend_.rms_norm(k, w.k_norm, eps, k);
-    }
     const int window = c.layer_sliding_window[size_t(l)];
     const RopeArgs& rope = c.local_rope && window > 0 ? t.rope_local : t.rope;
-    backend_.rope_kv_write(q, k, v, rope, t.slots, cache.layer(l));
+    if (c.options.qk_norm)
+      backend_.qk_norm_rope_kv_write(q, k, v, w.q_norm, w.k_norm, eps, rope, t.slots, cache.layer(l));
+    else
+      backend_.rope_kv_write(q, k, v, rope, t.slots, cache.layer(l));
     AttentionParams params;
     params.scale = attention_scale;
     params.causal = true;

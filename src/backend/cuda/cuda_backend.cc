@@ -448,6 +448,29 @@ void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Rop
   launch_rope(p, q.dtype, stream_);
 }
 
+void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                        const Tensor& k_norm, float eps, const RopeArgs& args,
+                                        const Tensor& slot_mapping, KvCacheLayer& cache) {
+  const int64_t d = q.ndim == 3 ? q.shape[2] : 0;
+  const bool f32 = q_norm.dtype == DType::kF32;
+  const bool fused = rope_takes_qk_norm(int(d)) && k.numel() > 0 && q_norm.dtype == k_norm.dtype &&
+                     (f32 || q_norm.dtype == q.dtype) && q_norm.numel() == d && k_norm.numel() == d &&
+                     q_norm.is_contiguous() && k_norm.is_contiguous();
+  if (!fused) {
+    Backend::qk_norm_rope_kv_write(q, k, v, q_norm, k_norm, eps, args, slot_mapping, cache);
+    return;
+  }
+  check_on_device(q_norm, "qk_norm_rope_kv_write q_norm");
+  check_on_device(k_norm, "qk_norm_rope_kv_write k_norm");
+  RopeParams p = rope_params(q, k, args);
+  p.kv = kv_write_params(k, v, slot_mapping, cache);
+  p.q_norm = q_norm.data;
+  p.k_norm = k_norm.data;
+  p.norm_weight_f32 = f32;
+  p.norm_eps = eps;
+  launch_rope(p, q.dtype, stream_);
+}
+
 // ---- GEMM
 
 void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {

@@ -76,6 +76,8 @@ class CudaBackend final : public Backend {
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) override;
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const RopeArgs& args, const Tensor& slot_mapping,
                      KvCacheLayer& cache) override;
+  void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                             float eps, const RopeArgs& args, const Tensor& slot_mapping, KvCacheLayer& cache) override;
   // Plans are AttentionKernels (attention.h) over the caller's workspace.
   Status attention_supports(int head_dim) const override;
   size_t attention_workspace_bytes(const AttentionPlanShape& shape) const override;

@@ -137,7 +137,18 @@ struct RopeParams {
   // With kv.slots set, the rotated k rows and the kv.v rows also go into the paged cache (kv.k is
   // unused): rope and kv_write in one launch.
   KvWriteParams kv;
+  // With q_norm set (needs kv.slots, and head_dim / 2 a multiple of 32 up to 128): each head of q
+  // and of k is first RMS-normalized over head_dim with its weight (q_norm for q heads, k_norm for
+  // kv heads, [head_dim] in f32 or the act dtype) and rounded to the act dtype, as rms_norm does.
+  const void* q_norm = nullptr;
+  const void* k_norm = nullptr;
+  bool norm_weight_f32 = false;
+  float norm_eps = 0.0f;
 };
+// Whether launch_rope takes q/k norms for this head_dim (one warp, two or four per head).
+constexpr bool rope_takes_qk_norm(int head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
 void launch_rope(const RopeParams& p, DType act, cudaStream_t stream);
 
 // out[i, j] = act(x[i, j]) * x[i, inter + j] with act = silu, or gelu with the tanh approximation

@@ -3,7 +3,9 @@
 // double: positions reach tens of thousands of radians), then each thread rotates one (head, pair)
 // of the token; channels past rotary_dim are left untouched.
 // With p.kv.slots the same launch writes the new K/V rows into the paged cache (kv_write): the kv
-// heads' threads then cover all head_dim / 2 channel pairs, rotated or not.
+// heads' threads then cover all head_dim / 2 channel pairs, rotated or not. With p.q_norm too (kNorm:
+// Qwen3's and Gemma 3's per-head q/k RMSNorm) each thread first normalizes its pair's two channels
+// in place: a head's pairs are whole warps, whose sums of squares meet in shared memory.
 #include <algorithm>
 
 #include "backend/cuda/kernel_util.cuh"
@@ -19,10 +21,53 @@ constexpr int kThreads = 128;
 // step's RoPE latency-bound), y = tokens (grid-stride). Every block of a token computes the
 // token's cos/sin table into shared memory (the angle depends on the token and the pair, not the
 // head).
+// The two channels of pair i: rotated pairs (i < half) as the layout pairs them, then the
+// channels past rotary_dim two by two.
+__device__ __forceinline__ void pair_channels(const RopeParams& p, int i, int half, int& i0, int& i1) {
+  if (i >= half) {
+    i0 = p.rotary_dim + 2 * (i - half);
+    i1 = i0 + 1;
+  } else {
+    i0 = p.neox ? i : 2 * i;
+    i1 = p.neox ? i + half : 2 * i + 1;
+  }
+}
+
+// In place: this thread's pair of one head of q or k (e < heads * pairs, pairs = head_dim / 2, a
+// multiple of 32 dividing kThreads) times its head's 1 / rms and its weights, rounded to T as
+// rms_norm rounds them. Every thread of the block calls it (a barrier inside).
 template <class T>
+__device__ __forceinline__ void norm_pair(const RopeParams& p, int64_t token, int e, int heads, int pairs, int half,
+                                          float* warp_ss) {
+  const bool in = e < heads * pairs;
+  const int head = in ? e / pairs : 0, i = e - head * pairs;
+  const bool is_q = head < p.num_q_heads;
+  T* x = is_q ? static_cast<T*>(p.q) + token * p.q_stride_token + int64_t(head) * p.q_stride_head
+              : static_cast<T*>(p.k) + token * p.k_stride_token + int64_t(head - p.num_q_heads) * p.k_stride_head;
+  int i0, i1;
+  pair_channels(p, i, half, i0, i1);
+  const float a = in ? to_f32(x[i0]) : 0.0f, b = in ? to_f32(x[i1]) : 0.0f;
+  const float ss = warp_sum(a * a + b * b);
+  const int warp = int(threadIdx.x) >> 5, per_head = pairs / 32;
+  if ((threadIdx.x & 31) == 0) warp_ss[warp] = ss;
+  __syncthreads();
+  if (!in) return;
+  float total = 0.0f;
+  for (int w = warp / per_head * per_head; w < (warp / per_head + 1) * per_head; ++w) total += warp_ss[w];
+  const float inv_rms = rsqrtf(total / float(p.head_dim) + p.norm_eps);
+  const void* weight = is_q ? p.q_norm : p.k_norm;
+  auto w_at = [&](int c) {
+    return p.norm_weight_f32 ? static_cast<const float*>(weight)[c] : to_f32(static_cast<const T*>(weight)[c]);
+  };
+  x[i0] = from_f32<T>(a * inv_rms * w_at(i0));
+  x[i1] = from_f32<T>(b * inv_rms * w_at(i1));
+}
+
+template <class T, bool kNorm>
 __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
   pdl_enter();
-  extern __shared__ float cs[];  // [half] cos, then [half] sin
+  __shared__ float warp_ss[kThreads / 32];  // kNorm: the warps' sums of squares
+  extern __shared__ float cs[];             // [half] cos, then [half] sin
   const int half = p.rotary_dim / 2;
   float* cos_t = cs;
   float* sin_t = cs + half;
@@ -46,6 +91,7 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
       cos_t[i] = float(cd) * p.attention_scaling;
       sin_t[i] = float(sd) * p.attention_scaling;
     }
+    if constexpr (kNorm) norm_pair<T>(p, token, e, heads, pairs, half, warp_ss);
     __syncthreads();
     if (e < heads * pairs) {
       const int head = e / pairs;
@@ -55,16 +101,11 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
       T* x = is_q ? static_cast<T*>(p.q) + token * p.q_stride_token + int64_t(head) * p.q_stride_head
                   : static_cast<T*>(p.k) + token * p.k_stride_token + int64_t(kvh) * p.k_stride_head;
       const int32_t slot = write_cache && !is_q ? p.kv.slots[token] : -1;
-      int i0 = 0, i1 = 0;
-      bool act = true;
-      if (i >= half) {  // a channel pair past rotary_dim: only copied to the cache
-        act = !is_q;
-        i0 = p.rotary_dim + 2 * (i - half);
-        i1 = i0 + 1;
-      } else {
+      int i0, i1;
+      pair_channels(p, i, half, i0, i1);
+      const bool act = i < half || !is_q;  // a q pair past rotary_dim: nothing to do (normalized above)
+      if (i < half) {                      // (past rotary_dim a k pair is only copied to the cache)
         const float c = cos_t[i], s = sin_t[i];
-        i0 = p.neox ? i : 2 * i;
-        i1 = p.neox ? i + half : 2 * i + 1;
         const float x0 = to_f32(x[i0]);
         const float x1 = to_f32(x[i1]);
         x[i0] = from_f32<T>(x0 * c - x1 * s);
@@ -106,7 +147,15 @@ void launch_rope(const RopeParams& p, DType act, cudaStream_t stream) {
   if (int64_t(p.n) * per_token == 0) return;
   const size_t smem = size_t(p.rotary_dim) * sizeof(float);  // cos and sin of rotary_dim / 2 pairs
   const dim3 grid(unsigned((per_token + kThreads - 1) / kThreads), unsigned(std::min<int64_t>(p.n, 65535)));
-  dispatch_act(act, [&]<class T>() { launch_kernel(rope_kernel<T>, grid, kThreads, smem, stream, p); });
+  const bool norm = p.q_norm != nullptr;
+  FG_CHECK(!norm || (p.kv.slots != nullptr && rope_takes_qk_norm(p.head_dim) && p.num_kv_heads > 0),
+           "rope: q/k norms need the KV write, k and head_dim 64, 128 or 256");
+  dispatch_act(act, [&]<class T>() {
+    if (norm)
+      launch_kernel(rope_kernel<T, true>, grid, kThreads, smem, stream, p);
+    else
+      launch_kernel(rope_kernel<T, false>, grid, kThreads, smem, stream, p);
+  });
 }
 
 }  // namespace fg::cuda

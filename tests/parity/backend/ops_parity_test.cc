@@ -423,6 +423,66 @@ TEST(BackendParity, RopeKvWriteMatchesRopeThenKvWrite) {
   }
 }
 
+// The q/k RMSNorms + rope + KV write (one CUDA launch where head_dim is 64, 128 or 256) against
+// the CPU's four ops: weights in the act dtype and in f32 (Gemma 3's 1 + w), partial rotary (the
+// normalized channels past rotary_dim are not rotated), both pair layouts; head_dim 6 takes the
+// unfused ops.
+TEST(BackendParity, QkNormRopeKvWriteMatchesTheFourOps) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(18);
+  struct Case {
+    int64_t head_dim;
+    int rotary_dim;
+    bool neox;
+    int page_size;
+    bool f32_weights;
+  };
+  const Case cases[] = {{128, 128, true, 16, false},
+                        {128, 64, false, 1, true},
+                        {64, 64, true, 3, false},
+                        {256, 256, true, 16, true},
+                        {6, 4, false, 16, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " rotary " + std::to_string(c.rotary_dim) +
+                 (c.neox ? " neox" : " interleaved") + " page " + std::to_string(c.page_size) +
+                 (c.f32_weights ? " f32 weights" : ""));
+    const int64_t n = 13, hq = 8, hk = 2, width = (hq + 2 * hk) * c.head_dim;
+    const int64_t pages = (n + c.page_size - 1) / c.page_size + 3;
+    auto q = heads_twin({n, hq, c.head_dim, width, 0});
+    auto k = heads_twin({n, hk, c.head_dim, width, hq * c.head_dim});
+    auto v = heads_twin({n, hk, c.head_dim, width, (hq + hk) * c.head_dim});
+    q->fill_random(rng, -2.0f, 2.0f);
+    k->fill_random(rng, -3.0f, 3.0f);
+    v->fill_random(rng, -2.0f, 2.0f);
+    const DType wd = c.f32_weights ? DType::kF32 : DType::kBF16;
+    Twin qw({c.head_dim}, wd), kw({c.head_dim}, wd);
+    qw.fill_random(rng, 0.5f, 1.5f);
+    kw.fill_random(rng, 0.5f, 1.5f);
+    Twin kc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
+    Twin vc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
+    kc.fill_random(rng, -1.0f, 1.0f);
+    vc.fill_random(rng, -1.0f, 1.0f);
+    Twin slot_map({n}, DType::kI32, DType::kI32);
+    slot_map.set(random_slots(rng, pages * c.page_size, n, 2, 7));
+    const RopeInputs r(rng, n, {c.head_dim, c.rotary_dim, c.neox, false, 1.0f}, 1000000.0f);
+    KvCacheLayer cache_cpu{kc.cpu, vc.cpu}, cache_gpu{kc.gpu, vc.gpu};
+    cpu().rms_norm(q->cpu, qw.cpu, 1e-6f, q->cpu);
+    cpu().rms_norm(k->cpu, kw.cpu, 1e-6f, k->cpu);
+    cpu().rope_kv_write(q->cpu, k->cpu, v->cpu, r.cpu, slot_map.cpu, cache_cpu);
+    gpu().qk_norm_rope_kv_write(q->gpu, k->gpu, v->gpu, qw.gpu, kw.gpu, 1e-6f, r.gpu, slot_map.gpu, cache_gpu);
+    gpu().synchronize();
+    EXPECT_LT(rel_error(q->gpu_values(), q->cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(k->gpu_values(), k->cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(kc.gpu_values(), kc.cpu_values()), kBf16Tol);
+    EXPECT_EQ(vc.gpu_values(), vc.cpu_values());
+    q->check_guards("qk_norm_rope_kv_write q", true);
+    k->check_guards("qk_norm_rope_kv_write k", true);
+    kc.check_guards("k cache", false);
+    vc.check_guards("v cache", false);
+    v->check_unchanged("v");
+  }
+}
+
 // ---- GEMM
 
 struct GemmCase {

@@ -270,6 +270,10 @@ TEST(FamilyConfig, BenchConfigsParse) {
   EXPECT_TRUE(qwen.moe.renormalize);
   EXPECT_EQ(qwen.layer_moe, std::vector<uint8_t>(48, 1));
   EXPECT_EQ(qwen.every_layer_window(), 0);
+  ModelConfig qwen_dense = bench("qwen3-8b");
+  EXPECT_TRUE(qwen_dense.options.qk_norm);
+  EXPECT_EQ(qwen_dense.num_layers, 36);
+  EXPECT_FALSE(qwen_dense.is_moe_layer(0));
   ModelConfig gemma = bench("gemma-2-9b");
   EXPECT_EQ(gemma.head_dim, 256);
   EXPECT_EQ(gemma.layer_sliding_window[0], 4096);
