@@ -362,6 +362,63 @@ TEST(BackendParity, RopeEveryVariant) {
   }
 }
 
+// One layer's new q/k/v rows (views of a fused [n, (hq + 2 hk) * head_dim] qkv buffer) and a paged
+// bf16 KV cache with random old contents, on both backends; slots skip some tokens.
+struct QkvAndCache {
+  int64_t n, hk, head_dim;
+  std::unique_ptr<Twin> q, k, v;
+  Twin kc, vc, slot_map;
+  std::vector<float> slots;
+  KvCacheLayer cache_cpu, cache_gpu;
+  QkvAndCache(std::mt19937_64& rng, int64_t n_, int64_t hq, int64_t hk_, int64_t head_dim_, int page_size,
+              float k_range)
+      : n(n_),
+        hk(hk_),
+        head_dim(head_dim_),
+        q(heads_twin({n_, hq, head_dim_, (hq + 2 * hk_) * head_dim_, 0})),
+        k(heads_twin({n_, hk_, head_dim_, (hq + 2 * hk_) * head_dim_, hq * head_dim_})),
+        v(heads_twin({n_, hk_, head_dim_, (hq + 2 * hk_) * head_dim_, (hq + hk_) * head_dim_})),
+        kc({pages(n_, page_size), page_size, hk_, head_dim_}, DType::kBF16),
+        vc({pages(n_, page_size), page_size, hk_, head_dim_}, DType::kBF16),
+        slot_map({n_}, DType::kI32, DType::kI32),
+        slots(random_slots(rng, pages(n_, page_size) * page_size, n_, 2, 7)),
+        cache_cpu{kc.cpu, vc.cpu},
+        cache_gpu{kc.gpu, vc.gpu} {
+    q->fill_random(rng, -2.0f, 2.0f);
+    k->fill_random(rng, -k_range, k_range);
+    v->fill_random(rng, -2.0f, 2.0f);
+    kc.fill_random(rng, -1.0f, 1.0f);
+    vc.fill_random(rng, -1.0f, 1.0f);
+    slot_map.set(slots);
+  }
+  static int64_t pages(int64_t n, int page_size) { return (n + page_size - 1) / page_size + 3; }
+  // Both backends' q, k and caches alike (k and the K cache within bf16 error), nothing written
+  // outside them, v read only.
+  void expect_same(const char* op) const {
+    EXPECT_LT(rel_error(q->gpu_values(), q->cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(k->gpu_values(), k->cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(kc.gpu_values(), kc.cpu_values()), kBf16Tol);
+    EXPECT_EQ(vc.gpu_values(), vc.cpu_values());
+    // Cache rows the slots do not name keep their old contents on both backends.
+    const auto k_gpu = kc.gpu_values(), k_cpu = kc.cpu_values();
+    size_t untouched_equal = 0, untouched = 0;
+    std::vector<bool> written(k_gpu.size() / size_t(hk * head_dim), false);
+    for (float sl : slots)
+      if (sl >= 0) written[size_t(sl)] = true;
+    const size_t row = size_t(hk * head_dim);
+    for (size_t sl = 0; sl < written.size(); ++sl) {
+      if (written[sl]) continue;
+      for (size_t e = 0; e < row; ++e, ++untouched) untouched_equal += k_gpu[sl * row + e] == k_cpu[sl * row + e];
+    }
+    EXPECT_EQ(untouched_equal, untouched);
+    q->check_guards(std::string(op) + " q", true);
+    k->check_guards(std::string(op) + " k", true);
+    kc.check_guards("k cache", false);
+    vc.check_guards("v cache", false);
+    v->check_unchanged("v");
+  }
+};
+
 // The fused rope + KV write (one CUDA launch) against the CPU's two ops: partial rotary (the
 // channels past rotary_dim are copied, not rotated), both pair layouts, page sizes 1/3/16, skipped
 // slots.
@@ -378,48 +435,14 @@ TEST(BackendParity, RopeKvWriteMatchesRopeThenKvWrite) {
   for (const Case& c : cases) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " rotary " + std::to_string(c.rotary_dim) +
                  (c.neox ? " neox" : " interleaved") + " page " + std::to_string(c.page_size));
-    const int64_t n = 21, hq = 8, hk = 2, width = (hq + 2 * hk) * c.head_dim;
-    const int64_t pages = (n + c.page_size - 1) / c.page_size + 3;
-    auto q = heads_twin({n, hq, c.head_dim, width, 0});
-    auto k = heads_twin({n, hk, c.head_dim, width, hq * c.head_dim});
-    auto v = heads_twin({n, hk, c.head_dim, width, (hq + hk) * c.head_dim});
-    q->fill_random(rng, -2.0f, 2.0f);
-    k->fill_random(rng, -2.0f, 2.0f);
-    v->fill_random(rng, -2.0f, 2.0f);
-    Twin kc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
-    Twin vc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
-    kc.fill_random(rng, -1.0f, 1.0f);
-    vc.fill_random(rng, -1.0f, 1.0f);
-    const std::vector<float> slots = random_slots(rng, pages * c.page_size, n, 2, 7);
-    Twin slot_map({n}, DType::kI32, DType::kI32);
-    slot_map.set(slots);
+    const int64_t n = 21, hk = 2;
+    QkvAndCache t(rng, n, 8, hk, c.head_dim, c.page_size, 2.0f);
     const RopeInputs r(rng, n, {c.head_dim, c.rotary_dim, c.neox, false, 1.0f}, 500000.0f);
-    KvCacheLayer cache_cpu{kc.cpu, vc.cpu}, cache_gpu{kc.gpu, vc.gpu};
-    cpu().rope(q->cpu, k->cpu, r.cpu);
-    cpu().kv_write(k->cpu, v->cpu, slot_map.cpu, cache_cpu);
-    gpu().rope_kv_write(q->gpu, k->gpu, v->gpu, r.gpu, slot_map.gpu, cache_gpu);
+    cpu().rope(t.q->cpu, t.k->cpu, r.cpu);
+    cpu().kv_write(t.k->cpu, t.v->cpu, t.slot_map.cpu, t.cache_cpu);
+    gpu().rope_kv_write(t.q->gpu, t.k->gpu, t.v->gpu, r.gpu, t.slot_map.gpu, t.cache_gpu);
     gpu().synchronize();
-    EXPECT_LT(rel_error(q->gpu_values(), q->cpu_values()), kBf16Tol);
-    EXPECT_LT(rel_error(k->gpu_values(), k->cpu_values()), kBf16Tol);
-    EXPECT_LT(rel_error(kc.gpu_values(), kc.cpu_values()), kBf16Tol);
-    EXPECT_EQ(vc.gpu_values(), vc.cpu_values());
-    // Cache rows the slots do not name keep their old contents on both backends.
-    const auto k_gpu = kc.gpu_values(), k_cpu = kc.cpu_values();
-    size_t untouched_equal = 0, untouched = 0;
-    std::vector<bool> written(size_t(pages * c.page_size), false);
-    for (float sl : slots)
-      if (sl >= 0) written[size_t(sl)] = true;
-    const size_t row = size_t(hk * c.head_dim);
-    for (size_t sl = 0; sl < written.size(); ++sl) {
-      if (written[sl]) continue;
-      for (size_t e = 0; e < row; ++e, ++untouched) untouched_equal += k_gpu[sl * row + e] == k_cpu[sl * row + e];
-    }
-    EXPECT_EQ(untouched_equal, untouched);
-    q->check_guards("rope_kv_write q", true);
-    k->check_guards("rope_kv_write k", true);
-    kc.check_guards("k cache", false);
-    vc.check_guards("v cache", false);
-    v->check_unchanged("v");
+    t.expect_same("rope_kv_write");
   }
 }
 
@@ -446,40 +469,20 @@ TEST(BackendParity, QkNormRopeKvWriteMatchesTheFourOps) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " rotary " + std::to_string(c.rotary_dim) +
                  (c.neox ? " neox" : " interleaved") + " page " + std::to_string(c.page_size) +
                  (c.f32_weights ? " f32 weights" : ""));
-    const int64_t n = 13, hq = 8, hk = 2, width = (hq + 2 * hk) * c.head_dim;
-    const int64_t pages = (n + c.page_size - 1) / c.page_size + 3;
-    auto q = heads_twin({n, hq, c.head_dim, width, 0});
-    auto k = heads_twin({n, hk, c.head_dim, width, hq * c.head_dim});
-    auto v = heads_twin({n, hk, c.head_dim, width, (hq + hk) * c.head_dim});
-    q->fill_random(rng, -2.0f, 2.0f);
-    k->fill_random(rng, -3.0f, 3.0f);
-    v->fill_random(rng, -2.0f, 2.0f);
+    const int64_t n = 13;
+    QkvAndCache t(rng, n, 8, 2, c.head_dim, c.page_size, 3.0f);
     const DType wd = c.f32_weights ? DType::kF32 : DType::kBF16;
     Twin qw({c.head_dim}, wd), kw({c.head_dim}, wd);
     qw.fill_random(rng, 0.5f, 1.5f);
     kw.fill_random(rng, 0.5f, 1.5f);
-    Twin kc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
-    Twin vc({pages, c.page_size, hk, c.head_dim}, DType::kBF16);
-    kc.fill_random(rng, -1.0f, 1.0f);
-    vc.fill_random(rng, -1.0f, 1.0f);
-    Twin slot_map({n}, DType::kI32, DType::kI32);
-    slot_map.set(random_slots(rng, pages * c.page_size, n, 2, 7));
     const RopeInputs r(rng, n, {c.head_dim, c.rotary_dim, c.neox, false, 1.0f}, 1000000.0f);
-    KvCacheLayer cache_cpu{kc.cpu, vc.cpu}, cache_gpu{kc.gpu, vc.gpu};
-    cpu().rms_norm(q->cpu, qw.cpu, 1e-6f, q->cpu);
-    cpu().rms_norm(k->cpu, kw.cpu, 1e-6f, k->cpu);
-    cpu().rope_kv_write(q->cpu, k->cpu, v->cpu, r.cpu, slot_map.cpu, cache_cpu);
-    gpu().qk_norm_rope_kv_write(q->gpu, k->gpu, v->gpu, qw.gpu, kw.gpu, 1e-6f, r.gpu, slot_map.gpu, cache_gpu);
+    cpu().rms_norm(t.q->cpu, qw.cpu, 1e-6f, t.q->cpu);
+    cpu().rms_norm(t.k->cpu, kw.cpu, 1e-6f, t.k->cpu);
+    cpu().rope_kv_write(t.q->cpu, t.k->cpu, t.v->cpu, r.cpu, t.slot_map.cpu, t.cache_cpu);
+    gpu().qk_norm_rope_kv_write(t.q->gpu, t.k->gpu, t.v->gpu, qw.gpu, kw.gpu, 1e-6f, r.gpu, t.slot_map.gpu,
+                                t.cache_gpu);
     gpu().synchronize();
-    EXPECT_LT(rel_error(q->gpu_values(), q->cpu_values()), kBf16Tol);
-    EXPECT_LT(rel_error(k->gpu_values(), k->cpu_values()), kBf16Tol);
-    EXPECT_LT(rel_error(kc.gpu_values(), kc.cpu_values()), kBf16Tol);
-    EXPECT_EQ(vc.gpu_values(), vc.cpu_values());
-    q->check_guards("qk_norm_rope_kv_write q", true);
-    k->check_guards("qk_norm_rope_kv_write k", true);
-    kc.check_guards("k cache", false);
-    vc.check_guards("v cache", false);
-    v->check_unchanged("v");
+    t.expect_same("qk_norm_rope_kv_write");
   }
 }
 
