@@ -547,11 +547,13 @@ void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
   // Rows per expert that has any, on average, if the assignments spread over every expert.
   const int64_t active = std::min(p.num_experts, p.num_assign);
   const int64_t mean_rows = (int64_t(p.num_assign) + active - 1) / active;
-  // The weight stream where each of its CTAs reads rows of at least 2,048 elements (several
-  // groups of loads per warp): on shorter rows its CTAs end after one round trip (Qwen3-MoE's
-  // down projection, k = 768: 0.125 -> 0.167 ms at 32 tokens; docs/perf.md), and the 16 x 64
-  // tiles, four times the columns per CTA, keep more bytes in flight.
-  const bool stream_weights = p.decode_gemv && p.k >= 2048;
+  // The weight stream where its CTAs read long enough rows (several groups of loads per warp):
+  // k >= 2,048 for 8-row tiles, k >= 4,096 for 16-row ones (whose warps load half the chunks per
+  // group, and whose experts more often take two tiles, reading their weights twice). Measured on
+  // an H200 (docs/perf.md, ninth session): Qwen3-MoE's down projection (k = 768) at 32 tokens 0.125
+  // -> 0.167 ms on the stream; its gate_up (k = 2,048) at 16 rows per expert cost 11 % of 1k/1k
+  // throughput; Mixtral's (k = 4,096 and 14,336) gained at 8 and 16 rows per expert.
+  const bool stream_weights = p.decode_gemv && p.k >= (mean_rows <= 4 ? 2048 : 4096);
   // Batch-invariant mode: one shape whatever the step, so a row's k-loop never depends on how
   // many rows its expert got (the mid-size tile: decode wastes some math on it, prefill some
   // bandwidth, neither much).
