@@ -18,9 +18,10 @@
 // last tile. The tile height is picked on the host from the step's mean rows per expert: for
 // decode (up to 16 rows per expert, the memory-bound regime) the decode GEMMs' weight stream
 // (gemv_kernel.cuh: 16 weight rows per CTA read once for 8 or 16 rows of x, 16-byte loads a group
-// ahead in registers), 64-row tiles for mid-size batches, 128 x 128 tiles for prefill
-// (compute-bound). With `gather` the rows of x are read through sorted_assign straight from the
-// token rows, so no permuted copy of the activations is ever made.
+// ahead in registers) where the weight rows are long enough, else 16 x 64 tiles; 64-row tiles for
+// mid-size batches, 128 x 128 tiles for prefill (compute-bound). With `gather` the rows of x are
+// read through sorted_assign straight from the token rows, so no permuted copy of the activations
+// is ever made.
 //
 // Combine (moe_combine_kernel): one block per token, the chosen experts' rows summed in ascending
 // expert id with each product rounded (the CPU reference's order), 16-byte vectors of columns per
@@ -210,7 +211,7 @@ struct GemmCfg {
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are whole m16 x n16 blocks");
 };
 
-using CfgDecode = GemmCfg<16, 64, 1, 4, 8>;     // few rows per expert without decode_gemv (FG_GEMV=0)
+using CfgDecode = GemmCfg<16, 64, 1, 4, 8>;     // few rows per expert off the stream (short k, FG_GEMV=0)
 using CfgMid = GemmCfg<64, 128, 2, 2, 4>;       // tens of rows per expert
 using CfgPrefill = GemmCfg<128, 128, 2, 4, 4>;  // compute-bound
 
