@@ -53,15 +53,8 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
       if constexpr (kVec == 1) {
         out[c] = act_mul_one<T, kGelu>(x[c], x[p.inter + c]);
       } else {
-        const uint4 gv = *reinterpret_cast<const uint4*>(x + c);
-        const uint4 uv = *reinterpret_cast<const uint4*>(x + p.inter + c);
-        uint4 ov;
-        const T* g = reinterpret_cast<const T*>(&gv);
-        const T* u = reinterpret_cast<const T*>(&uv);
-        T* o = reinterpret_cast<T*>(&ov);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) o[i] = act_mul_one<T, kGelu>(g[i], u[i]);
-        *reinterpret_cast<uint4*>(out + c) = ov;
+        *reinterpret_cast<uint4*>(out + c) = act_mul_vec<T, kGelu>(*reinterpret_cast<const uint4*>(x + c),
+                                                                   *reinterpret_cast<const uint4*>(x + p.inter + c));
       }
     }
   }

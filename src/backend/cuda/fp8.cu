@@ -1,7 +1,7 @@
 // FP8 (e4m3) kernels of the CUDA backend: the quantization of activations (per token, or per token
 // and 128-column group) that feeds the FP8 GEMM, of a row or of the gated activation computed on
-// the way (the down projection's input), and a plain FP8 GEMM for the shapes cuBLASLt declines. e4m3 goes through
-// cuda_fp8.h:
+// the way (the down projection's input), and a plain FP8 GEMM for the shapes cuBLASLt declines.
+// e4m3 goes through cuda_fp8.h:
 // __nv_cvt_float_to_fp8 rounds to nearest even and, with __NV_SATFINITE, saturates at +-448, as
 // the host's f32_to_f8e4m3 does; the divisions are IEEE (__fdiv_rn) whatever the compile flags, so
 // codes and scales are bit for bit the CPU reference's for the same inputs.
@@ -51,7 +51,7 @@ __global__ void quantize_rows_fp8_kernel(QuantizeRowsFp8Params p) {
 }
 
 // The 8 input values at columns [col, col + 8) of row r, as 16 bytes of T: x's own, or the gated
-// activation of x's gate and up halves (act_mul_one, silu_mul's rounding).
+// activation of x's gate and up halves (act_mul_vec, silu_mul's rounding).
 template <class T, Fp8Input kIn>
 __device__ __forceinline__ uint4 load_input8(const QuantizeRowsFp8Params& p, int64_t r, int64_t col) {
   const T* row = static_cast<const T*>(p.x) + r * p.x_stride;
@@ -59,14 +59,7 @@ __device__ __forceinline__ uint4 load_input8(const QuantizeRowsFp8Params& p, int
   if constexpr (kIn == Fp8Input::kRows) {
     return a;
   } else {
-    const uint4 b = *reinterpret_cast<const uint4*>(row + p.k + col);
-    uint4 o;
-    const T* g = reinterpret_cast<const T*>(&a);
-    const T* u = reinterpret_cast<const T*>(&b);
-    T* v = reinterpret_cast<T*>(&o);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = act_mul_one<T, kIn == Fp8Input::kGeluTanhMul>(g[i], u[i]);
-    return o;
+    return act_mul_vec<T, kIn == Fp8Input::kGeluTanhMul>(a, *reinterpret_cast<const uint4*>(row + p.k + col));
   }
 }
 

@@ -65,6 +65,18 @@ __device__ __forceinline__ T act_mul_one(T gate, T up) {
   return from_f32<T>(a * to_f32(up));
 }
 
+// act_mul_one on each of the 16 / sizeof(T) elements of a 16-byte vector of gates and of ups.
+template <class T, bool kGelu>
+__device__ __forceinline__ uint4 act_mul_vec(const uint4& gate, const uint4& up) {
+  uint4 out;
+  const T* g = reinterpret_cast<const T*>(&gate);
+  const T* u = reinterpret_cast<const T*>(&up);
+  T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+  for (int i = 0; i < int(16 / sizeof(T)); ++i) o[i] = act_mul_one<T, kGelu>(g[i], u[i]);
+  return out;
+}
+
 // Element offset of row r of a RowView.
 __device__ __forceinline__ int64_t row_offset(const RowView& v, int64_t r) {
   return (r / v.inner) * v.stride_outer + (r % v.inner) * v.stride_inner;

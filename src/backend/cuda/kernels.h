@@ -211,7 +211,7 @@ struct MoeGemmParams {
   int k = 0;  // a multiple of 8
   bool gather = false;
   bool batch_invariant = false;  // one tile shape for every step (else chosen from the rows per expert)
-  bool decode_gemv = true;       // up to 16 rows per expert: gemv_kernel.cuh's stream (false: 16 x 64 tiles)
+  bool decode_gemv = true;       // up to 16 rows per expert: gemv_kernel.cuh's stream where k allows (moe.cu)
 };
 void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream);
 

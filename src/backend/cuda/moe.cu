@@ -250,6 +250,32 @@ __device__ __forceinline__ void find_tile(const MoeGemmParams& p, int tile, int&
   row0 = owner ? __shfl_sync(kFullMask, found_row, __ffs(owner) - 1) : 0;
 }
 
+// The CTA's (expert, m-tile) pair of blockIdx.y as every thread of the block sees it: the expert
+// (-1 past the last tile), the sorted row of the tile's row 0 and its rows (at most BM). Every
+// thread of the block calls it (a barrier inside).
+struct CtaTile {
+  int expert, first_row, rows;
+};
+template <int BM>
+__device__ __forceinline__ CtaTile cta_tile(const MoeGemmParams& p) {
+  __shared__ int s_expert, s_row0;
+  if (threadIdx.x < 32) {
+    int e, r0;
+    find_tile<BM>(p, int(blockIdx.y), e, r0);
+    if (threadIdx.x == 0) {
+      s_expert = e;
+      s_row0 = r0;
+    }
+  }
+  __syncthreads();
+  CtaTile t{s_expert, 0, 0};
+  if (t.expert >= 0) {
+    t.first_row = p.expert_offsets[t.expert] + s_row0;
+    t.rows = min(BM, p.expert_offsets[t.expert + 1] - t.first_row);
+  }
+  return t;
+}
+
 // Decode-sized steps (a few rows per expert): gemv_kernel.cuh's weight stream, a CTA per 16 weight
 // rows of one (expert, kBm-row tile) pair; blockIdx.y enumerates the pairs as moe_gemm_kernel's.
 template <int kBm>
@@ -263,21 +289,11 @@ struct MoeKind : gemv::DenseKind<__nv_bfloat16, __nv_bfloat16> {
   static constexpr bool kRouted = true;
   static constexpr int kMinBlocks = 2;  // 134 registers unbounded
   __device__ static bool begin(const Params& p, Cta& cta) {
-    __shared__ int s_expert, s_row0;
-    if (threadIdx.x < 32) {
-      int e, r0;
-      find_tile<kBm>(p, int(blockIdx.y), e, r0);
-      if (threadIdx.x == 0) {
-        s_expert = e;
-        s_row0 = r0;
-      }
-    }
-    __syncthreads();
-    const int expert = s_expert;
-    if (expert < 0) return false;
-    cta.first_row = p.expert_offsets[expert] + s_row0;
-    cta.m = min(kBm, p.expert_offsets[expert + 1] - cta.first_row);
-    cta.w = static_cast<const char*>(p.w) + int64_t(expert) * p.n * p.k * 2;
+    const CtaTile tile = cta_tile<kBm>(p);
+    if (tile.expert < 0) return false;
+    cta.first_row = tile.first_row;
+    cta.m = tile.rows;
+    cta.w = static_cast<const char*>(p.w) + int64_t(tile.expert) * p.n * p.k * 2;
     return true;
   }
   __device__ static const char* x_row(const Params& p, const Cta& cta, int64_t token) {
@@ -296,24 +312,14 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p) {
   pdl_enter();
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  __shared__ int s_expert, s_row0;
   using T = __nv_bfloat16;
   T* smem = reinterpret_cast<T*>(smem_raw);
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
 
-  if (warp == 0) {
-    int e, r0;
-    find_tile<Cfg::kBm>(p, int(blockIdx.y), e, r0);
-    if (lane == 0) {
-      s_expert = e;
-      s_row0 = r0;
-    }
-  }
-  __syncthreads();
-  const int expert = s_expert;
+  const CtaTile tile = cta_tile<Cfg::kBm>(p);
+  const int expert = tile.expert;
   if (expert < 0) return;
-  const int first_row = p.expert_offsets[expert] + s_row0;  // sorted row of the tile's row 0
-  const int rows = min(Cfg::kBm, p.expert_offsets[expert + 1] - first_row);
+  const int first_row = tile.first_row, rows = tile.rows;  // sorted row of the tile's row 0; its rows
   const int n0 = int(blockIdx.x) * Cfg::kBn;
   if (n0 >= p.n) return;
 

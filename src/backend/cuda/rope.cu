@@ -16,11 +16,6 @@ namespace {
 
 constexpr int kThreads = 128;
 
-// Grid: x = blocks per token (each thread one (head, pair): a decode step's token spreads over
-// ~20 blocks instead of one block looping over its heads, whose dependent loads and stores made a
-// step's RoPE latency-bound), y = tokens (grid-stride). Every block of a token computes the
-// token's cos/sin table into shared memory (the angle depends on the token and the pair, not the
-// head).
 // The two channels of pair i: rotated pairs (i < half) as the layout pairs them, then the
 // channels past rotary_dim two by two.
 __device__ __forceinline__ void pair_channels(const RopeParams& p, int i, int half, int& i0, int& i1) {
@@ -63,6 +58,11 @@ __device__ __forceinline__ void norm_pair(const RopeParams& p, int64_t token, in
   x[i1] = from_f32<T>(b * inv_rms * w_at(i1));
 }
 
+// Grid: x = blocks per token (each thread one (head, pair): a decode step's token spreads over
+// ~20 blocks instead of one block looping over its heads, whose dependent loads and stores made a
+// step's RoPE latency-bound), y = tokens (grid-stride). Every block of a token computes the
+// token's cos/sin table into shared memory (the angle depends on the token and the pair, not the
+// head).
 template <class T, bool kNorm>
 __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
   pdl_enter();
