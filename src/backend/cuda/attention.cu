@@ -42,7 +42,7 @@ void set_smem_attr(bool wgmma) {
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       attn::PrefillSmem<D>::kBytes));
   }
-#if defined(FG_ATTN_WGMMA)
+#if defined(FG_WGMMA)
   if (wgmma)
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, KV, D>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, attn::WgmmaSmem<D>::kBytes));
@@ -175,7 +175,7 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
     FG_ATTN_CUDA(cudaMallocHost(&s.h_merges[i], size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
     FG_ATTN_CUDA(cudaEventCreateWithFlags(&s.uploaded[i], cudaEventDisableTiming));
   }
-#if defined(FG_ATTN_WGMMA)
+#if defined(FG_WGMMA)
   int major = 0, minor = 0;
   FG_ATTN_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   FG_ATTN_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
@@ -471,7 +471,7 @@ template <typename T, typename KV, int D>
 void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
             cudaStream_t stream) {
   if (prefill_grid > 0 && wgmma) {
-#if defined(FG_ATTN_WGMMA)
+#if defined(FG_WGMMA)
     launch_kernel(attn::attention_wgmma_kernel<T, KV, D>, prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes,
                   stream, kp);
 #endif

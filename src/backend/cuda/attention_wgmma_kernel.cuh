@@ -32,7 +32,7 @@
 #pragma once
 
 #include "backend/cuda/attention_kernel.cuh"
-#include "backend/cuda/wgmma_ops.cuh"
+#include "backend/cuda/wgmma_util.cuh"
 
 namespace fg::cuda::attn {
 
@@ -60,56 +60,6 @@ struct WgmmaSmem {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-
-// Shared-memory matrix descriptor: 128-byte swizzle, SBO = 1024 (8-row groups), LBO = lbo bytes
-// (the panel stride of an MN-major operand; unused by K-major ones).
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-// Arrives on bar once every cp.async this thread issued so far has landed.
-__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-// Waits until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait0() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-// Keeps the compiler from moving accumulator reads/writes across the asynchronous MMAs.
-template <int N>
-__device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
-}
-
-__device__ __forceinline__ void st_shared16(uint32_t addr, const uint4& v) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
 
 // fp8 pages: K/V block b of a tile into `stage` as bf16, as load_block's cp.async would have
 // laid out the act-dtype rows. Thread tid handles 16-byte e4m3 chunk tid % (D / 16) of rows
@@ -386,7 +336,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
         issue_pv(cur);
         wgmma_commit();
         pp_pass();
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        wgmma_wait1();
         reg_fence(s);
         if (b + 2 == g.n_blocks) mbar_arrive(q_empty);
         float alpha0, alpha1;

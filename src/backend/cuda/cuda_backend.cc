@@ -95,7 +95,8 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
   CUDA_CHECK(cudaEventCreateWithFlags(&sample_copied_, cudaEventDisableTiming));
   arena_ = std::make_shared<DeviceArena>(device_, kArenaSlabBytes);
   gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant : GemmLt::Mode::kHeuristic);
-  init_moe_kernels();
+  moe_wgmma_ctas_ = init_moe_kernels();
+  if (const char* env = std::getenv("FG_MOE_WGMMA"); env != nullptr && std::string(env) == "0") moe_wgmma_ctas_ = 0;
   gemv_fp8_ = gemv_fp8_supported();
   fp8_channel_ = gemm_->has_fp8_scaling(false);
   fp8_blocks_ = gemm_->has_fp8_scaling(true);
@@ -721,6 +722,7 @@ void CudaBackend::moe_gemm(const Tensor& x, const Tensor& w, const MoeRouting& r
   p.gather = gather;
   p.batch_invariant = options_.batch_invariant;
   p.decode_gemv = gemv_;
+  p.wgmma_ctas = moe_wgmma_ctas_;
   launch_moe_gemm(p, x.dtype, stream_);
 }
 

@@ -2,13 +2,17 @@
 // gelu_tanh_mul, scale, softcap, rope with per-token tables (LongRoPE), and the mixture-of-experts
 // ops: routing (the same choices and weights, the same expert ranges, a valid permutation), the
 // grouped GEMM for every tile regime (decode, mid-size, prefill; k and n tails; with and without
-// gathering the token rows), the combine, a whole MoE MLP, and the MoE ops recorded once in a CUDA
-// graph and replayed for other routings. Skips without a GPU.
+// gathering the token rows; with the Hopper wgmma kernel and without it), the combine, a whole MoE
+// MLP, and the MoE ops recorded once in a CUDA graph and replayed for other routings. Skips without
+// a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <numeric>
+#include <vector>
 
 #include "parity_harness.h"
 
@@ -182,9 +186,21 @@ TEST(FamilyParity, MoeRouteMatchesCpu) {
   }
 }
 
+// A CUDA backend without the Hopper grouped GEMM (FG_MOE_WGMMA=0: the mma.sync tiles for every
+// step), next to the harness's default one; on other GPUs the two run the same kernels.
+std::unique_ptr<Backend> moe_tiles_cuda() {
+  setenv("FG_MOE_WGMMA", "0", 1);
+  auto made = make_cuda_backend(0, BackendOptions{});
+  unsetenv("FG_MOE_WGMMA");
+  EXPECT_TRUE(made.is_ok()) << made.status().to_string();
+  return made.is_ok() ? std::move(made).value() : nullptr;
+}
+
 TEST(FamilyParity, MoeGemmEveryRegime) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(35);
+  const std::unique_ptr<Backend> tiles = moe_tiles_cuda();
+  ASSERT_NE(tiles, nullptr);
   struct Case {
     int tokens, experts, top_k, n, k;
     float skew;  // uneven expert loads
@@ -192,11 +208,14 @@ TEST(FamilyParity, MoeGemmEveryRegime) {
   // Decode: the weight stream (8-row tiles up to 4 mean rows per expert at k >= 2,048, 16-row ones
   // up to 16 at k >= 4,096; the skewed cases with experts of several tiles) and the 16 x 64 tiles
   // (shorter k);
-  // mid-size and prefill tiles; k not a multiple of 32 (or of the stream's 64-byte chunks), n not a
-  // multiple of any tile width; experts nobody chose; one expert taking most rows.
+  // mid-size and prefill tiles (on an H200 the prefill ones are the wgmma kernel: k not a multiple
+  // of its 64-wide stages, n not one of its 256-wide tiles, long k); k not a multiple of 32 (or of
+  // the stream's 64-byte chunks), n not a multiple of any tile width; experts nobody chose; one
+  // expert taking most rows.
   for (Case c : {Case{1, 8, 2, 256, 4096, 0.0f}, Case{40, 32, 2, 136, 2056, 3.0f}, Case{24, 8, 2, 200, 4104, 2.0f},
                  Case{1, 8, 2, 256, 128, 0.0f}, Case{3, 128, 8, 96, 64, 0.0f}, Case{48, 8, 2, 130, 40, 1.0f},
-                 Case{256, 8, 2, 384, 256, 0.5f}, Case{700, 16, 4, 192, 96, 3.0f}, Case{64, 64, 1, 64, 16, 0.0f}}) {
+                 Case{256, 8, 2, 384, 256, 0.5f}, Case{700, 16, 4, 192, 96, 3.0f}, Case{64, 64, 1, 64, 16, 0.0f},
+                 Case{1000, 8, 2, 520, 200, 1.0f}, Case{600, 4, 1, 256, 4096, 0.0f}}) {
     for (bool gather : {true, false}) {
       SCOPED_TRACE(std::to_string(c.tokens) + " tokens, " + std::to_string(c.experts) + " experts, top " +
                    std::to_string(c.top_k) + ", n " + std::to_string(c.n) + ", k " + std::to_string(c.k) +
@@ -214,11 +233,16 @@ TEST(FamilyParity, MoeGemmEveryRegime) {
       Twin out({A, c.n}, DType::kBF16, DType::kF32, {c.n + 2, 1});
       out.poison();
       cpu().moe_gemm(x.cpu, w.cpu, r.on_cpu, gather, out.cpu);
-      gpu().moe_gemm(x.gpu, w.gpu, r.on_gpu, gather, out.gpu);
-      gpu().synchronize();
-      EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), kBf16Tol);
-      out.check_guards("moe_gemm out", true);
-      x.check_unchanged("moe_gemm x");
+      const std::vector<float> want = out.cpu_values();
+      for (Backend* be : {&gpu(), tiles.get()}) {
+        SCOPED_TRACE(be == tiles.get() ? "FG_MOE_WGMMA=0" : "default kernels");
+        out.poison();  // both sides: the reference is `want`
+        be->moe_gemm(x.gpu, w.gpu, r.on_gpu, gather, out.gpu);
+        be->synchronize();
+        EXPECT_LT(rel_error(out.gpu_values(), want), kBf16Tol);
+        out.check_guards("moe_gemm out", true);
+        x.check_unchanged("moe_gemm x");
+      }
     }
   }
 }
