@@ -15,12 +15,13 @@
 // and 128-byte-row XOR swizzled shared tiles. grid.x walks n in tiles of BN; grid.y enumerates
 // (expert, m-tile) pairs in expert order, sized for the worst case (ceil(A / BM) + min(E, A)
 // tiles); each block finds its pair by scanning expert_offsets in one warp and exits when past the
-// last tile. The kernel is picked on the host from the step's mean rows per expert: for decode (up
-// to 16 rows per expert, the memory-bound regime) the decode GEMMs' weight stream (gemv_kernel.cuh:
-// 16 weight rows per CTA read once for 8 or 16 rows of x, 16-byte loads a group ahead in registers)
-// where the weight rows are long enough, else 16 x 64 tiles; beyond that, on Hopper, a persistent
-// wgmma kernel (moe_gemm_wgmma_kernel: 128 x 256 tiles, a producer warpgroup and two consumer
-// warpgroups), elsewhere 64-row mma.sync tiles for mid-size batches and 128 x 128 ones for prefill.
+// last tile. The kernel is picked on the host from the step's mean rows per expert and the experts
+// it may hit: on Hopper a persistent wgmma kernel (moe_gemm_wgmma_kernel: 128 x 256 tiles, a
+// producer warpgroup and two consumer warpgroups) beyond 16 rows per expert or wherever the experts
+// make two waves of its tiles; else, for decode (up to 16 rows per expert, the memory-bound regime)
+// the decode GEMMs' weight stream (gemv_kernel.cuh: 16 weight rows per CTA read once for 8 or 16
+// rows of x, 16-byte loads a group ahead in registers) where the weight rows are long enough, else
+// 16 x 64 tiles; elsewhere 64-row mma.sync tiles for mid-size batches, 128 x 128 for prefill.
 // With `gather` the rows of x are read through sorted_assign straight from the token rows, so no
 // permuted copy of the activations is ever made.
 //
@@ -458,7 +459,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p
 
 // ---------------------------------------------------------------------------------------------
 // Grouped GEMM on Hopper warpgroup MMA (sm_90a builds on sm_90 only): every step of more than 16
-// rows per expert on average.
+// rows per expert on average, and smaller ones whose experts make enough tiles (launch_moe_gemm).
 //
 // Persistent: one CTA per SM walks the (m-tile pair, n-tile) grid, 128 rows x 256 columns a tile,
 // m-tile pairs in groups of kWgGroupM per n-tile so the CTAs running together share an expert's
@@ -478,6 +479,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p
 
 constexpr int kWgBm = 128;       // rows of x per tile: two consumer warpgroups of 64
 constexpr int kWgBn = 256;       // weight rows (output columns) per tile
+constexpr int kWgMinWaves = 2;   // tiles per SM below which decode-sized steps keep the stream
 constexpr int kWgThreads = 384;  // producer warpgroup + two consumer warpgroups
 
 // Shared memory: kStages x (128 rows of x + kWgBn weight rows) x 128 bytes, then the barriers.
@@ -790,22 +792,28 @@ void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
   // -> 0.167 ms on the stream; its gate_up (k = 2,048) at 16 rows per expert cost 11 % of 1k/1k
   // throughput; Mixtral's (k = 4,096 and 14,336) gained at 8 and 16 rows per expert.
   const bool stream_weights = p.decode_gemv && p.k >= (mean_rows <= 4 ? 2048 : 4096);
-  // Beyond 16 rows per expert the wgmma kernel where it runs: at 32-64 rows per expert it reads the
-  // weights at the dense GEMM's rate (97-100 %, the 64 x 128 tiles 41-72 %), at 4,096 tokens it
-  // computes at 61-81 % of the dense rate (the 128 x 128 tiles 32-38 %).
+  // The wgmma kernel where it runs, for every step beyond 16 rows per expert and wherever the
+  // experts that may be hit (active) make kWgMinWaves waves of its tiles over the SMs even at one
+  // tile each: a 128 x 256 tile is near the H200's ridge point whatever its rows, so it reads the
+  // weights at the dense GEMM's rate from 1-2 rows per expert up (93-100 % at 4-64 tokens; the
+  // stream 79-94 %, the 64 x 128 tiles 41-72 %) and computes at 61-81 % of the dense rate at 4,096
+  // tokens (the 128 x 128 tiles 32-38 %). Fewer tiles (batch-1 decode: Mixtral's down projection
+  // makes 2 x 16) leave SMs idle, where the stream's 16-row CTAs spread over all of them.
   // Batch-invariant mode: one shape whatever the step, so a row's k-loop never depends on how
   // many rows its expert got (the mid-size tile: decode wastes some math on it, prefill some
   // bandwidth, neither much).
+  const int64_t wg_tiles = active * ((p.n + kWgBn - 1) / kWgBn);
+  const bool wgmma = p.wgmma_ctas > 0 && (mean_rows > 16 || wg_tiles >= kWgMinWaves * int64_t(p.wgmma_ctas));
   if (p.batch_invariant)
     launch_gemm_cfg<CfgMid>(p, stream);
+  else if (wgmma)
+    launch_gemm_wgmma(p, stream);
   else if (mean_rows <= 4 && stream_weights)
     launch_gemv_tiles<8>(p, stream);
   else if (mean_rows <= 16 && stream_weights)
     launch_gemv_tiles<16>(p, stream);
   else if (mean_rows <= 16)
     launch_gemm_cfg<CfgDecode>(p, stream);
-  else if (p.wgmma_ctas > 0)
-    launch_gemm_wgmma(p, stream);
   else if (mean_rows <= 64)
     launch_gemm_cfg<CfgMid>(p, stream);
   else

@@ -208,14 +208,15 @@ TEST(FamilyParity, MoeGemmEveryRegime) {
   // Decode: the weight stream (8-row tiles up to 4 mean rows per expert at k >= 2,048, 16-row ones
   // up to 16 at k >= 4,096; the skewed cases with experts of several tiles) and the 16 x 64 tiles
   // (shorter k);
-  // mid-size and prefill tiles (on an H200 the prefill ones are the wgmma kernel: k not a multiple
-  // of its 64-wide stages, n not one of its 256-wide tiles, long k); k not a multiple of 32 (or of
-  // the stream's 64-byte chunks), n not a multiple of any tile width; experts nobody chose; one
-  // expert taking most rows.
-  for (Case c : {Case{1, 8, 2, 256, 4096, 0.0f}, Case{40, 32, 2, 136, 2056, 3.0f}, Case{24, 8, 2, 200, 4104, 2.0f},
-                 Case{1, 8, 2, 256, 128, 0.0f}, Case{3, 128, 8, 96, 64, 0.0f}, Case{48, 8, 2, 130, 40, 1.0f},
-                 Case{256, 8, 2, 384, 256, 0.5f}, Case{700, 16, 4, 192, 96, 3.0f}, Case{64, 64, 1, 64, 16, 0.0f},
-                 Case{1000, 8, 2, 520, 200, 1.0f}, Case{600, 4, 1, 256, 4096, 0.0f}}) {
+  // mid-size and prefill tiles (on an H200 the wgmma kernel: k not a multiple of its 64-wide
+  // stages, n not one of its 256-wide tiles, long k; one row per expert over enough tiles); k not a multiple of 32 (or
+  // of the stream's 64-byte chunks), n not a multiple of any tile width; experts nobody chose; one expert taking most
+  // rows.
+  for (Case c :
+       {Case{1, 8, 2, 256, 4096, 0.0f}, Case{40, 32, 2, 136, 2056, 3.0f}, Case{24, 8, 2, 200, 4104, 2.0f},
+        Case{1, 8, 2, 256, 128, 0.0f}, Case{3, 128, 8, 96, 64, 0.0f}, Case{48, 8, 2, 130, 40, 1.0f},
+        Case{256, 8, 2, 384, 256, 0.5f}, Case{700, 16, 4, 192, 96, 3.0f}, Case{64, 64, 1, 64, 16, 0.0f},
+        Case{1000, 8, 2, 520, 200, 1.0f}, Case{600, 4, 1, 256, 4096, 0.0f}, Case{16, 64, 4, 4104, 136, 0.0f}}) {
     for (bool gather : {true, false}) {
       SCOPED_TRACE(std::to_string(c.tokens) + " tokens, " + std::to_string(c.experts) + " experts, top " +
                    std::to_string(c.top_k) + ", n " + std::to_string(c.n) + ", k " + std::to_string(c.k) +
