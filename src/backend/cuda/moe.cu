@@ -799,12 +799,14 @@ void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
   // stream 79-94 %, the 64 x 128 tiles 41-72 %) and computes at 61-81 % of the dense rate at 4,096
   // tokens (the 128 x 128 tiles 32-38 %). Fewer tiles (batch-1 decode: Mixtral's down projection
   // makes 2 x 16) leave SMs idle, where the stream's 16-row CTAs spread over all of them.
-  // Batch-invariant mode: one shape whatever the step, so a row's k-loop never depends on how
-  // many rows its expert got (the mid-size tile: decode wastes some math on it, prefill some
-  // bandwidth, neither much).
   const int64_t wg_tiles = active * ((p.n + kWgBn - 1) / kWgBn);
   const bool wgmma = p.wgmma_ctas > 0 && (mean_rows > 16 || wg_tiles >= kWgMinWaves * int64_t(p.wgmma_ctas));
-  if (p.batch_invariant)
+  // Batch-invariant mode: one kernel whatever the step, so a row's k-loop never depends on how
+  // many rows its expert got: the wgmma kernel where it runs (each row's sums in one order for
+  // given n and k), else the mid-size tile (decode wastes some math on it, prefill some bandwidth).
+  if (p.batch_invariant && p.wgmma_ctas > 0)
+    launch_gemm_wgmma(p, stream);
+  else if (p.batch_invariant)
     launch_gemm_cfg<CfgMid>(p, stream);
   else if (wgmma)
     launch_gemm_wgmma(p, stream);

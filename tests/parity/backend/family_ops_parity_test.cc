@@ -2,9 +2,9 @@
 // gelu_tanh_mul, scale, softcap, rope with per-token tables (LongRoPE), and the mixture-of-experts
 // ops: routing (the same choices and weights, the same expert ranges, a valid permutation), the
 // grouped GEMM for every tile regime (decode, mid-size, prefill; k and n tails; with and without
-// gathering the token rows; with the Hopper wgmma kernel and without it), the combine, a whole MoE
-// MLP, and the MoE ops recorded once in a CUDA graph and replayed for other routings. Skips without
-// a GPU.
+// gathering the token rows; with the Hopper wgmma kernel and without it; in batch-invariant mode, a
+// token's rows the same bits in any batch), the combine, a whole MoE MLP, and the MoE ops recorded
+// once in a CUDA graph and replayed for other routings. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -246,6 +246,48 @@ TEST(FamilyParity, MoeGemmEveryRegime) {
       }
     }
   }
+}
+
+// Batch-invariant mode: a token's grouped GEMM rows are the same bits computed among 300 tokens
+// (tens of rows per expert) as with two others (about one row per expert).
+TEST(FamilyParity, MoeGemmRowsBatchInvariant) {
+  FG_REQUIRE_GPU();
+  BackendOptions options;
+  options.batch_invariant = true;
+  auto made = make_cuda_backend(0, options);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  Backend& inv = **made;
+  std::mt19937_64 rng(38);
+  const int experts = 32, top_k = 4, n = 520, k = 264, many = 300, few = 3;
+  Twin w({experts, n, k}, DType::kBF16);
+  w.fill_random(rng, -0.2f, 0.2f);
+  struct Step {
+    Twin logits, x, out;
+    RoutingTwin r;
+    Step(int tokens, int e, int topk, int nn, int kk)
+        : logits({tokens, e}, DType::kF32, DType::kF32),
+          x({tokens, kk}, DType::kBF16),
+          out({int64_t(tokens) * topk, nn}, DType::kBF16),
+          r(tokens, e, topk) {}
+  };
+  Step big(many, experts, top_k, n, k), small(few, experts, top_k, n, k);
+  fill_logits(big.logits, rng, many, experts, 1.0f);
+  big.x.fill_random(rng, -1.0f, 1.0f);
+  const std::vector<float> logits = big.logits.cpu_values(), x = big.x.cpu_values();
+  small.logits.set(std::vector<float>(logits.begin(), logits.begin() + few * experts));
+  small.x.set(std::vector<float>(x.begin(), x.begin() + few * k));
+  for (Step* s : {&big, &small}) {
+    s->r.route_on_cpu_and_share(s->logits, true);
+    s->out.poison();
+    inv.moe_gemm(s->x.gpu, w.gpu, s->r.on_gpu, /*gather=*/true, s->out.gpu);
+    inv.synchronize();
+  }
+  const std::vector<float> ob = big.out.gpu_values(), os = small.out.gpu_values();
+  const std::vector<float> rb = big.r.assign_row.cpu_values(), rs = small.r.assign_row.cpu_values();
+  for (int a = 0; a < few * top_k; ++a)
+    for (int j = 0; j < n; ++j)
+      ASSERT_EQ(ob[size_t(rb[size_t(a)]) * n + size_t(j)], os[size_t(rs[size_t(a)]) * n + size_t(j)])
+          << "assignment " << a << ", column " << j;
 }
 
 TEST(FamilyParity, MoeCombineMatchesCpu) {
