@@ -118,9 +118,9 @@ class CudaBackend final : public Backend {
   // cuBLASLt and the grouped GEMM's 16 x 64 mma tiles.
   bool gemv_ = false;
   bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
-  // The Hopper grouped GEMM's persistent CTAs for steps beyond 16 rows per expert
+  // The Hopper grouped GEMM's persistent CTAs for all but the smallest decode steps
   // (MoeGemmParams::wgmma_ctas; 0 where it cannot run, and with FG_MOE_WGMMA=0 for measuring: the
-  // mma.sync tiles then).
+  // weight stream and mma.sync tiles then).
   int moe_wgmma_ctas_ = 0;
   // cuBLASLt's FP8 scale modes on this device (GemmLt::has_fp8_scaling): per-channel (outer
   // vectors) and 128-blocks; what keeps_fp8_codes answers.

@@ -17,7 +17,7 @@
 // tiles); each block finds its pair by scanning expert_offsets in one warp and exits when past the
 // last tile. The kernel is picked on the host from the step's mean rows per expert and the experts
 // it may hit: on Hopper a persistent wgmma kernel (moe_gemm_wgmma_kernel: 128 x 256 tiles, a
-// producer warpgroup and two consumer warpgroups) beyond 16 rows per expert or wherever the experts
+// producer warpgroup and two consumer warpgroups) beyond 4 rows per expert or wherever the experts
 // make two waves of its tiles; else, for decode (up to 16 rows per expert, the memory-bound regime)
 // the decode GEMMs' weight stream (gemv_kernel.cuh: 16 weight rows per CTA read once for 8 or 16
 // rows of x, 16-byte loads a group ahead in registers) where the weight rows are long enough, else
@@ -458,7 +458,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p
 }
 
 // ---------------------------------------------------------------------------------------------
-// Grouped GEMM on Hopper warpgroup MMA (sm_90a builds on sm_90 only): every step of more than 16
+// Grouped GEMM on Hopper warpgroup MMA (sm_90a builds on sm_90 only): every step of more than 4
 // rows per expert on average, and smaller ones whose experts make enough tiles (launch_moe_gemm).
 //
 // Persistent: one CTA per SM walks the (m-tile pair, n-tile) grid, 128 rows x 256 columns a tile,
@@ -792,15 +792,16 @@ void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream) {
   // -> 0.167 ms on the stream; its gate_up (k = 2,048) at 16 rows per expert cost 11 % of 1k/1k
   // throughput; Mixtral's (k = 4,096 and 14,336) gained at 8 and 16 rows per expert.
   const bool stream_weights = p.decode_gemv && p.k >= (mean_rows <= 4 ? 2048 : 4096);
-  // The wgmma kernel where it runs, for every step beyond 16 rows per expert and wherever the
+  // The wgmma kernel where it runs, for every step beyond 4 rows per expert and wherever the
   // experts that may be hit (active) make kWgMinWaves waves of its tiles over the SMs even at one
   // tile each: a 128 x 256 tile is near the H200's ridge point whatever its rows, so it reads the
   // weights at the dense GEMM's rate from 1-2 rows per expert up (93-100 % at 4-64 tokens; the
-  // stream 79-94 %, the 64 x 128 tiles 41-72 %) and computes at 61-81 % of the dense rate at 4,096
-  // tokens (the 128 x 128 tiles 32-38 %). Fewer tiles (batch-1 decode: Mixtral's down projection
-  // makes 2 x 16) leave SMs idle, where the stream's 16-row CTAs spread over all of them.
+  // stream 66-94 %, the 64 x 128 tiles 41-72 %) and computes at 61-81 % of the dense rate at 4,096
+  // tokens (the 128 x 128 tiles 32-38 %). At a few rows per expert with fewer tiles (batch-1
+  // decode: Mixtral's down projection makes 2 x 16) SMs would idle, where the stream's 16-row CTAs
+  // spread over all of them.
   const int64_t wg_tiles = active * ((p.n + kWgBn - 1) / kWgBn);
-  const bool wgmma = p.wgmma_ctas > 0 && (mean_rows > 16 || wg_tiles >= kWgMinWaves * int64_t(p.wgmma_ctas));
+  const bool wgmma = p.wgmma_ctas > 0 && (mean_rows > 4 || wg_tiles >= kWgMinWaves * int64_t(p.wgmma_ctas));
   // Batch-invariant mode: one kernel whatever the step, so a row's k-loop never depends on how
   // many rows its expert got: the wgmma kernel where it runs (each row's sums in one order for
   // given n and k), else the mid-size tile (decode wastes some math on it, prefill some bandwidth).
