@@ -473,13 +473,14 @@ __global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(MoeGemmParams p
 //    stage goes back to the producer once the next stage's MMAs are issued and its own are done.
 // Rows past the tile's and columns past k are zero-filled by the copies, so any k (a multiple of
 // 8) and n (even) work. A row's sums over k run in one order that depends only on n and k.
-// Measured on an H200 (docs/perf.md, tenth session): 61-81 % of the dense cuBLASLt GEMM of the
-// same bytes and FLOPs at 4,096 tokens (the 128 x 128 mma.sync tiles: 32-38 %), 97-100 % at 32-64
-// rows per expert (the 64 x 128 tiles: 41-72 %); 128-wide tiles of weight rows measured 50-59 %.
+// Measured on an H200 (docs/perf.md, tenth session), against the dense cuBLASLt GEMM of the same
+// bytes and FLOPs: 59-81 % at 4,096 tokens (the 128 x 128 mma.sync tiles: 32-38 %), 94-103 % from
+// 16 to 1,024 tokens (the stream and the 64 x 128 tiles: 41-94 %); tiles of 128 weight rows
+// measured 50-59 % at 4,096 tokens, tiles of 64 token rows 52-55 %.
 
 constexpr int kWgBm = 128;       // rows of x per tile: two consumer warpgroups of 64
 constexpr int kWgBn = 256;       // weight rows (output columns) per tile
-constexpr int kWgMinWaves = 2;   // tiles per SM below which decode-sized steps keep the stream
+constexpr int kWgMinWaves = 2;   // tiles per SM below which steps of <= 4 rows per expert keep the stream
 constexpr int kWgThreads = 384;  // producer warpgroup + two consumer warpgroups
 
 // Shared memory: kStages x (128 rows of x + kWgBn weight rows) x 128 bytes, then the barriers.
