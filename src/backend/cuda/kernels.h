@@ -175,9 +175,8 @@ void launch_scale(const ScaleParams& p, DType dtype, cudaStream_t stream);
 // ---- mixture of experts (moe.cu); backend.h's MoeRouting describes the arrays.
 
 // Sets the grouped GEMM kernels' shared-memory limits on the current device (once per backend,
-// before any launch or graph capture).
-// Sets the grouped GEMM kernels' shared-memory limits on the current device; returns the CTAs of
-// the Hopper grouped GEMM's persistent grid (the SM count), 0 where it cannot run (moe.cu).
+// before any launch or graph capture); returns the CTAs of the Hopper grouped GEMM's persistent
+// grid (the SM count), 0 where it cannot run (moe.cu).
 int init_moe_kernels();
 
 // Softmax and top-k per token, then the assignments sorted by expert.
@@ -212,9 +211,9 @@ struct MoeGemmParams {
   int n = 0;  // even
   int k = 0;  // a multiple of 8
   bool gather = false;
-  bool batch_invariant = false;  // one tile shape for every step (else chosen from the rows per expert)
+  bool batch_invariant = false;  // one kernel for every step (else chosen from the rows per expert)
   bool decode_gemv = true;       // up to 16 rows per expert: gemv_kernel.cuh's stream where k allows (moe.cu)
-  int wgmma_ctas = 0;            // > 0: prefill-sized steps on the Hopper wgmma kernel with this many CTAs
+  int wgmma_ctas = 0;            // > 0: the Hopper wgmma kernel, with this many CTAs, where moe.cu picks it
 };
 void launch_moe_gemm(const MoeGemmParams& p, DType act, cudaStream_t stream);
 

@@ -190,10 +190,9 @@ TEST(FamilyParity, MoeRouteMatchesCpu) {
 // step), next to the harness's default one; on other GPUs the two run the same kernels.
 std::unique_ptr<Backend> moe_tiles_cuda() {
   setenv("FG_MOE_WGMMA", "0", 1);
-  auto made = make_cuda_backend(0, BackendOptions{});
+  std::unique_ptr<Backend> made = another_gpu({});
   unsetenv("FG_MOE_WGMMA");
-  EXPECT_TRUE(made.is_ok()) << made.status().to_string();
-  return made.is_ok() ? std::move(made).value() : nullptr;
+  return made;
 }
 
 TEST(FamilyParity, MoeGemmEveryRegime) {
@@ -252,11 +251,9 @@ TEST(FamilyParity, MoeGemmEveryRegime) {
 // (tens of rows per expert) as with two others (about one row per expert).
 TEST(FamilyParity, MoeGemmRowsBatchInvariant) {
   FG_REQUIRE_GPU();
-  BackendOptions options;
-  options.batch_invariant = true;
-  auto made = make_cuda_backend(0, options);
-  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
-  Backend& inv = **made;
+  const std::unique_ptr<Backend> made = another_gpu({.batch_invariant = true});
+  ASSERT_NE(made, nullptr);
+  Backend& inv = *made;
   std::mt19937_64 rng(38);
   const int experts = 32, top_k = 4, n = 520, k = 264, many = 300, few = 3;
   Twin w({experts, n, k}, DType::kBF16);

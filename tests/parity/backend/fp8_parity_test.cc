@@ -292,11 +292,8 @@ TEST(BackendParity, Fp8DecodeGemmRowsDoNotDependOnM) {
 // and the product is the default mode's up to accumulation order and bf16 rounding.
 TEST(BackendParity, Fp8GemmUnderBatchInvariantMode) {
   FG_REQUIRE_GPU();
-  BackendOptions options;
-  options.batch_invariant = true;
-  auto made = make_cuda_backend(0, options);
-  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
-  std::unique_ptr<Backend> invariant = std::move(made).value();
+  const std::unique_ptr<Backend> invariant = another_gpu({.batch_invariant = true});
+  ASSERT_NE(invariant, nullptr);
   std::mt19937_64 rng(19);
   constexpr int64_t kMaxM = 1000;
   for (const auto& shape : {std::pair<int64_t, int64_t>{1728, 576}, {4096, 4096}, {96, 160}}) {

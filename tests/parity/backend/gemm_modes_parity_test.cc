@@ -16,16 +16,6 @@
 namespace fg::parity {
 namespace {
 
-// A CUDA backend in batch-invariant mode, next to the harness's default one (same device and
-// memory).
-std::unique_ptr<Backend> batch_invariant_cuda() {
-  BackendOptions options;
-  options.batch_invariant = true;
-  auto made = make_cuda_backend(0, options);
-  EXPECT_TRUE(made.is_ok()) << made.status().to_string();
-  return made.is_ok() ? std::move(made).value() : nullptr;
-}
-
 // The first m rows of a [rows, cols] view.
 Tensor first_rows(const Tensor& t, int64_t m) {
   Tensor v = t;
@@ -88,7 +78,7 @@ const Shape kShapes[] = {
 
 TEST(GemmModesParity, BatchInvariantRowsDoNotDependOnM) {
   FG_REQUIRE_GPU();
-  auto invariant = batch_invariant_cuda();
+  auto invariant = another_gpu({.batch_invariant = true});
   ASSERT_NE(invariant, nullptr);
   uint64_t seed = 40;
   for (const Shape& s : kShapes) {

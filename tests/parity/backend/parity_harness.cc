@@ -91,6 +91,12 @@ Backends& backends() {
   return b;
 }
 
+std::unique_ptr<Backend> another_gpu(const BackendOptions& options) {
+  auto made = make_cuda_backend(0, options);
+  EXPECT_TRUE(made.is_ok()) << made.status().to_string();
+  return made.is_ok() ? std::move(made).value() : nullptr;
+}
+
 float round_to(DType dtype, float v) {
   switch (dtype) {
     case DType::kF16: return f16_to_f32(f32_to_f16(v));

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ inline Backend& cpu() {
 inline Backend& gpu() {
   return *backends().gpu;
 }
+// A second CUDA backend on gpu()'s device, made with `options` (batch-invariant mode, or after an
+// environment switch the backend reads when it is made); null, with a test failure, if it cannot
+// be made. The Twins' buffers (gpu()'s) are valid on it.
+std::unique_ptr<Backend> another_gpu(const BackendOptions& options);
 
 // Relative error bound of a bf16 result against the CPU reference.
 constexpr double kBf16Tol = 1e-2;
