@@ -13,7 +13,8 @@
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
-#           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL)
+#           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL;
+#                   also FG_GEMM_MID)
 #           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
 #                   tensor parallelism on a machine of 2+ GPUs (each size runs only when that many
 #                   GPUs are present; never part of a plain run); TP_SIZES="2" picks the sizes
@@ -118,7 +119,8 @@ run_all() {
   # batch-1 decode with FP8 weights and an fp8 KV cache,
   # with FG_PDL the small-batch attention rows, with FG_GEMV the projections alone (docs/perf.md).
   # AB_VAR: an environment switch of the backend, FG_PDL (programmatic dependent launch,
-  # launch.cuh) by default, or FG_GEMV (the decode-sized GEMM of gemv.h). Only when named in STEPS
+  # launch.cuh) by default, FG_GEMV (the decode-sized GEMM of gemv.h) or FG_GEMM_MID (gemm_mid.h's
+  # Hopper GEMM of up to 256 rows). Only when named in STEPS
   # (a measuring tool, ~4 minutes; never part of a plain run).
   if [[ " ${STEPS:-} " == *" ab "* ]]; then
     local ab_var=${AB_VAR:-FG_PDL} ab round
@@ -139,10 +141,12 @@ run_all() {
           --json "$OUT/raw/FG_PDL${ab}_attention.json"
       done
     fi
-    if [ "$ab_var" = FG_GEMV ]; then  # the projections alone, decode-sized: our kernel vs cuBLASLt
+    if [ "$ab_var" = FG_GEMV ] || [ "$ab_var" = FG_GEMM_MID ]; then  # the projections alone: ours vs cuBLASLt
+      local rows=1,8,16
+      [ "$ab_var" = FG_GEMM_MID ] && rows=1,8,16,32,64,96,128,160,192,256
       for ab in 0 1; do
-        step "ab:gemm$ab" 120 env FG_GEMV=$ab $T/gemm_fp8_bench --backend cuda --tokens 1,8,16 --ceiling 0 \
-          --json "$OUT/raw/FG_GEMV${ab}_gemm.json"
+        step "ab:gemm$ab" 120 env "$ab_var=$ab" $T/gemm_fp8_bench --backend cuda --tokens $rows --ceiling 0 \
+          --json "$OUT/raw/${ab_var}${ab}_gemm.json"
       done
     fi
   fi

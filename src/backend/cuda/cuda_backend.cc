@@ -104,6 +104,9 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
     const char* env = std::getenv("FG_GEMV");
     gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");
   }
+  // Opt-in until it has run on a GPU: written in a session without one (docs/perf.md).
+  if (const char* env = std::getenv("FG_GEMM_MID"); env != nullptr && std::string(env) == "1")
+    gemm_mid_ = GemmMid::create();
   ensure_sample_capacity(256);
 }
 
@@ -510,11 +513,17 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   // Decode-sized products stream the weights through our kernel, which starts reading them before
   // the previous kernel ends (cuBLASLt's pay a ramp per call: docs/perf.md); batch-invariant mode
   // keeps one algorithm for every m.
-  if (gemv_ && !options_.batch_invariant) {
+  // Beyond them, up to a few hundred rows, the Hopper kernel of gemm_mid.h keeps every SM reading
+  // weights where cuBLASLt's tiles leave some idle.
+  if (!options_.batch_invariant) {
     const GemvParams gp{x.data,   x.stride[0],   w.data,     w.stride[0], bias_ptr,
                         out.data, out.stride[0], x.shape[0], w.shape[0],  x.shape[1]};
-    if (gemv_fits(gp)) {
+    if (gemv_ && gemv_fits(gp)) {
       launch_gemv(gp, x.dtype, out.dtype, stream_);
+      return;
+    }
+    if (gemm_mid_ != nullptr && gemm_mid_->fits(gp, x.dtype, out.dtype)) {
+      gemm_mid_->run(gp, out.dtype, stream_);
       return;
     }
   }

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/gemm_mid.h"
 
 namespace fg::cuda {
 
@@ -118,6 +119,10 @@ class CudaBackend final : public Backend {
   // cuBLASLt and the grouped GEMM's 16 x 64 mma tiles.
   bool gemv_ = false;
   bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
+  // bf16 products of up to kGemmMidMaxRows rows that gemv does not take, on Hopper (gemm_mid.h),
+  // with FG_GEMM_MID=1 (opt-in until measured; FG_GEMM_MID=0 is cuBLASLt for the A/B); null
+  // elsewhere.
+  std::unique_ptr<GemmMid> gemm_mid_;
   // The Hopper grouped GEMM's persistent CTAs for all but the smallest decode steps
   // (MoeGemmParams::wgmma_ctas; 0 where it cannot run, and with FG_MOE_WGMMA=0 for measuring: the
   // weight stream and mma.sync tiles then).

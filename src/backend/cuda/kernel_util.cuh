@@ -1,5 +1,6 @@
-// Device-side helpers shared by the backend's kernels: dtype load/store through f32, row
-// addressing of RowView, block reductions. Included by .cu files only.
+// Device-side helpers shared by the backend's kernels: shared-memory addresses and 16-byte async
+// copies, dtype load/store through f32, row addressing of RowView, block reductions. Included by
+// .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,6 +17,15 @@
 #include "core/status.h"
 
 namespace fg::cuda {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+// 16-byte async copy global -> shared (sm_80 and newer); zero-fills the destination when !valid.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
 
 template <class T>
 __device__ __forceinline__ float to_f32(T v) {

@@ -1,4 +1,4 @@
-// pdl_enabled (launch.cuh): decided once per process.
+// pdl_enabled (launch.cuh): decided once per process; wgmma_sms.
 #include "backend/cuda/launch.cuh"
 
 #include <cstdlib>
@@ -19,6 +19,18 @@ bool pdl_enabled() {
     return major >= 9;
   }();
   return enabled;
+}
+
+int wgmma_sms() {
+#if defined(FG_WGMMA)
+  int dev = 0, major = 0, minor = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (major == 9 && minor == 0) return sms;
+#endif
+  return 0;
 }
 
 }  // namespace fg::cuda

@@ -28,6 +28,10 @@ namespace fg::cuda {
 // not "0". Decided once per process (on its first call).
 bool pdl_enabled();
 
+// The current device's SM count where the kernels on warpgroup MMA run (the build has sm_90a code,
+// FG_WGMMA, and the device is sm_90), else 0.
+int wgmma_sms();
+
 template <class... Params, class... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
                    Args&&... args) {

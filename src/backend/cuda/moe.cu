@@ -161,14 +161,6 @@ __global__ void __launch_bounds__(kSortThreads) moe_route_small_kernel(MoeRouteP
 // ---------------------------------------------------------------------------------------------
 // Grouped GEMM
 
-__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-// 16-byte async copy global -> shared; zero-fills the destination when !valid.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -514,17 +506,7 @@ __device__ __forceinline__ void wg_gemm_walk(const MoeGemmParams& p, int m_pairs
   }
 }
 
-// A position in the ring of stages: the stage and the parity of its current use.
-struct WgRing {
-  int stage = 0;
-  uint32_t phase = 0;
-  __device__ void next() {
-    if (++stage == WgGemm::kStages) {
-      stage = 0;
-      phase ^= 1;
-    }
-  }
-};
+using WgRing = StageRing<WgGemm::kStages>;
 
 __device__ __forceinline__ void wg_gemm_producer(const MoeGemmParams& p, uint32_t base, int m_pairs, int n_tiles) {
   using L = WgGemm;
@@ -586,29 +568,13 @@ __device__ __forceinline__ void wg_gemm_consumer(const MoeGemmParams& p, uint32_
     float acc[kWgBn / 8][4];
 #pragma unroll
     for (int i = 0; i < kWgBn / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-    int prev = 0;
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      mbar_wait(bars + 8 * ring.stage, ring.phase);                   // full
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes -> wgmma reads
-      const uint32_t a = base + uint32_t(ring.stage * L::kStageBytes) + uint32_t(64 * wg * 128);
-      const uint32_t b = base + uint32_t(ring.stage * L::kStageBytes) + L::kABytes;
-      reg_fence(acc);
-      wgmma_fence();
+    consume_stages(ring, bars, k_tiles, acc, [&](int stage) {
+      const uint32_t a = base + uint32_t(stage * L::kStageBytes) + uint32_t(64 * wg * 128);
+      const uint32_t b = base + uint32_t(stage * L::kStageBytes) + L::kABytes;
 #pragma unroll
       for (int kk = 0; kk < kWgBk / 16; ++kk)
         wgmma_ss_n256<true>(acc, wg_desc(a + kk * 32, 16), wg_desc(b + kk * 32, 16), 1);
-      wgmma_commit();
-      reg_fence(acc);
-      if (kt > 0) {  // the previous stage's MMAs are done: its buffers go back to the producer
-        wgmma_wait1();
-        mbar_arrive(bars + 8 * (L::kStages + prev));
-      }
-      prev = ring.stage;
-      ring.next();
-    }
-    wgmma_wait0();
-    reg_fence(acc);
-    mbar_arrive(bars + 8 * (L::kStages + prev));
+    });
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -635,14 +601,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
   using L = WgGemm;
   const uint32_t base = (smem_u32(wg_smem_raw) + 1023) & ~1023u;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < L::kStages; ++s) {
-      mbar_init(base + L::kBarOffset + 8 * s, 128);                          // full: the producer's threads
-      mbar_init(base + L::kBarOffset + 8 * (L::kStages + s), kWgConsumers);  // empty: every consumer thread
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_stage_ring<L::kStages>(base + L::kBarOffset, kWgConsumers);
   const int n_tiles = (p.n + kWgBn - 1) / kWgBn;
   if (threadIdx.x < 128)
     wg_gemm_producer(p, base, m_pairs, n_tiles);
@@ -751,19 +710,11 @@ int init_moe_kernels() {
   set_gemm_smem_attr<CfgDecode>();
   set_gemm_smem_attr<CfgMid>();
   set_gemm_smem_attr<CfgPrefill>();
-#if defined(FG_WGMMA)
-  int dev = 0, major = 0, minor = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (major == 9 && minor == 0) {
+  const int sms = wgmma_sms();
+  if (sms > 0)
     CUDA_CHECK(
         cudaFuncSetAttribute(moe_gemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, WgGemm::kBytes));
-    return sms;
-  }
-#endif
-  return 0;
+  return sms;
 }
 
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {

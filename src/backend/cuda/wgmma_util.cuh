@@ -1,7 +1,7 @@
 // Hopper (sm_90a) building blocks shared by the kernels on warpgroup MMA (the prefill attention
-// kernel, attention_wgmma_kernel.cuh, and moe.cu's grouped GEMM): shared-memory matrix
-// descriptors, mbarriers, the wgmma fence/commit/wait and the generated MMA wrappers. Only
-// compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL).
+// kernel, attention_wgmma_kernel.cuh, moe.cu's grouped GEMM and gemm_mid.cu): shared-memory matrix
+// descriptors, mbarriers, the wgmma fence/commit/wait, the GEMMs' ring of stages and its consumer
+// loop, and the generated MMA wrappers. Only compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +59,63 @@ __device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
   for (int i = 0; i < N; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
+}
+
+// A position in a ring of kStages shared-memory stages fed by a producer warpgroup: the stage and
+// the parity of its current use. Barriers at `bars`: kStages "full" ones (the producer's copies
+// landed), then kStages "empty" ones (every consumer thread is done with the stage).
+template <int kStages>
+struct StageRing {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ void next() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+// Makes a ring's barriers at bars (thread 0; then the whole block synchronizes): each stage full
+// once the producer warpgroup's 128 threads arrive, empty once `consumers` threads do.
+template <int kStages>
+__device__ __forceinline__ void init_stage_ring(uint32_t bars, int consumers) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bars + 8 * s, 128);
+      mbar_init(bars + 8 * (kStages + s), consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
+// A consumer warpgroup's MMAs over the next `steps` (>= 1) stages of the ring into acc: for each,
+// wait until it is full, issue mma(stage) between the wgmma fences and commit, then give the stage
+// before it back to the producer once its MMAs are done (so one stage's MMAs run while the next
+// are issued); the last stage goes back after all MMAs complete.
+template <int kStages, int N, class Mma>
+__device__ __forceinline__ void consume_stages(StageRing<kStages>& ring, uint32_t bars, int steps, float (&acc)[N][4],
+                                               Mma&& mma) {
+  int prev = 0;
+  for (int s = 0; s < steps; ++s) {
+    mbar_wait(bars + 8 * ring.stage, ring.phase);                   // full
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes -> wgmma reads
+    reg_fence(acc);
+    wgmma_fence();
+    mma(ring.stage);
+    wgmma_commit();
+    reg_fence(acc);
+    if (s > 0) {
+      wgmma_wait1();
+      mbar_arrive(bars + 8 * (kStages + prev));  // empty
+    }
+    prev = ring.stage;
+    ring.next();
+  }
+  wgmma_wait0();
+  reg_fence(acc);
+  mbar_arrive(bars + 8 * (kStages + prev));
 }
 
 __device__ __forceinline__ void st_shared16(uint32_t addr, const uint4& v) {

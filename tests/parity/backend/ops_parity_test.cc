@@ -495,9 +495,14 @@ struct GemmCase {
   int64_t x_pad;  // extra elements per row of x (a strided view)
 };
 
-// One GEMM case on both backends against each other. With `rows_alone`, each row of x is also
-// multiplied alone (m = 1) and must give the same bits as inside the whole product.
-void check_gemm_case(std::mt19937_64& rng, const GemmCase& gc, bool rows_alone) {
+// What check_gemm_case asks beyond the CPU's result: kRowsAlone, each row of x multiplied alone (m =
+// 1) gives the same bits as inside the whole product; kRunTwice, the product run again gives the
+// same bits.
+enum class GemmCheck { kCpu, kRowsAlone, kRunTwice };
+
+// One GEMM case on the CPU and on a CUDA backend (gpu() unless named) against each other, then
+// `check`.
+void check_gemm_case(std::mt19937_64& rng, const GemmCase& gc, GemmCheck check, Backend& be = gpu()) {
   SCOPED_TRACE("m " + std::to_string(gc.m) + " n " + std::to_string(gc.n) + " k " + std::to_string(gc.k) +
                (gc.bias ? " bias" : "") + " out " + std::string(dtype_name(gc.out)) + " x pad " +
                std::to_string(gc.x_pad));
@@ -510,13 +515,20 @@ void check_gemm_case(std::mt19937_64& rng, const GemmCase& gc, bool rows_alone) 
   Twin out({gc.m, gc.n}, gc.out);
   out.poison();
   cpu().gemm(x.cpu, w.cpu, gc.bias ? &b.cpu : nullptr, out.cpu);
-  gpu().gemm(x.gpu, w.gpu, gc.bias ? &b.gpu : nullptr, out.gpu);
-  gpu().synchronize();
+  be.gemm(x.gpu, w.gpu, gc.bias ? &b.gpu : nullptr, out.gpu);
+  be.synchronize();
   EXPECT_LT(rel_error(out.gpu_values(), out.cpu_values()), gc.out == DType::kF32 ? 1e-4 : kBf16Tol);
   out.check_guards("gemm out", true);
   x.check_unchanged("gemm x");
   w.check_unchanged("gemm w");
-  if (!rows_alone) return;
+  if (check == GemmCheck::kRunTwice) {
+    Twin again({gc.m, gc.n}, gc.out);
+    again.poison();
+    be.gemm(x.gpu, w.gpu, gc.bias ? &b.gpu : nullptr, again.gpu);
+    be.synchronize();
+    EXPECT_EQ(again.gpu_values(), out.gpu_values());
+  }
+  if (check != GemmCheck::kRowsAlone) return;
   std::vector<float> alone;
   for (int64_t r = 0; r < gc.m; ++r) {
     Tensor xr = x.gpu;
@@ -524,8 +536,8 @@ void check_gemm_case(std::mt19937_64& rng, const GemmCase& gc, bool rows_alone) 
     xr.shape[0] = 1;
     Twin one({1, gc.n}, gc.out);
     one.poison();
-    gpu().gemm(xr, w.gpu, gc.bias ? &b.gpu : nullptr, one.gpu);
-    gpu().synchronize();
+    be.gemm(xr, w.gpu, gc.bias ? &b.gpu : nullptr, one.gpu);
+    be.synchronize();
     const std::vector<float> v = one.gpu_values();
     alone.insert(alone.end(), v.begin(), v.end());
   }
@@ -541,7 +553,7 @@ TEST(BackendParity, GemmShapesBiasAndOutputs) {
       {3, 50, 17, true, DType::kBF16, 0},        {5, 31, 33, true, DType::kF32, 1},
       {300, 512, 1024, false, DType::kBF16, 64}, {1, 32003, 256, false, DType::kF32, 0},
   };
-  for (const GemmCase& gc : cases) check_gemm_case(rng, gc, false);
+  for (const GemmCase& gc : cases) check_gemm_case(rng, gc, GemmCheck::kCpu);
 }
 
 // Decode-sized products (gemv.h's kernel on sm_80 and newer: m <= 8, ragged n and k, strided x,
@@ -558,7 +570,35 @@ TEST(BackendParity, DecodeSizedGemmRowsIndependentOfM) {
       {5, 4096, 520, false, DType::kBF16, 24},
       {2, 129, 8, true, DType::kF32, 0},
   };
-  for (const GemmCase& gc : cases) check_gemm_case(rng, gc, ours);
+  for (const GemmCase& gc : cases) check_gemm_case(rng, gc, ours ? GemmCheck::kRowsAlone : GemmCheck::kCpu);
+}
+
+// Mid-sized products on a backend with FG_GEMM_MID=1 (gemm_mid.h's kernel on Hopper: up to 256 rows
+// that gemv does not take, each token width from 32 to 256, ragged n and k, tiles shared by up to
+// 16 CTAs through the workspace, strided x, bias, f32 out; elsewhere cuBLASLt) against the CPU, and
+// the same bits when run again (the shares add in a fixed order and the tiles' counters return to
+// zero).
+TEST(BackendParity, MidSizedGemmEveryWidth) {
+  FG_REQUIRE_GPU();
+  const char* before = std::getenv("FG_GEMM_MID");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("FG_GEMM_MID", "1", 1);
+  const std::unique_ptr<Backend> mid = another_gpu({});
+  if (before != nullptr)
+    setenv("FG_GEMM_MID", saved.c_str(), 1);
+  else
+    unsetenv("FG_GEMM_MID");
+  ASSERT_NE(mid, nullptr);
+  std::mt19937_64 rng(12);
+  const GemmCase cases[] = {
+      {9, 520, 264, true, DType::kBF16, 8},      {32, 4096, 512, false, DType::kBF16, 0},
+      {33, 1000, 200, true, DType::kF32, 0},     {70, 768, 1032, false, DType::kBF16, 0},
+      {100, 256, 4096, false, DType::kBF16, 24}, {160, 640, 1024, true, DType::kBF16, 0},
+      {180, 130, 520, true, DType::kF32, 0},     {200, 20000, 128, false, DType::kF32, 0},
+      {256, 384, 2056, true, DType::kBF16, 0},   {250, 96, 72, false, DType::kBF16, 0},
+      {17, 130, 4096, true, DType::kF32, 8},     {1, 8200, 4104, false, DType::kBF16, 0},
+  };
+  for (const GemmCase& gc : cases) check_gemm_case(rng, gc, GemmCheck::kRunTwice, *mid);
 }
 
 TEST(BackendParity, GemmRepeatedShapeReusesCachedPlan) {
