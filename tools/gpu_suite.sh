@@ -145,7 +145,7 @@ run_all() {
       local rows=1,8,16
       [ "$ab_var" = FG_GEMM_MID ] && rows=1,8,16,32,64,96,128,160,192,256
       for ab in 0 1; do
-        step "ab:gemm$ab" 120 env "$ab_var=$ab" $T/gemm_fp8_bench --backend cuda --tokens $rows --ceiling 0 \
+        step "ab:gemm$ab" 240 env "$ab_var=$ab" $T/gemm_fp8_bench --backend cuda --tokens $rows --ceiling 0 \
           --json "$OUT/raw/${ab_var}${ab}_gemm.json"
       done
     fi

@@ -537,6 +537,30 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   }
 }
 
+void CudaBackend::gemm_act_mul(const Tensor& x, const Tensor& w, const Tensor* bias, bool gelu_tanh, Tensor& gate_up,
+                               Tensor& out) {
+  // One kernel where gemm() would run gemm_mid's (beyond gemv's reach, up to 256 rows); else the
+  // two ops. The bias, if any, is checked by gemm()'s rules.
+  if (gemm_mid_ != nullptr && !options_.batch_invariant && x.ndim == 2 && w.ndim == 2 && out.ndim == 2 &&
+      x.dtype == DType::kBF16 && w.dtype == DType::kBF16 && out.dtype == DType::kBF16 && x.shape[1] == w.shape[1] &&
+      w.shape[0] == 2 * out.shape[1] && out.shape[0] == x.shape[0] && x.shape[1] > 0 &&
+      (x.shape[1] <= 1 || (x.stride[1] == 1 && w.stride[1] == 1)) && (out.shape[1] <= 1 || out.stride[1] == 1) &&
+      (bias == nullptr || (bias->ndim == 1 && bias->shape[0] == w.shape[0] && bias->dtype == x.dtype &&
+                           (bias->shape[0] <= 1 || bias->stride[0] == 1)))) {
+    check_on_device(x, "gemm_act_mul x");
+    check_on_device(w, "gemm_act_mul w");
+    check_on_device(out, "gemm_act_mul out");
+    if (bias != nullptr) check_on_device(*bias, "gemm_act_mul bias");
+    const GemvParams gp{x.data,   x.stride[0],   w.data,     w.stride[0], bias != nullptr ? bias->data : nullptr,
+                        out.data, out.stride[0], x.shape[0], w.shape[0],  x.shape[1]};
+    if (!(gemv_ && gemv_fits(gp)) && gemm_mid_->fits_gated(gp, x.dtype)) {
+      gemm_mid_->run_gated(gp, gelu_tanh, stream_);
+      return;
+    }
+  }
+  Backend::gemm_act_mul(x, w, bias, gelu_tanh, gate_up, out);
+}
+
 // ---- mixture of experts
 
 namespace {

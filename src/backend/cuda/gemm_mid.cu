@@ -17,6 +17,11 @@
 // writes x (launch.cuh). Warpgroups 1 and 2, the consumers, run D (64 x N) += A (64 x 16) B (16 x
 // N) from shared memory, 64 weight rows each, and give a stage back once the next one's MMAs are
 // issued. Stages: as many as fit in ~200 KB (8 at 32 tokens, 4 at 256).
+//
+// Gated (run_gated: a gated MLP's gate/up projection with its activation): a tile's 128 rows are 64
+// gate rows and the 64 up rows of the same output columns, interleaved by 8 so that every consumer
+// thread's two accumulator rows are one column's gate and up; the epilogue writes act(gate) * up,
+// and the [m, 2 * inter] gate_up product never reaches memory.
 #include <algorithm>
 
 #include "backend/cuda/gemm_mid.h"
@@ -43,7 +48,11 @@ struct MidParams {
   void* out;
   int64_t ldo;
   int m, n, k;
-  StreamKSplit split;  // n / 128 tiles of k / 64 steps
+  // Gated (the gate/up projection with its activation): w is [gate | up] of half = n / 2 rows each,
+  // out [m, half] = act(x gate^T) * (x up^T), act SiLU or (gelu) GELU(tanh).
+  int half;
+  bool gelu;
+  StreamKSplit split;  // tiles (n / 128, or half / 64 gated) of k / 64 steps
   float* ws;
   int* counters;
 };
@@ -64,23 +73,34 @@ struct Layout {
 
 constexpr int kConsumers = 256;
 
-template <int N>
+template <int N, bool kGated>
 __device__ __forceinline__ void mid_producer(const MidParams& p, uint32_t base) {
   using L = Layout<N>;
   const int tid = int(threadIdx.x);  // 0..127
   const int c = tid % 8, r0 = tid / 8;
   const uint32_t chunk_off = uint32_t((c ^ (r0 & 7)) << 4);  // rows r0 + 16 j all share r0 & 7
   const uint32_t bars = base + L::kBarOffset;
-  // One step's copies: the weights (A) and, once x may be read, the tokens (B).
+  // One step's copies: the weights (A) and, once x may be read, the tokens (B). Row r0 + 16 j of
+  // a tile is weight row n0 + r0 + 16 j; gated, it is gate row (r0 < 8) or up row (r0 >= 8) g0 +
+  // 8 j + r0 % 8, so each consumer thread's two accumulator rows (8 apart) are the gate and the up
+  // of one output column.
   auto load_a = [&](int tile, int kt, int stage) {
-    const int n0 = tile * kBm, col = kt * kBk + c * 8, w_rows = min(kBm, p.n - n0);
-    const __nv_bfloat16* w = p.w + int64_t(n0) * p.ldw;
+    const int col = kt * kBk + c * 8;
     const uint32_t dst = base + uint32_t(stage * L::kStageBytes) + chunk_off;
 #pragma unroll
     for (int j = 0; j < kBm / 16; ++j) {
       const int r = r0 + 16 * j;
-      const bool ok = col < p.k && r < w_rows;
-      cp_async16(dst + uint32_t(r * 128), ok ? w + int64_t(r) * p.ldw + col : p.w, ok);
+      int row;
+      bool ok;
+      if constexpr (kGated) {
+        const int g = tile * (kBm / 2) + 8 * j + (r0 & 7);
+        row = (r0 < 8 ? 0 : p.half) + g;
+        ok = col < p.k && g < p.half;
+      } else {
+        row = tile * kBm + r;
+        ok = col < p.k && row < p.n;
+      }
+      cp_async16(dst + uint32_t(r * 128), ok ? p.w + int64_t(row) * p.ldw + col : p.w, ok);
     }
   };
   auto load_b = [&](int kt, int stage) {
@@ -114,7 +134,7 @@ __device__ __forceinline__ void mid_producer(const MidParams& p, uint32_t base) 
   });
 }
 
-template <int N, class O>
+template <int N, class O, bool kGated>
 __device__ __forceinline__ void mid_consumer(const MidParams& p, uint32_t base) {
   using L = Layout<N>;
   const int ctid = int(threadIdx.x) - 128;
@@ -169,18 +189,38 @@ __device__ __forceinline__ void mid_consumer(const MidParams& p, uint32_t base) 
       if (ctid == 0) p.counters[tile] = 0;
     }
 
-    const int n0 = tile * kBm;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int col = n0 + row_a + 8 * h;  // the output column: a weight row
-      if (col >= p.n) continue;
-      const float b = p.bias != nullptr ? __bfloat162float(p.bias[col]) : 0.f;
+    if constexpr (kGated) {
+      // Rows row_a and row_a + 8 are the gate and the up of output column col, rounded to bf16
+      // as a stored gate_up would be, then silu_mul's / gelu_tanh_mul's arithmetic.
+      const int col = tile * (kBm / 2) + 32 * wg + 8 * warp + (lane >> 2);
+      if (col >= p.half) return;
+      const float bg = p.bias != nullptr ? __bfloat162float(p.bias[col]) : 0.f;
+      const float bu = p.bias != nullptr ? __bfloat162float(p.bias[p.half + col]) : 0.f;
 #pragma unroll
       for (int i = 0; i < N / 8; ++i) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int t = 8 * i + 2 * (lane & 3) + e;
-          if (t < p.m) out[int64_t(t) * p.ldo + col] = from_f32<O>(acc[i][2 * h + e] + b);
+          if (t >= p.m) continue;
+          const __nv_bfloat16 g = __float2bfloat16_rn(acc[i][e] + bg), u = __float2bfloat16_rn(acc[i][2 + e] + bu);
+          out[int64_t(t) * p.ldo + col] =
+              p.gelu ? act_mul_one<__nv_bfloat16, true>(g, u) : act_mul_one<__nv_bfloat16, false>(g, u);
+        }
+      }
+    } else {
+      const int n0 = tile * kBm;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int col = n0 + row_a + 8 * h;  // the output column: a weight row
+        if (col >= p.n) continue;
+        const float b = p.bias != nullptr ? __bfloat162float(p.bias[col]) : 0.f;
+#pragma unroll
+        for (int i = 0; i < N / 8; ++i) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int t = 8 * i + 2 * (lane & 3) + e;
+            if (t < p.m) out[int64_t(t) * p.ldo + col] = from_f32<O>(acc[i][2 * h + e] + b);
+          }
         }
       }
     }
@@ -191,7 +231,7 @@ __device__ __forceinline__ void mid_consumer(const MidParams& p, uint32_t base) 
 
 // Launched only on sm_90 by a build that includes sm_90a (GemmMid::create); elsewhere the body is
 // empty.
-template <int N, class O>
+template <int N, class O, bool kGated>
 __global__ void __launch_bounds__(kThreads, 1) gemm_mid_kernel(const __grid_constant__ MidParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char mid_smem_raw[];
@@ -199,47 +239,56 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_mid_kernel(const __grid_cons
   const uint32_t base = (smem_u32(mid_smem_raw) + 1023) & ~1023u;
   init_stage_ring<L::kStages>(base + L::kBarOffset, kConsumers);
   if (threadIdx.x < 128)
-    mid_producer<N>(p, base);
+    mid_producer<N, kGated>(p, base);
   else
-    mid_consumer<N, O>(p, base);
+    mid_consumer<N, O, kGated>(p, base);
 #else
   pdl_enter();
   (void)p;
 #endif
 }
 
-template <int N, class O>
-void launch_width(const MidParams& p, int ctas, cudaStream_t stream) {
-  launch_kernel(gemm_mid_kernel<N, O>, unsigned(ctas), kThreads, Layout<N>::kBytes, stream, p);
+// The kernels a problem may launch: plain with bf16 or f32 out, gated (bf16 out).
+template <int N, class F>
+void each_kernel(F&& f) {
+  f(gemm_mid_kernel<N, __nv_bfloat16, false>, Layout<N>::kBytes);
+  f(gemm_mid_kernel<N, float, false>, Layout<N>::kBytes);
+  f(gemm_mid_kernel<N, __nv_bfloat16, true>, Layout<N>::kBytes);
 }
 
-template <class O>
-void launch_rows(const MidParams& p, int ctas, cudaStream_t stream) {
+template <class O, bool kGated>
+void launch_rows(const MidParams& p, cudaStream_t stream) {
+  auto go = [&]<int N>() {
+    launch_kernel(gemm_mid_kernel<N, O, kGated>, unsigned(p.split.ctas), kThreads, Layout<N>::kBytes, stream, p);
+  };
   switch ((p.m + 31) / 32) {
-    case 1: return launch_width<32, O>(p, ctas, stream);
-    case 2: return launch_width<64, O>(p, ctas, stream);
-    case 3: return launch_width<96, O>(p, ctas, stream);
-    case 4: return launch_width<128, O>(p, ctas, stream);
-    case 5: return launch_width<160, O>(p, ctas, stream);
-    case 6: return launch_width<192, O>(p, ctas, stream);
-    case 7: return launch_width<224, O>(p, ctas, stream);
-    default: return launch_width<256, O>(p, ctas, stream);
+    case 1: return go.template operator()<32>();
+    case 2: return go.template operator()<64>();
+    case 3: return go.template operator()<96>();
+    case 4: return go.template operator()<128>();
+    case 5: return go.template operator()<160>();
+    case 6: return go.template operator()<192>();
+    case 7: return go.template operator()<224>();
+    default: return go.template operator()<256>();
   }
 }
 
-template <class O>
 void set_smem_attrs() {
   auto set = [](auto kernel, int bytes) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   };
-  set(gemm_mid_kernel<32, O>, Layout<32>::kBytes);
-  set(gemm_mid_kernel<64, O>, Layout<64>::kBytes);
-  set(gemm_mid_kernel<96, O>, Layout<96>::kBytes);
-  set(gemm_mid_kernel<128, O>, Layout<128>::kBytes);
-  set(gemm_mid_kernel<160, O>, Layout<160>::kBytes);
-  set(gemm_mid_kernel<192, O>, Layout<192>::kBytes);
-  set(gemm_mid_kernel<224, O>, Layout<224>::kBytes);
-  set(gemm_mid_kernel<256, O>, Layout<256>::kBytes);
+  each_kernel<32>(set);
+  each_kernel<64>(set);
+  each_kernel<96>(set);
+  each_kernel<128>(set);
+  each_kernel<160>(set);
+  each_kernel<192>(set);
+  each_kernel<224>(set);
+  each_kernel<256>(set);
+}
+
+bool aligned16(const void* q) {
+  return (reinterpret_cast<uintptr_t>(q) & 15) == 0;
 }
 
 }  // namespace
@@ -247,8 +296,7 @@ void set_smem_attrs() {
 std::unique_ptr<GemmMid> GemmMid::create() {
   const int sms = wgmma_sms();
   if (sms == 0) return nullptr;
-  set_smem_attrs<__nv_bfloat16>();
-  set_smem_attrs<float>();
+  set_smem_attrs();
   float* ws = nullptr;
   int* counters = nullptr;
   CUDA_CHECK(cudaMalloc(&ws, size_t(sms) * 2 * kBm * kGemmMidMaxRows * sizeof(float)));
@@ -267,14 +315,18 @@ GemmMid::~GemmMid() {
 }
 
 bool GemmMid::fits(const GemvParams& p, DType in, DType out) const {
-  auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
   return in == DType::kBF16 && (out == DType::kBF16 || out == DType::kF32) && p.m >= 1 && p.m <= kGemmMidMaxRows &&
          p.n >= 1 && (p.n + kBm - 1) / kBm <= kMaxTiles && p.k >= 1 && p.k % 8 == 0 && p.k <= (int64_t(1) << 22) &&
-         aligned(p.x) && aligned(p.w) && (p.m == 1 || p.ldx % 8 == 0) && (p.n == 1 || p.ldw % 8 == 0);
+         aligned16(p.x) && aligned16(p.w) && (p.m == 1 || p.ldx % 8 == 0) && (p.n == 1 || p.ldw % 8 == 0);
 }
 
-void GemmMid::run(const GemvParams& p, DType out, cudaStream_t stream) {
-  FG_CHECK(fits(p, DType::kBF16, out), "gemm_mid: the problem is outside the kernel's limits");
+bool GemmMid::fits_gated(const GemvParams& p, DType in) const {
+  return p.n % 2 == 0 && p.n >= 2 && fits(p, in, DType::kBF16);
+}
+
+namespace {
+
+MidParams mid_params(const GemvParams& p, float* ws, int* counters) {
   MidParams mp{};
   mp.x = static_cast<const __nv_bfloat16*>(p.x);
   mp.ldx = p.ldx;
@@ -286,13 +338,30 @@ void GemmMid::run(const GemvParams& p, DType out, cudaStream_t stream) {
   mp.m = int(p.m);
   mp.n = int(p.n);
   mp.k = int(p.k);
+  mp.half = int(p.n / 2);
+  mp.ws = ws;
+  mp.counters = counters;
+  return mp;
+}
+
+}  // namespace
+
+void GemmMid::run(const GemvParams& p, DType out, cudaStream_t stream) {
+  FG_CHECK(fits(p, DType::kBF16, out), "gemm_mid: the problem is outside the kernel's limits");
+  MidParams mp = mid_params(p, workspace_, counters_);
   mp.split = StreamKSplit::make((p.n + kBm - 1) / kBm, (p.k + kBk - 1) / kBk, sms_, kMinStepsPerCta);
-  mp.ws = workspace_;
-  mp.counters = counters_;
   if (out == DType::kF32)
-    launch_rows<float>(mp, mp.split.ctas, stream);
+    launch_rows<float, false>(mp, stream);
   else
-    launch_rows<__nv_bfloat16>(mp, mp.split.ctas, stream);
+    launch_rows<__nv_bfloat16, false>(mp, stream);
+}
+
+void GemmMid::run_gated(const GemvParams& p, bool gelu, cudaStream_t stream) {
+  FG_CHECK(fits_gated(p, DType::kBF16), "gemm_mid: the gated problem is outside the kernel's limits");
+  MidParams mp = mid_params(p, workspace_, counters_);
+  mp.gelu = gelu;
+  mp.split = StreamKSplit::make((mp.half + kBm / 2 - 1) / (kBm / 2), (p.k + kBk - 1) / kBk, sms_, kMinStepsPerCta);
+  launch_rows<__nv_bfloat16, true>(mp, stream);
 }
 
 }  // namespace fg::cuda

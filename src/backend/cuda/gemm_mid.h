@@ -34,6 +34,12 @@ class GemmMid {
   bool fits(const GemvParams& p, DType in, DType out) const;
   // out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]); needs fits(p, bf16, out).
   void run(const GemvParams& p, DType out, cudaStream_t stream);
+  // The gated MLP's gate/up projection and activation in one kernel: w (p.n rows) is [gate | up],
+  // p.out [m, n / 2] bf16 (row stride p.ldo) = act(gate) * up with gate and up rounded to bf16 as a
+  // stored gate_up would be, act SiLU or (gelu) GELU(tanh), silu_mul's / gelu_tanh_mul's
+  // arithmetic. fits_gated: fits(p, in, bf16) with n even.
+  bool fits_gated(const GemvParams& p, DType in) const;
+  void run_gated(const GemvParams& p, bool gelu, cudaStream_t stream);
 
  private:
   GemmMid(int sms, float* workspace, int* counters);

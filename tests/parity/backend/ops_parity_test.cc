@@ -573,6 +573,19 @@ TEST(BackendParity, DecodeSizedGemmRowsIndependentOfM) {
   for (const GemmCase& gc : cases) check_gemm_case(rng, gc, ours ? GemmCheck::kRowsAlone : GemmCheck::kCpu);
 }
 
+// A CUDA backend with gemm_mid.h's kernel on (FG_GEMM_MID=1; the process's own setting is kept).
+std::unique_ptr<Backend> mid_gemm_backend() {
+  const char* before = std::getenv("FG_GEMM_MID");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("FG_GEMM_MID", "1", 1);
+  std::unique_ptr<Backend> made = another_gpu({});
+  if (before != nullptr)
+    setenv("FG_GEMM_MID", saved.c_str(), 1);
+  else
+    unsetenv("FG_GEMM_MID");
+  return made;
+}
+
 // Mid-sized products on a backend with FG_GEMM_MID=1 (gemm_mid.h's kernel on Hopper: up to 256 rows
 // that gemv does not take, each token width from 32 to 256, ragged n and k, tiles shared by up to
 // 16 CTAs through the workspace, strided x, bias, f32 out; elsewhere cuBLASLt) against the CPU, and
@@ -580,14 +593,7 @@ TEST(BackendParity, DecodeSizedGemmRowsIndependentOfM) {
 // zero).
 TEST(BackendParity, MidSizedGemmEveryWidth) {
   FG_REQUIRE_GPU();
-  const char* before = std::getenv("FG_GEMM_MID");
-  const std::string saved = before != nullptr ? before : "";
-  setenv("FG_GEMM_MID", "1", 1);
-  const std::unique_ptr<Backend> mid = another_gpu({});
-  if (before != nullptr)
-    setenv("FG_GEMM_MID", saved.c_str(), 1);
-  else
-    unsetenv("FG_GEMM_MID");
+  const std::unique_ptr<Backend> mid = mid_gemm_backend();
   ASSERT_NE(mid, nullptr);
   std::mt19937_64 rng(12);
   const GemmCase cases[] = {
@@ -599,6 +605,50 @@ TEST(BackendParity, MidSizedGemmEveryWidth) {
       {17, 130, 4096, true, DType::kF32, 8},     {1, 8200, 4104, false, DType::kBF16, 0},
   };
   for (const GemmCase& gc : cases) check_gemm_case(rng, gc, GemmCheck::kRunTwice, *mid);
+}
+
+// The gated MLP's gate/up product and activation (Backend::gemm_act_mul) on a backend with
+// FG_GEMM_MID=1, one kernel on Hopper (gate and up rows interleaved in its tiles, the activation
+// in its epilogue), against the CPU's two ops: SiLU and GELU(tanh), intermediate sizes that leave
+// the last 64-column tile partial, bias, strided x and out, and the same bits when run again.
+TEST(BackendParity, MidSizedGatedGemmIsTheTwoOps) {
+  FG_REQUIRE_GPU();
+  const std::unique_ptr<Backend> mid = mid_gemm_backend();
+  ASSERT_NE(mid, nullptr);
+  struct Case {
+    int64_t m, inter, k;
+    bool bias, gelu;
+    int64_t pad;  // extra elements per row of x and of out
+  };
+  const Case cases[] = {
+      {9, 260, 264, true, false, 8},      {32, 1024, 512, false, false, 0}, {70, 100, 1032, true, true, 0},
+      {160, 704, 1024, false, false, 16}, {256, 96, 2056, false, true, 0},  {200, 1000, 128, true, false, 0},
+      {1, 4100, 4104, false, true, 0},
+  };
+  std::mt19937_64 rng(13);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " inter " + std::to_string(c.inter) + " k " + std::to_string(c.k) +
+                 (c.bias ? " bias" : "") + (c.gelu ? " gelu" : " silu"));
+    Twin x({c.m, c.k}, DType::kBF16, DType::kF32, {c.k + c.pad, 1});
+    Twin w({2 * c.inter, c.k}, DType::kBF16);
+    Twin b({2 * c.inter}, DType::kBF16);
+    x.fill_random(rng, -1.0f, 1.0f);
+    w.fill_random(rng, -0.2f, 0.2f);
+    b.fill_random(rng, -1.0f, 1.0f);
+    Twin gate_up({c.m, 2 * c.inter}, DType::kBF16);
+    Twin out({c.m, c.inter}, DType::kBF16, DType::kF32, {c.inter + c.pad, 1});
+    out.poison();
+    cpu().gemm_act_mul(x.cpu, w.cpu, c.bias ? &b.cpu : nullptr, c.gelu, gate_up.cpu, out.cpu);
+    mid->gemm_act_mul(x.gpu, w.gpu, c.bias ? &b.gpu : nullptr, c.gelu, gate_up.gpu, out.gpu);
+    mid->synchronize();
+    const std::vector<float> first = out.gpu_values();
+    EXPECT_LT(rel_error(first, out.cpu_values()), kBf16Tol);
+    out.check_guards("gemm_act_mul out", true);
+    out.poison();
+    mid->gemm_act_mul(x.gpu, w.gpu, c.bias ? &b.gpu : nullptr, c.gelu, gate_up.gpu, out.gpu);
+    mid->synchronize();
+    EXPECT_EQ(out.gpu_values(), first);
+  }
 }
 
 TEST(BackendParity, GemmRepeatedShapeReusesCachedPlan) {
