@@ -38,6 +38,7 @@ constexpr int kBk = 64;   // k per step: one 128-byte row per operand row
 constexpr int kThreads = 384;
 constexpr int kMaxTiles = 8192;  // counters: n up to 1M weight rows
 constexpr int kMinStepsPerCta = 4;
+constexpr int kMaxShare = 8;  // a tile's steps in at most 8 runs (9 CTAs): the last one reads them all
 
 struct MidParams {
   const __nv_bfloat16* x;
@@ -349,7 +350,7 @@ MidParams mid_params(const GemvParams& p, float* ws, int* counters) {
 void GemmMid::run(const GemvParams& p, DType out, cudaStream_t stream) {
   FG_CHECK(fits(p, DType::kBF16, out), "gemm_mid: the problem is outside the kernel's limits");
   MidParams mp = mid_params(p, workspace_, counters_);
-  mp.split = StreamKSplit::make((p.n + kBm - 1) / kBm, (p.k + kBk - 1) / kBk, sms_, kMinStepsPerCta);
+  mp.split = StreamKSplit::make((p.n + kBm - 1) / kBm, (p.k + kBk - 1) / kBk, sms_, kMinStepsPerCta, kMaxShare);
   if (out == DType::kF32)
     launch_rows<float, false>(mp, stream);
   else
@@ -360,7 +361,8 @@ void GemmMid::run_gated(const GemvParams& p, bool gelu, cudaStream_t stream) {
   FG_CHECK(fits_gated(p, DType::kBF16), "gemm_mid: the gated problem is outside the kernel's limits");
   MidParams mp = mid_params(p, workspace_, counters_);
   mp.gelu = gelu;
-  mp.split = StreamKSplit::make((mp.half + kBm / 2 - 1) / (kBm / 2), (p.k + kBk - 1) / kBk, sms_, kMinStepsPerCta);
+  mp.split =
+      StreamKSplit::make((mp.half + kBm / 2 - 1) / (kBm / 2), (p.k + kBk - 1) / kBk, sms_, kMinStepsPerCta, kMaxShare);
   launch_rows<__nv_bfloat16, true>(mp, stream);
 }
 

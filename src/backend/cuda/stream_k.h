@@ -19,15 +19,17 @@ struct StreamKSplit {
   int units = 0;  // steps per CTA
   int ctas = 0;
 
-  // At most max_ctas runs of at least min_units steps where the product has that many. tiles *
-  // steps must stay below 2^30 (the positions are ints).
-  static StreamKSplit make(int64_t tiles, int64_t steps, int max_ctas, int min_units) {
+  // At most max_ctas runs of at least min_units steps where the product has that many, and of at
+  // least steps / max_share (rounded up), so no tile is shared by more than max_share + 1 CTAs (the
+  // last one reads every share). tiles * steps must stay below 2^30 (the positions are ints).
+  static StreamKSplit make(int64_t tiles, int64_t steps, int max_ctas, int min_units, int max_share) {
     StreamKSplit s;
     s.tiles = int(tiles);
     s.steps = int(steps);
     const int64_t total = tiles * steps;
     const int64_t ctas = std::max<int64_t>(1, std::min<int64_t>(max_ctas, total / std::max(1, min_units)));
-    s.units = int(std::max<int64_t>(1, (total + ctas - 1) / ctas));
+    const int64_t share_units = (steps + std::max(1, max_share) - 1) / std::max(1, max_share);
+    s.units = int(std::max<int64_t>({1, (total + ctas - 1) / ctas, share_units}));
     s.ctas = int((total + s.units - 1) / s.units);
     return s;
   }

@@ -1,7 +1,8 @@
 // The stream-K split of the CUDA backend's mid-size GEMM (backend/cuda/stream_k.h), checked on the
 // CPU: every (tile, k-step) belongs to exactly one CTA's run; the CTAs that touch a tile are
-// first_cta .. last_cta; only a run's first and last pieces are parts of a tile, so two workspace
-// slots per CTA hold every shared piece, and begins_in names the slot the tile's last CTA reads.
+// first_cta .. last_cta, at most max_share + 1 of them; only a run's first and last pieces are
+// parts of a tile, so two workspace slots per CTA hold every shared piece, and begins_in names the
+// slot the tile's last CTA reads.
 #include "backend/cuda/stream_k.h"
 
 #include <gtest/gtest.h>
@@ -14,10 +15,11 @@
 namespace fg::cuda {
 namespace {
 
-void check_split(int tiles, int steps, int max_ctas, int min_units) {
+void check_split(int tiles, int steps, int max_ctas, int min_units, int max_share) {
   SCOPED_TRACE(std::to_string(tiles) + " tiles x " + std::to_string(steps) + " steps, " + std::to_string(max_ctas) +
-               " CTAs, >= " + std::to_string(min_units) + " steps each");
-  const StreamKSplit s = StreamKSplit::make(tiles, steps, max_ctas, min_units);
+               " CTAs, >= " + std::to_string(min_units) + " steps each, tiles in <= " + std::to_string(max_share) +
+               " runs");
+  const StreamKSplit s = StreamKSplit::make(tiles, steps, max_ctas, min_units, max_share);
   const int total = tiles * steps;
   ASSERT_GE(s.ctas, 1);
   ASSERT_LE(s.ctas, max_ctas);
@@ -52,6 +54,7 @@ void check_split(int tiles, int steps, int max_ctas, int min_units) {
   }
   for (int i = 0; i < total; ++i) ASSERT_EQ(hits[size_t(i)], 1) << "step " << i % steps << " of tile " << i / steps;
   for (const auto& [tile, ctas] : ctas_of_tile) {
+    EXPECT_LE(int(ctas.size()), max_share + 1) << "tile " << tile;
     EXPECT_EQ(*ctas.begin(), s.first_cta(tile));
     EXPECT_EQ(*ctas.rbegin(), s.last_cta(tile));
     EXPECT_EQ(int(ctas.size()), s.last_cta(tile) - s.first_cta(tile) + 1) << "tile " << tile;
@@ -62,17 +65,25 @@ TEST(StreamKSplit, EveryStepOnceAndSharedTilesInTwoSlotsPerCta) {
   for (int tiles : {1, 2, 3, 7, 32, 48, 224, 1002})
     for (int steps : {1, 2, 3, 16, 64, 225})
       for (int max_ctas : {1, 7, 132})
-        for (int min_units : {1, 4}) check_split(tiles, steps, max_ctas, min_units);
+        for (int min_units : {1, 4})
+          for (int max_share : {1, 3, 8}) check_split(tiles, steps, max_ctas, min_units, max_share);
 }
 
 // The split the kernel runs for Llama-3.1-8B's o projection (4,096 x 4,096: 32 tiles of 64 steps)
 // on 132 SMs: 128 CTAs of 16 steps, each tile summed from four.
 TEST(StreamKSplit, LlamaOProjectionOn132Sms) {
-  const StreamKSplit s = StreamKSplit::make(32, 64, 132, 4);
+  const StreamKSplit s = StreamKSplit::make(32, 64, 132, 4, 8);
   EXPECT_EQ(s.units, 16);
   EXPECT_EQ(s.ctas, 128);
   EXPECT_EQ(s.first_cta(5), 20);
   EXPECT_EQ(s.last_cta(5), 23);
+}
+
+// A router's product (one tile of 64 steps): 8 runs of 8 steps, not 16 of 4.
+TEST(StreamKSplit, OneTileIsSharedByAtMostMaxShareRuns) {
+  const StreamKSplit s = StreamKSplit::make(1, 64, 132, 4, 8);
+  EXPECT_EQ(s.units, 8);
+  EXPECT_EQ(s.ctas, 8);
 }
 
 }  // namespace
