@@ -14,11 +14,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define FG_HOST_DEVICE __host__ __device__
-#else
-#define FG_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace fg {
 

@@ -155,8 +155,6 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
   FG_CHECK(max_total_q > 0 && max_num_seqs > 0 && workspace != nullptr &&
                (reinterpret_cast<uintptr_t>(workspace) & 255) == 0,
            "attention kernel: needs positive limits and a 256-byte aligned workspace");
-  int dev = 0;
-  FG_ATTN_CUDA(cudaGetDevice(&dev));
   s.num_sms = current_device_sms();
   const WorkspaceLayout w(max_total_q, max_num_seqs, s.num_sms);
   s.item_capacity = w.item_capacity;
@@ -175,12 +173,7 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
     FG_ATTN_CUDA(cudaMallocHost(&s.h_merges[i], size_t(s.merge_capacity) * sizeof(attn::MergeItem)));
     FG_ATTN_CUDA(cudaEventCreateWithFlags(&s.uploaded[i], cudaEventDisableTiming));
   }
-#if defined(FG_WGMMA)
-  int major = 0, minor = 0;
-  FG_ATTN_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  FG_ATTN_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  s.wgmma_available = major == 9 && minor == 0;
-#endif
+  s.wgmma_available = wgmma_sms() > 0;
   s.wgmma = s.wgmma_available;
   s.smem_optin = current_device_smem_optin();
   set_smem_attr<__nv_bfloat16, __nv_bfloat16, 64>(s.wgmma_available);

@@ -84,6 +84,12 @@ std::string pair_desc(const Tensor& a, const Tensor& b) {
   return a.describe() + " vs " + b.describe();
 }
 
+// out [m, n] = x [m, k] @ w [n, k]^T (+ bias [n]) as the decode-size kernels take it (gemv.h).
+GemvParams gemv_params(const Tensor& x, const Tensor& w, const void* bias, const Tensor& out) {
+  return GemvParams{x.data,   x.stride[0],   w.data,     w.stride[0], bias,
+                    out.data, out.stride[0], x.shape[0], w.shape[0],  x.shape[1]};
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : device_(device_index), options_(options) {
@@ -516,8 +522,7 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   // Beyond them, up to a few hundred rows, the Hopper kernel of gemm_mid.h keeps every SM reading
   // weights where cuBLASLt's tiles leave some idle.
   if (!options_.batch_invariant) {
-    const GemvParams gp{x.data,   x.stride[0],   w.data,     w.stride[0], bias_ptr,
-                        out.data, out.stride[0], x.shape[0], w.shape[0],  x.shape[1]};
+    const GemvParams gp = gemv_params(x, w, bias_ptr, out);
     if (gemv_ && gemv_fits(gp)) {
       launch_gemv(gp, x.dtype, out.dtype, stream_);
       return;
@@ -551,8 +556,7 @@ void CudaBackend::gemm_act_mul(const Tensor& x, const Tensor& w, const Tensor* b
     check_on_device(w, "gemm_act_mul w");
     check_on_device(out, "gemm_act_mul out");
     if (bias != nullptr) check_on_device(*bias, "gemm_act_mul bias");
-    const GemvParams gp{x.data,   x.stride[0],   w.data,     w.stride[0], bias != nullptr ? bias->data : nullptr,
-                        out.data, out.stride[0], x.shape[0], w.shape[0],  x.shape[1]};
+    const GemvParams gp = gemv_params(x, w, bias != nullptr ? bias->data : nullptr, out);
     if (!(gemv_ && gemv_fits(gp)) && gemm_mid_->fits_gated(gp, x.dtype)) {
       gemm_mid_->run_gated(gp, gelu_tanh, stream_);
       return;

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backend/sampling_rule.h"  // FG_HOST_DEVICE
+#include "core/host_device.h"
 
 namespace fg::cuda {
 
