@@ -203,6 +203,60 @@ TEST_F(HttpTest, SlowRequestTimesOutWith408) {
   EXPECT_EQ(backend_->submitted(), 0);
 }
 
+// A keep-alive connection's first request is under the read timeout; once a reply is sent, the
+// connection may wait for its next request only idle_timeout_s, then it is closed without a reply
+// (no request was in progress).
+TEST_F(HttpTest, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
+  HttpServerConfig h;
+  h.idle_timeout_s = 0.3;
+  h.read_timeout_s = 30;
+  start(h);
+  TestConnection c(port_);
+  ASSERT_TRUE(c.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // past the idle timeout: still served
+  ASSERT_TRUE(c.send_all(post_request("/v1/completions", kSmall)));
+  EXPECT_EQ(c.read_response().status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // within it: served on the same connection
+  ASSERT_TRUE(c.send_all(post_request("/v1/completions", kSmall)));
+  EXPECT_EQ(c.read_response().status, 200);
+  const auto idle_since = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.closed_by_peer());  // EOF, no 408
+  EXPECT_GE(std::chrono::steady_clock::now() - idle_since, std::chrono::milliseconds(250));
+  EXPECT_TRUE(eventually([&] { return server_->open_connections() == 0; }));
+  EXPECT_EQ(backend_->submitted(), 2);
+}
+
+// A client that stops reading a stream: once the socket buffers are full, a write that cannot
+// finish within write_timeout_s drops the connection, and the request is cancelled with its pages
+// freed.
+TEST_F(HttpTest, SlowReaderIsDroppedAfterTheWriteTimeoutAndItsRequestCancelled) {
+  HttpServerConfig h;
+  h.write_timeout_s = 0.3;
+  FakeBackend::Options fo;
+  fo.max_model_len = 1 << 20;
+  fo.pages_total = 1 << 16;
+  start(h, fo);
+  TestConnection c(port_, /*rcvbuf=*/4096);
+  ASSERT_TRUE(c.ok());
+  // ~0.5 KB per token with five alternatives: megabytes within a few seconds, far more than the
+  // socket buffers hold, while the whole reply would take ~20 s.
+  ASSERT_TRUE(c.send_all(post_request(
+      "/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":100000,"logprobs":5,"stream":true})")));
+  ASSERT_TRUE(eventually([&] { return backend_->active() == 1; }));
+  // Never read. The wait is generous for slow (sanitizer) builds: production, not the timeout, is
+  // what takes time.
+  bool cancelled = false;
+  for (int i = 0; i < 3000 && !cancelled; ++i) {
+    cancelled = backend_->cancelled() == 1;
+    if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(cancelled) << "the stalled stream was not dropped within 30 s";
+  EXPECT_TRUE(eventually([&] { return backend_->active() == 0; }));
+  EXPECT_EQ(backend_->stats().kv_pages_used, 0);
+  EXPECT_TRUE(eventually([&] { return api_->in_flight() == 0; }));
+  EXPECT_TRUE(c.drains_to_close());  // what the buffers held, then the end
+}
+
 TEST_F(HttpTest, ClientDisconnectMidStreamCancelsAndFreesPages) {
   start();
   backend_->set_tick_us(20000);  // 50 tokens/s so the stream is still running when we leave

@@ -25,8 +25,11 @@ struct RawResponse {
 
 class TestConnection {
  public:
-  explicit TestConnection(uint16_t port) {
+  // rcvbuf > 0: the socket's receive buffer in bytes, set before connecting (a small one makes
+  // the server's writes stall as soon as the client stops reading).
+  explicit TestConnection(uint16_t port, int rcvbuf = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
@@ -104,6 +107,19 @@ class TestConnection {
     buf_.erase(0, cl);
     r.complete = true;
     return r;
+  }
+
+  // Reads and drops whatever arrives until the server closes the connection; true when that
+  // (EOF or reset) happens within timeout_ms.
+  bool drains_to_close(int timeout_ms = 10000) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    char tmp[65536];
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) return false;
+      if (::recv(fd_, tmp, sizeof(tmp), 0) <= 0) return true;
+    }
   }
 
   // True when the server closed the connection (EOF) within timeout_ms.
