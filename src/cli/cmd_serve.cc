@@ -114,6 +114,7 @@ void run_serve(const ServeArgs& a) {
   so.api.limits.max_stop_bytes = size_t(a.max_stop_bytes);
   so.api.limits.max_json_depth = a.max_json_depth;
   so.api.openai.max_n = a.max_n;
+  so.api.tgi.max_best_of = a.max_n;
   so.api.openai.max_logprobs = a.max_logprobs;
   so.api.tgi.max_top_n_tokens = std::min(so.api.tgi.max_top_n_tokens, a.max_logprobs);
   if (a.max_stop_sequences >= 0) {
@@ -171,7 +172,7 @@ void register_serve_commands(CLI::App& app) {
   cmd->add_option("--max-output-tokens", a->max_output_tokens,
                   "max_tokens / max_new_tokens a request may ask; more get 400, and it caps the defaults (0: the "
                   "context)");
-  cmd->add_option("--max-n", a->max_n, "choices per prompt (OpenAI n) at most (16)");
+  cmd->add_option("--max-n", a->max_n, "choices per prompt (OpenAI n and best_of, TGI best_of) at most (16)");
   cmd->add_option("--max-stop-sequences", a->max_stop_sequences,
                   "stop strings per request at most (default: 16 on OpenAI routes, 4 on TGI routes)");
   cmd->add_option("--max-stop-bytes", a->max_stop_bytes, "bytes of one stop string at most (1024)");

@@ -49,6 +49,7 @@ struct TgiParams {
   bool sampling = false;
   int top_n_tokens = 0;
   int64_t truncate = 0;
+  int64_t best_of = 1;
   std::optional<int64_t> max_new_tokens;
   SamplingParams s;
 };
@@ -109,33 +110,44 @@ class TgiReply final : public GenerationReply {
   void on_complete(std::string& out) override {
     final_head_.status = 200;
     if (stream_) return;
-    const Choice& c = choices_[0];
-    if (c.final.finish == FinishReason::kError) {
-      ApiError e = api_error_from_status(c.final.error, ApiDialect::kTgi);
+    if (const GenerationEvent* err = first_error()) {
+      ApiError e = api_error_from_status(err->error, ApiDialect::kTgi);
       final_head_.status = 424;
       e.http_status = 424;
       out += tgi_error_body(e);
       return;
     }
-    if (c.final.finish == FinishReason::kCancelled) {
+    if (any_cancelled()) {
       final_head_.status = 503;
       out += tgi_error_body(ApiError{503, "Request cancelled: the server is shutting down.", "", "", ""});
       return;
     }
+    // best_of: the candidate whose tokens have the highest total logprob (ties: the earlier one).
+    size_t best = 0;
+    double best_sum = 0.0;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      double sum = 0.0;
+      for (const GeneratedToken& t : choices_[i].tokens) sum += t.logprob;
+      if (i == 0 || sum > best_sum) {
+        best = i;
+        best_sum = sum;
+      }
+    }
+    const Choice& c = choices_[best];
     json body = {{"generated_text", full_text(c.text)}};
     if (p_.details) {
-      json d = {{"finish_reason", tgi_finish(*c.final.finish)},
-                {"generated_tokens", c.generated},
-                {"seed", p_.sampling ? json(c.final.seed) : json(nullptr)},
-                {"prefill", prefill(c.final)},
-                {"best_of_sequences", nullptr}};
-      json toks = json::array(), tops = json::array();
-      for (const GeneratedToken& t : c.tokens) {
-        toks.push_back(token_json(t, t.text));
-        tops.push_back(top_tokens_json(t));
+      json d = sequence_details(c);
+      json others = nullptr;
+      if (choices_.size() > 1) {
+        others = json::array();
+        for (size_t i = 0; i < choices_.size(); ++i) {
+          if (i == best) continue;
+          json o = {{"generated_text", full_text(choices_[i].text)}};
+          o.update(sequence_details(choices_[i]));
+          others.push_back(std::move(o));
+        }
       }
-      d["tokens"] = std::move(toks);
-      if (p_.top_n_tokens > 0) d["top_tokens"] = std::move(tops);
+      d["best_of_sequences"] = std::move(others);
       body["details"] = std::move(d);
     }
     if (route_ == TgiRoute::kCompat) body = json::array({std::move(body)});
@@ -145,6 +157,22 @@ class TgiReply final : public GenerationReply {
  private:
   std::string full_text(const std::string& generated) const {
     return p_.return_full_text ? inputs_ + generated : generated;
+  }
+
+  // One sequence's details: finish reason, token count, seed, prefill, tokens (and top tokens).
+  json sequence_details(const Choice& c) const {
+    json d = {{"finish_reason", tgi_finish(*c.final.finish)},
+              {"generated_tokens", c.generated},
+              {"seed", p_.sampling ? json(c.final.seed) : json(nullptr)},
+              {"prefill", prefill(c.final)}};
+    json toks = json::array(), tops = json::array();
+    for (const GeneratedToken& t : c.tokens) {
+      toks.push_back(token_json(t, t.text));
+      tops.push_back(top_tokens_json(t));
+    }
+    d["tokens"] = std::move(toks);
+    if (p_.top_n_tokens > 0) d["top_tokens"] = std::move(tops);
+    return d;
   }
 
   void finish_fields(json& e, const GenerationEvent& ev) {
@@ -179,7 +207,12 @@ void read_params(JsonFields& f, const TgiLimits& limits, const RequestLimits& rl
   auto fail_if = [&](bool bad, std::string msg, const char* param) {
     if (bad) f.fail(validation(std::move(msg), param));
   };
-  if (auto b = f.get_int("best_of")) fail_if(*b != 1, "`best_of` > 1 is not supported by flashgen", "best_of");
+  if (auto b = f.get_int("best_of")) {
+    fail_if(*b < 1 || *b > limits.max_best_of,
+            "`best_of` must be >= 1 and <= " + std::to_string(limits.max_best_of) + ". Given: " + std::to_string(*b),
+            "best_of");
+    p.best_of = *b;
+  }
   p.decoder_input_details = f.get_bool("decoder_input_details").value_or(false);
   p.details = f.get_bool("details").value_or(false);
   p.speculative = f.get_bool("speculative").value_or(true);
@@ -267,6 +300,10 @@ void read_params(JsonFields& f, const TgiLimits& limits, const RequestLimits& rl
   s.top_p = float(top_p.value_or(1.0));
   s.top_k = top_k ? int(std::min<int64_t>(*top_k, info.vocab_size)) : 0;
   s.logprobs = p.top_n_tokens;  // TGI token events always carry the chosen token's logprob
+  fail_if(p.best_of > 1 && !p.sampling,
+          "`best_of` > 1 needs sampling: set `do_sample`, or `temperature`, `top_k` or `top_p` away from their "
+          "defaults (greedy candidates would all be the same)",
+          "best_of");
 }
 
 }  // namespace
@@ -287,6 +324,8 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
   if (params) {
     JsonFields pf(*params);
     read_params(pf, limits, ctx.limits, info, p);
+    if (pf.ok() && p.best_of > 1 && stream)
+      pf.fail(validation("`best_of` > 1 cannot be streamed: the best candidate is known only at the end", "best_of"));
     if (!pf.ok()) return error_reply(*pf.error(), ApiDialect::kTgi);
     // A schema given as an object keeps the client's property order (the order its JSON is
     // generated in): read it again from the body in document order.
@@ -318,8 +357,11 @@ Reply tgi_generate(ApiContext& ctx, const TgiLimits& limits, const HttpRequest& 
   auto reply = std::make_unique<TgiReply>(ctx, route, r.request_id, p, *inputs);
   reply->set_streamed(stream);
   std::vector<GenerationRequest> reqs;
-  reqs.push_back(std::move(r));
-  if (auto err = reply->submit_all(std::move(reqs))) return error_reply(*err, ApiDialect::kTgi);
+  for (int64_t i = 0; i < p.best_of; ++i) {
+    reqs.push_back(r);
+    if (p.s.seed) reqs.back().sampling.seed = *p.s.seed + uint64_t(i);  // else each gets its own
+  }
+  if (auto err = reply->submit_all(std::move(reqs), size_t(p.best_of))) return error_reply(*err, ApiDialect::kTgi);
   Reply out;
   out.streamed = stream;
   if (stream) {
@@ -340,7 +382,7 @@ Reply tgi_info(ApiContext& ctx, const TgiLimits& limits) {
             {"model_device_type", info.device},
             {"model_pipeline_tag", "text-generation"},
             {"max_concurrent_requests", ctx.max_concurrent_requests},
-            {"max_best_of", 1},
+            {"max_best_of", limits.max_best_of},
             {"max_stop_sequences", limits.max_stop_sequences},
             {"max_input_tokens", max_input},
             {"max_input_length", max_input},

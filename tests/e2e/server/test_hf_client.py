@@ -52,6 +52,26 @@ def test_text_generation_sampling_seed(client):
     assert a == b
 
 
+def test_text_generation_best_of(client):
+    # Candidate i samples with seed + i; the one with the highest total token logprob comes back,
+    # the others in details.best_of_sequences.
+    kw = dict(max_new_tokens=6, do_sample=True, temperature=1.0, details=True)
+    alone = [client.text_generation("Once upon a time", seed=21 + i, **kw) for i in range(3)]
+    sums = [sum(t.logprob for t in o.details.tokens) for o in alone]
+    best = max(range(3), key=lambda i: (sums[i], -i))
+    out = client.text_generation("Once upon a time", seed=21, best_of=3, **kw)
+    assert out.generated_text == alone[best].generated_text
+    assert out.details.seed == 21 + best
+    assert [t.id for t in out.details.tokens] == [t.id for t in alone[best].details.tokens]
+    others = [i for i in range(3) if i != best]
+    assert [s.generated_text for s in out.details.best_of_sequences] == [alone[i].generated_text for i in others]
+    assert [s.seed for s in out.details.best_of_sequences] == [21 + i for i in others]
+    assert alone[0].details.best_of_sequences is None
+    with pytest.raises(TextGenerationError) as e:
+        client.text_generation("Hello", max_new_tokens=2, best_of=2)  # greedy candidates would be equal
+    assert "best_of" in str(e.value)
+
+
 def test_text_generation_validation_error(client):
     with pytest.raises(TextGenerationError) as e:
         client.text_generation("Hello", max_new_tokens=5, temperature=-1.0)

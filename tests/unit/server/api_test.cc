@@ -358,6 +358,60 @@ TEST_F(ApiTest, TgiGenerateDetailsAndValidation) {
   EXPECT_EQ(compat.second[0]["generated_text"], "hellogh");
 }
 
+// best_of: candidate i samples with seed + i; the one whose tokens have the highest total logprob
+// is returned, the others in details.best_of_sequences (in candidate order).
+TEST_F(ApiTest, TgiBestOfReturnsTheCandidateWithTheHighestTotalLogprob) {
+  auto body = [](const std::string& extra) {
+    return R"({"inputs":"hello","parameters":{"max_new_tokens":6,"do_sample":true,"details":true,)" + extra + "}}";
+  };
+  std::vector<json> alone;
+  std::vector<double> sums;
+  for (int i = 0; i < 3; ++i) {
+    auto r = call(post("/generate", body("\"seed\":" + std::to_string(40 + i))));
+    ASSERT_EQ(r.first, 200) << r.second.dump();
+    alone.push_back(r.second);
+    double sum = 0.0;
+    for (const json& t : r.second["details"]["tokens"]) sum += t["logprob"].get<double>();
+    sums.push_back(sum);
+  }
+  const size_t best = size_t(std::max_element(sums.begin(), sums.end()) - sums.begin());
+  ASSERT_GT(sums[best], *std::min_element(sums.begin(), sums.end()));  // the candidates differ
+  auto r = call(post("/generate", body(R"("seed":40,"best_of":3)")));
+  ASSERT_EQ(r.first, 200) << r.second.dump();
+  EXPECT_EQ(r.second["generated_text"], alone[best]["generated_text"]);
+  const json& d = r.second["details"];
+  EXPECT_EQ(d["seed"], 40 + int(best));
+  EXPECT_EQ(d["tokens"], alone[best]["details"]["tokens"]);
+  ASSERT_EQ(d["best_of_sequences"].size(), 2u);
+  size_t k = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    if (i == best) continue;
+    const json& o = d["best_of_sequences"][k++];
+    EXPECT_EQ(o["generated_text"], alone[i]["generated_text"]);
+    EXPECT_EQ(o["seed"], 40 + int(i));
+    EXPECT_EQ(o["generated_tokens"], 6);
+    EXPECT_EQ(o["finish_reason"], "length");
+    EXPECT_EQ(o["tokens"], alone[i]["details"]["tokens"]);
+  }
+  // One candidate: no other sequences.
+  EXPECT_TRUE(alone[0]["details"]["best_of_sequences"].is_null());
+  // Refused: greedy candidates, out of range, streamed.
+  for (const std::string& bad : {std::string(R"({"inputs":"hi","parameters":{"best_of":2}})"),
+                                 std::string(R"({"inputs":"hi","parameters":{"best_of":0,"do_sample":true}})"),
+                                 std::string(R"({"inputs":"hi","parameters":{"best_of":17,"do_sample":true}})")}) {
+    auto e = call(post("/generate", bad));
+    EXPECT_EQ(e.first, 422) << bad;
+    EXPECT_NE(e.second["error"].get<std::string>().find("best_of"), std::string::npos) << e.second.dump();
+  }
+  Reply streamed =
+      api_.handle(post("/generate_stream", R"({"inputs":"hi","parameters":{"best_of":2,"do_sample":true}})"));
+  EXPECT_EQ(streamed.head.status, 422);
+  auto compat = call(post("/", R"({"inputs":"hi","stream":true,"parameters":{"best_of":2,"do_sample":true}})"));
+  EXPECT_EQ(compat.first, 422);
+  EXPECT_EQ(call(get("/info")).second["max_best_of"], 16);
+  EXPECT_EQ(backend_.active(), 0);
+}
+
 // A TGI request without "parameters" takes every default. The defaults were once read through a
 // reference to a temporary JSON object (undefined behaviour that happened to work); found by the
 // api_request fuzz target under AddressSanitizer (stack-use-after-scope), input in

@@ -171,9 +171,9 @@ void FakeBackend::loop() {
             t.id = 'a' + int32_t(x % 26);
           }
           if (!t.special) t.text = std::string(1, char(t.id));
-          t.logprob = -0.25f;
+          t.logprob = -0.25f - 0.01f * float(t.id % 26);  // differs by token (best_of ranks by it)
           for (int k = 0; k < s.logprobs; ++k)
-            t.top.push_back({t.id + k, -0.25f - float(k), std::string(1, char(t.id + k))});
+            t.top.push_back({t.id + k, t.logprob - float(k), std::string(1, char(t.id + k))});
           ++a.generated;
           a.text += t.text;
           ev.tokens.push_back(t);
