@@ -14,7 +14,7 @@
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
 #           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL;
-#                   also FG_GEMM_MID)
+#                   also FG_GEMM_MID, FG_ATTN_DECODE)
 #           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
 #                   tensor parallelism on a machine of 2+ GPUs (each size runs only when that many
 #                   GPUs are present; never part of a plain run); TP_SIZES="2" picks the sizes
@@ -119,17 +119,20 @@ run_all() {
   # batch-1 decode with FP8 weights and an fp8 KV cache,
   # with FG_PDL the small-batch attention rows, with FG_GEMV the projections alone (docs/perf.md).
   # AB_VAR: an environment switch of the backend, FG_PDL (programmatic dependent launch,
-  # launch.cuh) by default, FG_GEMV (the decode-sized GEMM of gemv.h) or FG_GEMM_MID (gemm_mid.h's
-  # Hopper GEMM of up to 256 rows). Only when named in STEPS
-  # (a measuring tool, ~4 minutes; never part of a plain run).
+  # launch.cuh) by default, FG_GEMV (the decode-sized GEMM of gemv.h), FG_GEMM_MID (gemm_mid.h's
+  # Hopper GEMM of up to 256 rows) or FG_ATTN_DECODE (attention's decode kernel: fp8 pages at
+  # head_dim 128 and any at 64, so its bf16 engine and spec steps are left out). Only when named in
+  # STEPS (a measuring tool, ~4 minutes; never part of a plain run).
   if [[ " ${STEPS:-} " == *" ab "* ]]; then
     local ab_var=${AB_VAR:-FG_PDL} ab round
     for round in $(seq "${AB_ROUNDS:-2}"); do
       for ab in 0 1; do
-        step "ab:engine$ab.$round" 200 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
-          --kv-cache-memory 80GiB --json "$OUT/raw/${ab_var}${ab}_engine_$round.json"
-        step "ab:spec$ab.$round" 100 env "$ab_var=$ab" $T/spec_bench --config $CFG --backend cuda \
-          --kv-cache-memory 60GiB --skip b,c,d --step-batches 1 32 --json "$OUT/raw/${ab_var}${ab}_spec_$round.json"
+        if [ "$ab_var" != FG_ATTN_DECODE ]; then
+          step "ab:engine$ab.$round" 200 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
+            --kv-cache-memory 80GiB --json "$OUT/raw/${ab_var}${ab}_engine_$round.json"
+          step "ab:spec$ab.$round" 100 env "$ab_var=$ab" $T/spec_bench --config $CFG --backend cuda \
+            --kv-cache-memory 60GiB --skip b,c,d --step-batches 1 32 --json "$OUT/raw/${ab_var}${ab}_spec_$round.json"
+        fi
         step "ab:fp8_decode$ab.$round" 100 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
           --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 40GiB --skip-throughput \
           --json "$OUT/raw/${ab_var}${ab}_fp8_decode_$round.json"
@@ -139,6 +142,22 @@ run_all() {
       for ab in 0 1; do
         step "ab:attn$ab" 120 env FG_PDL=$ab $T/attention_bench --only "decode B1 kv,decode B8 kv8192 page16" \
           --json "$OUT/raw/FG_PDL${ab}_attention.json"
+      done
+    fi
+    if [ "$ab_var" = FG_ATTN_DECODE ]; then
+      # The kernel alone (graphs recorded as the engine records them: within the row's bounds): the
+      # fp8 decode rows at head_dim 128, the bf16 ones at 64; then offline 1k/1k with FP8 weights
+      # and the fp8 cache at 512 running (issue #17's figure).
+      for ab in 0 1; do
+        local dk=""
+        [ "$ab" = 1 ] && dk=--decode-kernel
+        step "ab:attn_fp8$ab" 150 $T/attention_bench --engine-graphs $dk --only decode-fp8 \
+          --json "$OUT/raw/FG_ATTN_DECODE${ab}_attention_fp8.json"
+        step "ab:attn_d64$ab" 150 $T/attention_bench --engine-graphs $dk --heads 32,8,64 --only "decode B" \
+          --json "$OUT/raw/FG_ATTN_DECODE${ab}_attention_d64.json"
+        step "ab:tput_fp8$ab" 240 env FG_ATTN_DECODE=$ab $T/engine_bench --config $CFG --backend cuda \
+          --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 \
+          --max-running 512 --skip-decode --json "$OUT/raw/FG_ATTN_DECODE${ab}_tput_fp8.json"
       done
     fi
     if [ "$ab_var" = FG_GEMV ] || [ "$ab_var" = FG_GEMM_MID ]; then  # the projections alone: ours vs cuBLASLt

@@ -10,6 +10,13 @@
 //   --only SUBSTR[,SUBSTR...]: only the rows whose "group name" contains one of them (e.g. "1x16384").
 //   --no-wgmma: prefill tiles on the mma.sync prefill kernel even on sm_90 (the Hopper wgmma
 //   kernel is the default there).
+//   --engine-graphs: record each batch row's graph as the engine's decode graphs are recorded
+//   (AttentionKernel::begin_capture with the row's bounds: launch widths of the widest plan such
+//   a batch can get), then plan the row's batch and replay; without it the graph holds the row's
+//   own plan's launches.
+//   --decode-kernel: plans of 16-row tiles run the decode kernel (AttentionKernel::
+//   use_decode_kernel; its launch is chosen only in graphs recorded within bounds, so with
+//   --engine-graphs).
 // Rows of groups ending in "-fp8" read an fp8 KV cache (e4m3 codes, scales 1): half the KV bytes
 // of the bf16 rows beside them, which is what decode time should follow at large batch.
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV
@@ -31,6 +38,8 @@ namespace {
 
 bool g_prefill_kernel = true;  // --general-only clears it
 bool g_wgmma = true;           // --no-wgmma clears it
+bool g_engine_graphs = false;  // --engine-graphs
+bool g_decode_kernel = false;  // --decode-kernel
 std::string g_only;            // --only SUBSTR: rows whose "group name" contains it
 bool want(const std::string& group, const std::string& name) {
   if (g_only.empty()) return true;
@@ -56,13 +65,16 @@ double median(std::vector<double> v) {
 }
 
 // Seconds per call: graph of n calls (call(stream, i)), median over replays.
-double time_graph(const std::function<void(cudaStream_t, int)>& call, int n, cudaStream_t stream, int reps = 11) {
+// after_capture: runs once the graph is recorded, before it is replayed.
+double time_graph(const std::function<void(cudaStream_t, int)>& call, int n, cudaStream_t stream, int reps = 11,
+                  const std::function<void()>& after_capture = {}) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < n; ++i) call(stream, i);
   BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
   BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  if (after_capture) after_capture();
   cudaEvent_t a, b;
   BENCH_CUDA(cudaEventCreate(&a));
   BENCH_CUDA(cudaEventCreate(&b));
@@ -311,11 +323,25 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
   cuda::AttentionKernel& kernel = owned.kernel;
   kernel.use_prefill_kernel(g_prefill_kernel);
   kernel.use_wgmma(g_wgmma);
-  kernel.plan(w.dev.batch, g_hq, g_hkv, g_d, stream);
+  kernel.use_decode_kernel(g_decode_kernel);
   const AttentionParams params = bench_params();
   Tensor q = w.q_t(), out = w.out_t();
   auto call = [&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); };
   const double est = std::max(row.kv_bytes / 4e12, row.flops / 3e14);
+  if (g_engine_graphs) {
+    GraphAttentionShape bounds;
+    bounds.num_seqs = int(q_lens.size());
+    bounds.max_q_len = *std::max_element(q_lens.begin(), q_lens.end());
+    bounds.max_kv_len = *std::max_element(kv_lens.begin(), kv_lens.end());
+    bounds.page_size = page_size;
+    kernel.begin_capture(bounds, g_hq, g_hkv, g_d, stream);
+    row.seconds = time_graph(call, calls_for(est), stream, 11, [&] {
+      kernel.end_capture();
+      kernel.plan(w.dev.batch, g_hq, g_hkv, g_d, stream);
+    });
+    return row;
+  }
+  kernel.plan(w.dev.batch, g_hq, g_hkv, g_d, stream);
   row.seconds = time_graph(call, calls_for(est), stream);
   return row;
 }
@@ -394,6 +420,10 @@ int main(int argc, char** argv) {
       g_prefill_kernel = false;
     else if (a == "--no-wgmma")
       g_wgmma = false;
+    else if (a == "--engine-graphs")
+      g_engine_graphs = true;
+    else if (a == "--decode-kernel")
+      g_decode_kernel = true;
     else if (a == "--only" && i + 1 < argc)
       g_only = argv[++i];
     else if (a == "--random" && i + 1 < argc)
@@ -408,7 +438,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] "
-                   "[--no-wgmma] [--only SUBSTR] [--heads Q,KV,D (Q a multiple of KV, D 64/128/256)] "
+                   "[--no-wgmma] [--engine-graphs] [--decode-kernel] [--only SUBSTR] "
+                   "[--heads Q,KV,D (Q a multiple of KV, D 64/128/256)] "
                    "[--softcap CAP]\n",
                    argv[0]);
       return 2;

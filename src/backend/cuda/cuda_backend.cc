@@ -110,9 +110,11 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
     const char* env = std::getenv("FG_GEMV");
     gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");
   }
-  // Opt-in until it has run on a GPU: written in a session without one (docs/perf.md).
+  // Opt-in until they have run on a GPU: written in sessions without one (docs/perf.md).
   if (const char* env = std::getenv("FG_GEMM_MID"); env != nullptr && std::string(env) == "1")
     gemm_mid_ = GemmMid::create();
+  if (const char* env = std::getenv("FG_ATTN_DECODE"); env != nullptr && std::string(env) == "1")
+    attn_decode_kernel_ = true;
   ensure_sample_capacity(256);
 }
 
@@ -792,11 +794,12 @@ namespace {
 // The CUDA plan: one AttentionKernel (its plan buffers) over the caller's workspace.
 class CudaAttentionPlan final : public AttentionPlan {
  public:
-  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace, bool batch_invariant)
+  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace, bool batch_invariant, bool decode_kernel)
       : AttentionPlan(shape),
         workspace_(std::move(workspace)),
         kernel_(shape.max_total_q, shape.max_num_seqs, workspace_.data()) {
     kernel_.use_batch_invariant(batch_invariant);
+    kernel_.use_decode_kernel(decode_kernel);
   }
   AttentionKernel& kernel() { return kernel_; }
   const AttentionKernel& kernel() const { return kernel_; }
@@ -833,7 +836,8 @@ std::unique_ptr<AttentionPlan> CudaBackend::make_attention_plan(const AttentionP
   FG_CHECK(workspace.device() == Device::kCuda && workspace.bytes() >= attention_workspace_bytes(shape),
            "attention plan: the workspace is smaller than attention_workspace_bytes()");
   CUDA_CHECK(cudaSetDevice(device_));
-  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace), options_.batch_invariant);
+  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace), options_.batch_invariant,
+                                             attn_decode_kernel_);
 }
 
 void CudaBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch) {

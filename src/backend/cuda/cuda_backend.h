@@ -125,6 +125,9 @@ class CudaBackend final : public Backend {
   // with FG_GEMM_MID=1 (opt-in until measured; FG_GEMM_MID=0 is cuBLASLt for the A/B); null
   // elsewhere.
   std::unique_ptr<GemmMid> gemm_mid_;
+  // Attention plans of 16-row tiles only run the decode kernel (AttentionKernel::use_decode_kernel)
+  // with FG_ATTN_DECODE=1 (opt-in until measured).
+  bool attn_decode_kernel_ = false;
   // The Hopper grouped GEMM's persistent CTAs for all but the smallest decode steps
   // (MoeGemmParams::wgmma_ctas; 0 where it cannot run, and with FG_MOE_WGMMA=0 for measuring: the
   // weight stream and mma.sync tiles then).

@@ -573,19 +573,6 @@ TEST(BackendParity, DecodeSizedGemmRowsIndependentOfM) {
   for (const GemmCase& gc : cases) check_gemm_case(rng, gc, ours ? GemmCheck::kRowsAlone : GemmCheck::kCpu);
 }
 
-// A CUDA backend with gemm_mid.h's kernel on (FG_GEMM_MID=1; the process's own setting is kept).
-std::unique_ptr<Backend> mid_gemm_backend() {
-  const char* before = std::getenv("FG_GEMM_MID");
-  const std::string saved = before != nullptr ? before : "";
-  setenv("FG_GEMM_MID", "1", 1);
-  std::unique_ptr<Backend> made = another_gpu({});
-  if (before != nullptr)
-    setenv("FG_GEMM_MID", saved.c_str(), 1);
-  else
-    unsetenv("FG_GEMM_MID");
-  return made;
-}
-
 // Mid-sized products on a backend with FG_GEMM_MID=1 (gemm_mid.h's kernel on Hopper: up to 256 rows
 // that gemv does not take, each token width from 32 to 256, ragged n and k, tiles shared by up to
 // 16 CTAs through the workspace, strided x, bias, f32 out; elsewhere cuBLASLt) against the CPU, and
@@ -593,7 +580,7 @@ std::unique_ptr<Backend> mid_gemm_backend() {
 // zero).
 TEST(BackendParity, MidSizedGemmEveryWidth) {
   FG_REQUIRE_GPU();
-  const std::unique_ptr<Backend> mid = mid_gemm_backend();
+  const std::unique_ptr<Backend> mid = another_gpu_with_env("FG_GEMM_MID", "1");
   ASSERT_NE(mid, nullptr);
   std::mt19937_64 rng(12);
   const GemmCase cases[] = {
@@ -613,7 +600,7 @@ TEST(BackendParity, MidSizedGemmEveryWidth) {
 // the last 64-column tile partial, bias, strided x and out, and the same bits when run again.
 TEST(BackendParity, MidSizedGatedGemmIsTheTwoOps) {
   FG_REQUIRE_GPU();
-  const std::unique_ptr<Backend> mid = mid_gemm_backend();
+  const std::unique_ptr<Backend> mid = another_gpu_with_env("FG_GEMM_MID", "1");
   ASSERT_NE(mid, nullptr);
   struct Case {
     int64_t m, inter, k;
