@@ -153,7 +153,8 @@ run_all() {
         [ "$ab" = 1 ] && dk=--decode-kernel
         step "ab:attn_fp8$ab" 150 $T/attention_bench --engine-graphs $dk --only decode-fp8 \
           --json "$OUT/raw/FG_ATTN_DECODE${ab}_attention_fp8.json"
-        step "ab:attn_d64$ab" 150 $T/attention_bench --engine-graphs $dk --heads 32,8,64 --only "decode B" \
+        step "ab:attn_d64$ab" 150 $T/attention_bench --engine-graphs $dk --heads 32,8,64 \
+          --only "decode B1 kv8192 page16,decode B1 kv32768 page16,decode B8 kv8192 page16,decode B64 kv8192 page16,decode B256 kv32768 page16" \
           --json "$OUT/raw/FG_ATTN_DECODE${ab}_attention_d64.json"
         step "ab:tput_fp8$ab" 240 env FG_ATTN_DECODE=$ab $T/engine_bench --config $CFG --backend cuda \
           --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 \
