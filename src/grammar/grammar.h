@@ -58,15 +58,6 @@ class Grammar {
     const GrammarNode& n = nodes_[size_t(id)];
     return {edges_.data() + n.calls_begin, size_t(n.edges_end - n.calls_begin)};
   }
-  // Node reached from `id` by reading `byte` through its first matching byte edge, or -1. Rules
-  // are deterministic on bytes unless the builder had to keep an automaton nondeterministic
-  // (then `byte_edges` lists every choice).
-  int32_t step_byte(int32_t id, uint8_t byte) const {
-    for (const GrammarEdge& e : byte_edges(id))
-      if (byte >= e.lo && byte <= e.hi) return e.target;
-    return -1;
-  }
-
   // Where a frame of `rule` may return to: return nodes (the node after the call, or with tail
   // calls the caller's own return nodes), and kEndOfInput for the root. Sorted, unique.
   std::span<const int32_t> return_nodes(int32_t rule) const {
@@ -75,7 +66,6 @@ class Grammar {
   }
 
   size_t num_nodes() const { return nodes_.size(); }
-  size_t num_edges() const { return edges_.size(); }
 
   // A readable dump: one line per node with its edges (for tests and debugging).
   std::string to_string() const;

@@ -67,7 +67,6 @@ class GrammarBuilder {
   int32_t add_rule(std::string name, Expr body);
 
   size_t num_rules() const { return rules_.size(); }
-  const std::string& rule_name(int32_t rule) const { return rules_[size_t(rule)].name; }
   // Total weight of the bodies so far, so a front end can stop before building a huge grammar.
   int64_t weight() const { return weight_; }
   bool over_limit() const { return weight_ > limits_.max_weight; }

@@ -129,23 +129,6 @@ void TokenSet::add_to(uint32_t* mask, const std::vector<uint32_t>& text_mask, st
   }
 }
 
-size_t TokenSet::size_in(const std::vector<uint32_t>& text_mask) const {
-  switch (form) {
-    case Form::kIds: return ids.size();
-    case Form::kBitmask: {
-      size_t n = 0;
-      for (uint32_t w : words) n += size_t(__builtin_popcount(w));
-      return n;
-    }
-    case Form::kAllTextExcept: {
-      size_t n = 0;
-      for (uint32_t w : text_mask) n += size_t(__builtin_popcount(w));
-      return n - ids.size();
-    }
-  }
-  return 0;
-}
-
 TokenGrammar::~TokenGrammar() = default;
 
 std::shared_ptr<const TokenGrammar> TokenGrammar::build(std::shared_ptr<const Grammar> grammar,

@@ -36,7 +36,6 @@ struct TokenSet {
 
   // ORs the set into `mask` ([mask_words] u32). `scratch` is reused between calls.
   void add_to(uint32_t* mask, const std::vector<uint32_t>& text_mask, std::vector<int32_t>& scratch) const;
-  size_t size_in(const std::vector<uint32_t>& text_mask) const;
   size_t memory_bytes() const { return ids.capacity() * 4 + words.capacity() * 4; }
 };
 

@@ -445,14 +445,6 @@ const char* rope_scaling_name(RopeScaling s) {
   return "?";
 }
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::kSilu: return "silu";
-    case Activation::kGeluTanh: return "gelu_pytorch_tanh";
-  }
-  return "?";
-}
-
 int ModelConfig::every_layer_window() const {
   int widest = 0;
   for (int w : layer_sliding_window) {

@@ -50,8 +50,6 @@ struct RopeConfig {
 // The gated MLP's activation: act(gate) * up.
 enum class Activation { kSilu, kGeluTanh };
 
-const char* activation_name(Activation a);
-
 // Per-family switches, filled from the architecture registry plus the config's own flags.
 struct DecoderOptions {
   bool qkv_bias = false;          // q/k/v projections have a bias (Qwen2 always; Llama/Qwen3 attention_bias)

@@ -91,8 +91,6 @@ class SafetensorsCheckpoint {
   // The tensor, or NotFound naming the checkpoint file that should have held it.
   Result<const SafetensorsTensor*> get(const std::string& name) const;
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
-  // The file a missing tensor was looked for in: model.safetensors or the index file.
-  const std::string& source_path() const { return source_path_; }
   size_t num_tensors() const { return index_.size(); }
 
  private:

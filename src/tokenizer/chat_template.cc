@@ -195,12 +195,6 @@ Result<ChatTemplate> ChatTemplate::from_string(std::string_view source, const oj
   return ct;
 }
 
-std::vector<std::string> ChatTemplate::template_names() const {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : templates_) names.push_back(name);
-  return names;
-}
-
 Result<std::string> ChatTemplate::render(const ojson& messages, const ojson& tools, bool add_generation_prompt,
                                          const ojson& extra_context) const {
   // transformers' get_chat_template(): one template, or by name: "tool_use" when tools are given

@@ -45,8 +45,6 @@ class ChatTemplate {
                              bool add_generation_prompt,
                              const nlohmann::ordered_json& extra_context = nlohmann::ordered_json::object()) const;
 
-  // The names of the templates (a single unnamed template is "default").
-  std::vector<std::string> template_names() const;
   const nlohmann::ordered_json& special_tokens() const { return special_tokens_; }
   // The text of every template it holds, concatenated (to recognize a family's tool-call syntax).
   const std::string& sources() const { return sources_; }

@@ -153,12 +153,6 @@ bool Regex::find(MatchState& st, std::string_view subject, size_t start, std::pa
   return out.second >= out.first && out.second <= subject.size();
 }
 
-std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject) const {
-  std::vector<std::pair<size_t, size_t>> out;
-  for_each_match(subject, [&](size_t b, size_t e) { out.emplace_back(b, e); });
-  return out;
-}
-
 std::string Regex::replace_all(std::string_view subject, std::string_view replacement) const {
   std::string out;
   size_t prev = 0;

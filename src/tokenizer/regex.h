@@ -49,9 +49,6 @@ class Regex {
     }
   }
 
-  // All matches as (begin, end) byte offsets.
-  std::vector<std::pair<size_t, size_t>> find_all(std::string_view subject) const;
-
   // subject with every match replaced by `replacement` (taken literally).
   std::string replace_all(std::string_view subject, std::string_view replacement) const;
 

@@ -85,9 +85,8 @@ class Tokenizer {
   // EOS ids: tokenizer_config.json's eos_token, then generation_config.json's eos_token_id
   // (int or list), without duplicates. May be empty.
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
-  // The ids encode() puts before / after the text when add_special_tokens is set.
+  // The ids encode() puts before the text when add_special_tokens is set.
   const std::vector<int32_t>& special_prefix() const { return prefix_; }
-  const std::vector<int32_t>& special_suffix() const { return suffix_; }
 
  private:
   Tokenizer();

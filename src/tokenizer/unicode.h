@@ -28,8 +28,6 @@ std::string unicode_strip_marks(std::string_view s);
 bool unicode_is_whitespace(char32_t c);
 // Rust char::is_numeric: general categories Nd, Nl, No.
 bool unicode_is_numeric(char32_t c);
-// Rust char::is_alphanumeric: Alphabetic or numeric.
-bool unicode_is_alphanumeric(char32_t c);
 // ASCII punctuation or a general category P* (Pc Pd Ps Pe Pi Pf Po).
 bool unicode_is_punctuation(char32_t c);
 

@@ -57,7 +57,6 @@ Buffer DeviceArena::alloc(size_t bytes) {
                                      cudaGetErrorString(err) + "); " + std::to_string(in_use_) +
                                      " bytes in use. Lower the KV cache size or the batch limits.");
     fresh->free_blocks.emplace(0, fresh->bytes);
-    reserved_ += fresh->bytes;
     slab = fresh.get();
     slabs_.push_back(std::move(fresh));
     FG_CHECK(carve(*slab, need, &offset));
@@ -91,16 +90,6 @@ void DeviceArena::free_block(void* ptr) {
     }
   }
   slab->free_blocks.emplace(offset, size);
-}
-
-size_t DeviceArena::bytes_reserved() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return reserved_;
-}
-
-size_t DeviceArena::bytes_in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return in_use_;
 }
 
 }  // namespace fg::cuda

@@ -30,9 +30,6 @@ class DeviceArena : public std::enable_shared_from_this<DeviceArena> {
   // A device buffer of `bytes` (256-byte aligned); its deleter returns the memory to the arena.
   Buffer alloc(size_t bytes);
 
-  size_t bytes_reserved() const;  // held from the driver
-  size_t bytes_in_use() const;    // handed out
-
   static constexpr size_t kAlignment = 256;
 
  private:
@@ -49,7 +46,6 @@ class DeviceArena : public std::enable_shared_from_this<DeviceArena> {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Slab>> slabs_;
   std::map<char*, std::pair<Slab*, size_t>> live_;  // pointer -> (slab, size)
-  size_t reserved_ = 0;
   size_t in_use_ = 0;
 };
 

@@ -8,12 +8,11 @@
 // Batch-invariant mode (Mode::kBatchInvariant): a row's result must not depend on m. cuBLASLt's
 // heuristic picks other kernels (tiles, split-K) for other m, and a split-K or stream-K kernel
 // adds a row's partial sums in an order that depends on the grid. So the algorithm is chosen once
-// per weight shape (n, k, dtypes, bias) from the heuristic at invariant_ref_m() rows, restricted to
-// kernels without a K reduction across CTAs (reduction scheme none, split-K 1, chosen with no
-// workspace), and used for every m, checked with cublasLtMatmulAlgoCheck at each new m (the
-// configuration is fixed; only the workspace it asks for may vary); operands must be 16-byte
-// aligned (the alignment it was chosen for). A shape for which that fails aborts: there is no
-// second algorithm that would keep the rows already computed valid.
+// per weight shape (n, k, dtypes, bias) from the heuristic at a reference row count (kInvariantRefM below), restricted
+// to kernels without a K reduction across CTAs (reduction scheme none, split-K 1, chosen with no workspace), and used
+// for every m, checked with cublasLtMatmulAlgoCheck at each new m (the configuration is fixed; only the workspace it
+// asks for may vary); operands must be 16-byte aligned (the alignment it was chosen for). A shape for which that fails
+// aborts: there is no second algorithm that would keep the rows already computed valid.
 //
 // FP8 products (run_fp8) take the heuristic's first answer in Mode::kHeuristic; in batch-invariant
 // mode they get one single-pass algorithm per weight shape as above, or are declined at every m of
@@ -74,7 +73,6 @@ class GemmLt {
   // decode batches on a tile wider than they would get. FG_BATCH_INVARIANT_GEMM_M (1..65536)
   // overrides it, for measuring the trade-off (docs/perf.md); every m still gets the one algorithm.
   static constexpr int kInvariantRefM = 256;
-  int invariant_ref_m() const { return invariant_ref_m_; }
 
   explicit GemmLt(Mode mode = Mode::kHeuristic, size_t workspace_bytes = size_t(32) << 20);
   ~GemmLt();
