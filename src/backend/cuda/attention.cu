@@ -62,6 +62,12 @@ int main_ctas_per_sm(int head_dim) {
   return attn::has_wide_tiles(head_dim) ? 2 : 1;
 }
 
+// The decode kernels this build has (docs/architecture.md, docs/perf.md): 4 CTAs per SM at head_dim
+// 64, 3 at 128 with fp8 pages, none at 128 with bf16 pages or at 256.
+static_assert(attn::decode_ctas_per_sm<64, 2>() == 4 && attn::decode_ctas_per_sm<64, 1>() == 4);
+static_assert(attn::decode_ctas_per_sm<128, 1>() == 3 && attn::decode_ctas_per_sm<128, 2>() == 0);
+static_assert(attn::decode_ctas_per_sm<256, 1>() == 0 && attn::decode_ctas_per_sm<256, 2>() == 0);
+
 // attn::decode_ctas_per_sm at run time: CTAs per SM of the decode kernel for head_dim and pages of
 // kv_bytes-byte elements, 0 where there is none.
 int decode_ctas(int head_dim, int kv_bytes) {
