@@ -23,6 +23,7 @@
 // set is under 240 MB the calls rotate among copies so that no call reads KV still in L2.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
