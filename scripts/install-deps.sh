@@ -18,7 +18,6 @@ APT_PACKAGES=(
   libcli11-dev              # command line
   libspdlog-dev libfmt-dev  # logging
   libxxhash-dev             # prefix-cache page hashes
-  libomp-dev
   clang-format              # scripts/check-format.sh (CI)
   clang libclang-rt-14-dev  # the sanitizer build and libFuzzer targets: scripts/sanitize.sh, scripts/fuzz.sh (CI)
   python3 python3-pip python3-venv

@@ -21,8 +21,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FL
 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}"
 echo "sanitize: built in $((SECONDS - t0)) s"
 t1=$SECONDS
-export OMP_WAIT_POLICY=passive
-# The OpenMP runtime and OpenBLAS are not instrumented; their threads' stacks are not ours to check.
+# OpenBLAS is not instrumented; its threads' stacks are not ours to check.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Freed memory waits in ASan's quarantine (256 MiB by default) before reuse, so a server's resident

@@ -38,9 +38,9 @@ pack() {
     f=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
     [ -n "$f" ] && cp "$f" .device/bin/ && strip .device/bin/"$t"
   done
-  # Libraries a bare CUDA image may lack (OpenBLAS's Fortran runtime, OpenMP); used only when
+  # Libraries a bare CUDA image may lack (OpenBLAS's Fortran runtime, Debian's ICU); used only when
   # the loader reports them missing there.
-  for lib in libgomp.so.1 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
+  for lib in libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
     local p
     p=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
     [ -n "$p" ] && cp -L "$p" .device/lib/

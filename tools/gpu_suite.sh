@@ -37,13 +37,13 @@ pack() {
     case " $TEST_TARGETS " in *" $t "*) dir=bin ;; esac
     cp "$f" ".device/$dir/" && strip ".device/$dir/$t"
   done
-  # Libraries the GPU machine's image may lack or hold in another version (OpenMP, OpenBLAS's
+  # Libraries the GPU machine's image may lack or hold in another version (OpenBLAS's
   # Fortran runtime, Debian's ICU); used only where the loader reports them missing there.
   # Only those some packed binary links (ICU's data alone is 30 MB).
   # (ldd's list is taken first: under pipefail, grep -q closing the pipe early fails the test.)
   local linked
   linked=$(ldd .device/bin/* .device/tools/* 2>/dev/null)
-  for lib in libgomp.so.1 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
+  for lib in libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72; do
     local base=${lib%%.so*}
     if grep -q "$base\.so" <<<"$linked"; then
       cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')" .device/lib/

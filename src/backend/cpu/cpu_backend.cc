@@ -251,40 +251,43 @@ void CpuBackend::gelu_tanh_mul(const Tensor& x, Tensor& out) {
   // sqrt(2 / pi), and the cubic coefficient of the tanh approximation.
   constexpr double kBeta = 0.7978845608028654;
   constexpr double kKappa = 0.044715;
-#pragma omp parallel for schedule(static) if (n * inter > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* gate = row<float>(x, i);
-    const float* up = gate + inter;
-    float* o = row<float>(out, i);
-    for (int64_t c = 0; c < inter; ++c) {
-      // Evaluated in double and rounded once: within an ulp of torch's f32 kernel.
-      const double g = gate[c];
-      const float act = float(0.5 * g * (1.0 + std::tanh(kBeta * (g + kKappa * g * g * g))));
-      o[c] = act * up[c];
+  cpu::parallel_items(pool_, n, n * inter, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* gate = row<float>(x, i);
+      const float* up = gate + inter;
+      float* o = row<float>(out, i);
+      for (int64_t c = 0; c < inter; ++c) {
+        // Evaluated in double and rounded once: within an ulp of torch's f32 kernel.
+        const double g = gate[c];
+        const float act = float(0.5 * g * (1.0 + std::tanh(kBeta * (g + kKappa * g * g * g))));
+        o[c] = act * up[c];
+      }
     }
-  }
+  });
 }
 
 void CpuBackend::scale(Tensor& x, float s) {
   check_view("scale", "x", x, DType::kF32, 2);
   const int64_t m = x.shape[0], n = x.shape[1];
-#pragma omp parallel for schedule(static) if (m * n > kParallelMinWork)
-  for (int64_t i = 0; i < m; ++i) {
-    float* r = row<float>(x, i);
-    for (int64_t c = 0; c < n; ++c) r[c] *= s;
-  }
+  cpu::parallel_items(pool_, m, m * n, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* r = row<float>(x, i);
+      for (int64_t c = 0; c < n; ++c) r[c] *= s;
+    }
+  });
 }
 
 void CpuBackend::softcap(Tensor& x, float cap) {
   check_view("softcap", "x", x, DType::kF32, 2);
   FG_CHECK(cap > 0.0f, "softcap: cap must be positive, got " + std::to_string(cap));
   const int64_t m = x.shape[0], n = x.shape[1];
-#pragma omp parallel for schedule(static) if (m * n > kParallelMinWork)
-  for (int64_t i = 0; i < m; ++i) {
-    float* r = row<float>(x, i);
-    // As transformers: x / cap, tanh, * cap, each rounded to f32.
-    for (int64_t c = 0; c < n; ++c) r[c] = float(std::tanh(double(r[c] / cap))) * cap;
-  }
+  cpu::parallel_items(pool_, m, m * n, kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* r = row<float>(x, i);
+      // As transformers: x / cap, tanh, * cap, each rounded to f32.
+      for (int64_t c = 0; c < n; ++c) r[c] = float(std::tanh(double(r[c] / cap))) * cap;
+    }
+  });
 }
 
 void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvCacheLayer& cache) {

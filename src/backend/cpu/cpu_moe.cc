@@ -159,24 +159,26 @@ void CpuBackend::moe_combine(const Tensor& y, const MoeRouting& r, Tensor& out) 
   check_dim("moe_combine", "out", out, 1, h);
   const int k = r.top_k;
   const int32_t* assign_row = r.assign_row.ptr<int32_t>();
-#pragma omp parallel for schedule(static) if (int64_t(r.num_tokens) * k * h > kParallelMinWork)
-  for (int t = 0; t < r.num_tokens; ++t) {
-    const int32_t* ids = row<int32_t>(r.topk_ids, t);
-    const float* w = row<float>(r.topk_weights, t);
-    int order[kMaxTopK];
-    for (int j = 0; j < k; ++j) order[j] = j;
-    std::sort(order, order + k, [&](int a, int b) { return ids[a] < ids[b]; });
-    float* o = row<float>(out, t);
-    std::fill(o, o + h, 0.0f);
-    for (int jj = 0; jj < k; ++jj) {
-      const int j = order[jj];
-      const float* src = row<float>(y, assign_row[int64_t(t) * k + j]);
-      for (int64_t c = 0; c < h; ++c) {
-        const float product = src[c] * w[j];
-        o[c] = o[c] + product;
+  const int64_t tokens = r.num_tokens;
+  cpu::parallel_items(pool_, tokens, tokens * k * h, kParallelMinWork, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int32_t* ids = row<int32_t>(r.topk_ids, t);
+      const float* w = row<float>(r.topk_weights, t);
+      int order[kMaxTopK];
+      for (int j = 0; j < k; ++j) order[j] = j;
+      std::sort(order, order + k, [&](int a, int b) { return ids[a] < ids[b]; });
+      float* o = row<float>(out, t);
+      std::fill(o, o + h, 0.0f);
+      for (int jj = 0; jj < k; ++jj) {
+        const int j = order[jj];
+        const float* src = row<float>(y, assign_row[t * k + j]);
+        for (int64_t c = 0; c < h; ++c) {
+          const float product = src[c] * w[j];
+          o[c] = o[c] + product;
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace fg

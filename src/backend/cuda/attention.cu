@@ -229,6 +229,17 @@ void AttentionKernel::use_decode_kernel(bool on) {
   state_->decode_kernel = on;
 }
 
+// The decode kernel takes the general kernel's items when every tile they can hold is a 16-row
+// one: this plan's (eager), or any plan within the graph's bounds (recorded: at most 16 packed rows
+// per sequence); batch-invariant plans have no other kind.
+bool AttentionKernel::launches_decode_kernel(int head_dim, DType kv_dtype, bool capturing) const {
+  const auto& s = *state_;
+  const int group = s.num_kv_heads > 0 ? s.num_q_heads / s.num_kv_heads : 0;
+  const bool rows16 =
+      s.batch_invariant || (capturing ? s.graph_max_q_len > 0 && s.graph_max_q_len * group <= 16 : s.plan_rows16);
+  return s.decode_kernel && rows16 && decode_ctas(head_dim, int(dtype_size(kv_dtype))) > 0;
+}
+
 void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
                                     cudaStream_t stream) {
   auto& s = *state_;
@@ -681,17 +692,11 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     if (s.batch_invariant) prefill_grid = merge_grid = 0;
   }
   if (!attn::has_wide_tiles(d) && !wgmma) prefill_grid = 0;  // no mma.sync prefill kernel at this head size
-  // The decode kernel takes the general kernel's items when every tile they can hold is a 16-row
-  // one: this plan's (eager), or any plan within the graph's bounds (recorded: at most 16 packed
-  // rows per sequence); batch-invariant plans have no other kind. Recorded, it gets at least one
-  // CTA per resident slot of its own (the widest plan's grid counts the general kernel's two per
-  // SM, as plan() does when it decides splits), so a larger batch replayed through the graph fills
-  // its extra slots.
-  const bool rows16 =
-      s.batch_invariant || (capturing ? s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 16 : s.plan_rows16);
-  const int decode_per_sm = decode_ctas(d, int(dtype_size(cache.k.dtype)));
-  const bool decode = s.decode_kernel && rows16 && decode_per_sm > 0;
-  if (decode && capturing) main_grid = std::max(main_grid, s.num_sms * decode_per_sm);
+  // The decode kernel (launches_decode_kernel). Recorded, it gets at least one CTA per resident
+  // slot of its own (the widest plan's grid counts the general kernel's two per SM, as plan() does
+  // when it decides splits), so a larger batch replayed through the graph fills its extra slots.
+  const bool decode = launches_decode_kernel(d, cache.k.dtype, capturing);
+  if (decode && capturing) main_grid = std::max(main_grid, s.num_sms * decode_ctas(d, int(dtype_size(cache.k.dtype))));
 
   if (fp8)
     launch_head_dim<__nv_bfloat16, __nv_fp8_e4m3>(d, kp, wgmma, decode, prefill_grid, main_grid, merge_grid, stream);

@@ -257,6 +257,32 @@ TEST(CpuAttention, ResultsDoNotDependOnPageSizeOrBatchMates) {
   ASSERT_EQ(alone.lse, std::vector<float>(ref.lse.begin() + long(row0 * 8), ref.lse.end()));
 }
 
+// A sequence's rows are the same bits whether its tokens come as one prefill, in chunks (after
+// cached keys), or one by one as decodes: what batch-invariant mode needs when a busy step cuts a
+// prompt into other chunks or speculation verifies several tokens at once.
+TEST(CpuAttention, ResultsDoNotDependOnChunking) {
+  auto be = make_cpu_backend();
+  for (int64_t group : {1, 3, 8}) {
+    const Shape sh{2 * group, 2, 64};
+    AttentionParams params;
+    params.scale = 0.125f;
+    params.sliding_window = group == 3 ? 90 : 0;
+    params.softcap = group == 8 ? 20.0f : 0.0f;
+    const SeqData whole = random_seq(150, 170, sh, uint32_t(40 + group), 3.0f);
+    const Outputs ref = run_paged(*be, {&whole}, sh, 16, params, 1);
+    // Chunks [a, b) of the 150 new tokens: one token, a short and a long chunk, a single decode.
+    for (auto [a, b] : {std::pair<int64_t, int64_t>{0, 1}, {1, 9}, {9, 149}, {149, 150}}) {
+      SCOPED_TRACE("group " + std::to_string(group) + " chunk [" + std::to_string(a) + ", " + std::to_string(b) + ")");
+      const int64_t row = sh.q_heads * sh.head_dim;
+      SeqData chunk{b - a, whole.kv_len - whole.q_len + b,
+                    std::vector<float>(whole.q.begin() + a * row, whole.q.begin() + b * row), whole.k, whole.v};
+      const Outputs got = run_paged(*be, {&chunk}, sh, 16, params, uint32_t(a + 2));
+      ASSERT_EQ(got.out, std::vector<float>(ref.out.begin() + a * row, ref.out.begin() + b * row));
+      ASSERT_EQ(got.lse, std::vector<float>(ref.lse.begin() + a * sh.q_heads, ref.lse.begin() + b * sh.q_heads));
+    }
+  }
+}
+
 TEST(CpuAttention, LseIsOptional) {
   auto be = make_cpu_backend();
   const Shape sh{4, 1, 16};
