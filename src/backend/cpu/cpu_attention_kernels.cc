@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
-#include <utility>
 #include <string_view>
+#include <utility>
 
 #include "backend/cpu/cpu_weight_kernels.h"
 

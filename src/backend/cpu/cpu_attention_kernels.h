@@ -31,8 +31,8 @@ struct AttentionKernels {
   void (*exp_shifted)(float* x, int64_t n, float m);
   // acc[r * lda + c] += sum over j < keys, in order, of p[r * ldp + j] * v_rows[j][c], for r < rows
   // and c < dim_pad (each v row holds dim_pad readable floats).
-  void (*accumulate)(const float* p, int64_t ldp, int rows, const float* const* v_rows, int64_t keys,
-                     int64_t dim_pad, float* acc, int64_t lda);
+  void (*accumulate)(const float* p, int64_t ldp, int rows, const float* const* v_rows, int64_t keys, int64_t dim_pad,
+                     float* acc, int64_t lda);
 };
 
 // The portable set (16-byte vectors), and the AVX2 + FMA and AVX-512F ones (only where the weight

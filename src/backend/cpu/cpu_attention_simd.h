@@ -109,7 +109,7 @@ inline vf exp_nonpositive(vf x) {
   x = (vf)(((vi)x & keep) | ((vi)lo & ~keep));  // finite arithmetic below, masked off at the end
   const vf fx = x * splat(1.44269504088896341f) + splat(0.5f);
   vf n = __builtin_convertvector(__builtin_convertvector(fx, vi), vf);  // toward zero
-  n += __builtin_convertvector(n > fx, vf);                              // -1 where that rounded up: floor
+  n += __builtin_convertvector(n > fx, vf);                             // -1 where that rounded up: floor
   const vf r = x - n * splat(0.693359375f) - n * splat(-2.12194440e-4f);
   const vf z = r * r;
   vf y = splat(1.9875691500e-4f);

@@ -3,6 +3,8 @@
 // double-precision reference, and each element is the same bits whatever else shares the call
 // (row count, tile remainder, a key's lane); exp is within 2 ulp of the exact value down to the
 // smallest normal float and 0 below it, for -inf and for NaN.
+#include "backend/cpu/cpu_attention_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_attention_kernels.h"
 #include "backend/cpu/cpu_weight_kernels.h"
 #include "backend_test_util.h"
 
@@ -52,8 +53,8 @@ TEST(CpuAttentionKernels, TransposeIsExact) {
 }
 
 // Scores of `rows` query rows against kAttnStep keys (transposed), as the kernel set gives them.
-std::vector<float> scores(const AttentionKernels& k, const std::vector<float>& q, int rows, const std::vector<float>& kt,
-                          int64_t dim) {
+std::vector<float> scores(const AttentionKernels& k, const std::vector<float>& q, int rows,
+                          const std::vector<float>& kt, int64_t dim) {
   std::vector<float> s(size_t(rows * kAttnStep));
   k.scores(q.data(), dim, rows, kt.data(), kAttnStep, dim, kAttnStep, s.data(), kAttnStep);
   return s;
