@@ -110,6 +110,7 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   seq->num_prompt = int32_t(prompt_len);
   seq->max_output_tokens = int32_t(max_output);
   seq->speculate = request.speculative && request.constraint == nullptr;
+  if (seq->speculate) seq->prediction = std::move(request.prediction);
   seq->constraint = std::move(request.constraint);
   seq->jump_forward = request.jump_forward;
   seq->events = std::make_shared<EventStream>(std::move(request.ready), id);
@@ -140,6 +141,17 @@ Result<RequestHandle> EngineCore::submit(Request request) {
   return h;
 }
 
+namespace {
+
+// What every event of a request reports about it as a whole.
+void stamp(const Sequence& seq, RequestEvent& e) {
+  e.cached_tokens = seq.num_cached_tokens;
+  e.draft_tokens = seq.spec_drafted;
+  e.accepted_draft_tokens = seq.spec_accepted;
+}
+
+}  // namespace
+
 void EngineCore::finish(Sequence& seq, FinishReason reason, Status status, RequestEvent e) {
   spec_.release(seq);
   std::unique_ptr<Sequence> owned = scheduler_.remove(seq.id);
@@ -150,7 +162,7 @@ void EngineCore::finish(Sequence& seq, FinishReason reason, Status status, Reque
   if (reason == FinishReason::kError) ++counters_.failed;
   e.finish = reason;
   e.status = std::move(status);
-  e.cached_tokens = owned->num_cached_tokens;
+  stamp(*owned, e);
   owned->events->push(std::move(e));
 }
 
@@ -179,7 +191,7 @@ Status EngineCore::step() {
   };
   const int64_t setups_before = setup_count();
   auto t0 = Clock::now();
-  if (spec_.enabled()) spec_.propose(scheduler_.running());
+  spec_.propose(scheduler_.running());
   counters_.times.propose += seconds_since(t0);
   auto t05 = Clock::now();
   StepPlan plan = scheduler_.schedule();
@@ -308,7 +320,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
     const SampleOutcome& o = outcomes[group++];
     if (seq.max_output_tokens == 0) {  // ran only for its prompt logprobs
       RequestEvent e;
-      e.cached_tokens = seq.num_cached_tokens;
+      stamp(seq, e);
       e.prompt_logprobs = std::move(seq.prompt_lp);
       finish(seq, FinishReason::kLength, Status(), std::move(e));
       continue;
@@ -359,7 +371,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<SampleOutco
       const SampledToken& st = emitted_[j];
       RequestEvent e;
       e.token = st.token;
-      e.cached_tokens = seq.num_cached_tokens;
+      stamp(seq, e);
       if (j == 0) e.prompt_logprobs = std::move(seq.prompt_lp);  // empty once sent
       if (seq.params.wants_logprobs()) {
         e.has_logprobs = true;

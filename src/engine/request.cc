@@ -79,6 +79,8 @@ RequestOutput RequestHandle::wait() const {
   out.id = id;
   while (auto e = events->next()) {
     out.cached_tokens = e->cached_tokens;
+    out.draft_tokens = e->draft_tokens;
+    out.accepted_draft_tokens = e->accepted_draft_tokens;
     if (!e->prompt_logprobs.empty()) out.prompt_logprobs = std::move(e->prompt_logprobs);
     if (e->token.has_value()) {
       out.output_ids.push_back(*e->token);

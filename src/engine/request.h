@@ -64,6 +64,10 @@ struct Request {
   // opt-out; outputs are the same either way for greedy requests, and follow the same distribution
   // for sampled ones).
   bool speculative = true;
+  // Predicted output (spec/prediction.h): the tokens the client expects, drafted and verified as
+  // speculation whether or not the engine speculates otherwise (not when `speculative` is false
+  // or the request is constrained). Empty: none.
+  std::vector<int32_t> prediction;
   // Constrained generation (engine/token_constraint.h): which tokens may come next. A constrained
   // request never speculates. shared_ptr so a Request stays copyable; the engine owns it after
   // submit.
@@ -88,6 +92,10 @@ struct RequestEvent {
   // usage.prompt_tokens_details.cached_tokens). Set on every event; 0 before admission (e.g. a
   // request cancelled while waiting) or with the cache off.
   int32_t cached_tokens = 0;
+  // Speculative decoding for this request so far: drafted tokens the model verified, and how many
+  // of them it accepted (set on every event).
+  int32_t draft_tokens = 0;
+  int32_t accepted_draft_tokens = 0;
 };
 
 class EventStream {
@@ -123,6 +131,8 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kError;
   Status status;
   int32_t cached_tokens = 0;  // as in RequestEvent, from the last event
+  int32_t draft_tokens = 0;   // ... and so are these
+  int32_t accepted_draft_tokens = 0;
 };
 
 struct RequestHandle {

@@ -13,6 +13,7 @@
 #include "engine/request.h"
 #include "engine/stop_matcher.h"
 #include "kvcache/prefix_cache.h"
+#include "spec/prediction.h"
 
 namespace fg {
 
@@ -60,8 +61,12 @@ struct Sequence {
   std::vector<int32_t> verify_input;  // [1 + draft.size()] the step's input: last token, then drafts
   float spec_acceptance = 1.0f;       // running mean of accepted / drafted, for back-off
   int32_t spec_cooldown = 0;          // steps left without speculating after low acceptance
-  std::vector<int32_t> draft_pages;   // the draft model's own KV pages (block table)
-  int32_t draft_computed = 0;         // leading tokens whose draft-model K/V are in those pages
+  int32_t spec_drafted = 0;           // this request's drafts verified so far ...
+  int32_t spec_accepted = 0;          // ... and accepted
+  std::vector<int32_t> prediction;    // Request::prediction: drafted from instead of the engine's method
+  spec::PredictionState prediction_state;
+  std::vector<int32_t> draft_pages;  // the draft model's own KV pages (block table)
+  int32_t draft_computed = 0;        // leading tokens whose draft-model K/V are in those pages
 
   // ---- prompt logprobs (SamplingParams::prompt_logprobs)
   int32_t prompt_lp_next = 1;            // the first prompt position whose logprob is still owed

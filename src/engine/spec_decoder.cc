@@ -34,7 +34,7 @@ void SpecDecoder::propose(std::span<Sequence* const> running) {
     s->draft_probs.clear();
     decodes += s->num_uncomputed() == 1 ? 1 : 0;
   }
-  if (!enabled() || decodes > config_.max_batch) return;
+  if (decodes > config_.max_batch) return;
   drafting_.clear();
   wanted_.clear();
   for (Sequence* s : running) {
@@ -47,9 +47,12 @@ void SpecDecoder::propose(std::span<Sequence* const> running) {
     const int32_t room = std::min(s->max_output_tokens - s->num_output(), max_model_len_ - s->num_tokens()) - 1;
     const int32_t k = std::min(config_.num_tokens, room);
     if (k <= 0) continue;
-    if (config_.method == SpecMethod::kNgram) {
+    if (!s->prediction.empty()) {
+      const std::span<const int32_t> output = std::span<const int32_t>(s->tokens).subspan(size_t(s->num_prompt));
+      spec::prediction_propose(output, s->prediction, config_.ngram, k, s->prediction_state, s->draft);
+    } else if (config_.method == SpecMethod::kNgram) {
       spec::ngram_propose(s->tokens, config_.ngram, k, s->draft);
-    } else {
+    } else if (config_.method == SpecMethod::kDraft) {
       drafting_.push_back(s);
       wanted_.push_back(k);
     }
@@ -60,6 +63,8 @@ void SpecDecoder::propose(std::span<Sequence* const> running) {
 void SpecDecoder::verified(Sequence& seq, int32_t drafted, int32_t accepted) {
   if (draft_) draft_->accepted(seq);
   if (drafted <= 0) return;
+  seq.spec_drafted += drafted;
+  seq.spec_accepted += accepted;
   ++stats_.verify_steps;
   stats_.draft_tokens += drafted;
   stats_.accepted_tokens += accepted;
@@ -67,6 +72,9 @@ void SpecDecoder::verified(Sequence& seq, int32_t drafted, int32_t accepted) {
     ++stats_.drafted_at[size_t(i)];
     if (i < accepted) ++stats_.accepted_at[size_t(i)];
   }
+  // A prediction keeps drafting through a run of rejections: after an edit the output usually
+  // meets it again, and a pause would miss that.
+  if (!seq.prediction.empty()) return;
   // Mean acceptance over recent verifications (exponential, about the last 4).
   seq.spec_acceptance = 0.75f * seq.spec_acceptance + 0.25f * float(accepted) / float(drafted);
   if (seq.spec_acceptance < config_.min_acceptance) {

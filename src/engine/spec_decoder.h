@@ -3,8 +3,10 @@
 // the whole mechanism is host-side bookkeeping around the one attention kernel:
 //
 //  1. propose (before the scheduler runs): for each running decode that may speculate, draft up
-//     to k tokens into seq->draft — n-gram prompt lookup (spec/ngram.h) or a draft model
-//     (DraftModelProposer, its own KV pages, stepping inside the same step loop);
+//     to k tokens into seq->draft — from the request's predicted output when it brought one
+//     (spec/prediction.h; also when the engine does not speculate otherwise), else n-gram prompt
+//     lookup (spec/ngram.h) or a draft model (DraftModelProposer, its own KV pages, stepping
+//     inside the same step loop);
 //  2. the scheduler gives the decode 1 + k query tokens (drafts are cut first when the budget or
 //     the pool is short), the step computes logits for all of them;
 //  3. the sampler verifies (spec/verify.h): greedy accepts the matching prefix, sampled requests
@@ -16,7 +18,8 @@
 // Back-off, so speculation never costs throughput under load: nobody speculates in a step with
 // more running decodes than SpecConfig::max_batch (big batches are compute-bound: the extra query
 // rows cost about what they save); a sequence whose mean acceptance falls below min_acceptance
-// pauses for cooldown_steps, then tries again; no sequence drafts past its output limit or the
+// pauses for cooldown_steps, then tries again (not one drafting from its prediction, which keeps
+// drafting through an edit to meet the prediction again after it); no sequence drafts past its output limit or the
 // model's context. Requests can opt out (Request::speculative).
 // Engine thread only.
 #pragma once
@@ -63,9 +66,11 @@ class SpecDecoder {
   SpecDecoder(const SpecConfig& config, int32_t max_model_len, StepRunner* draft, int32_t max_batch_tokens);
   ~SpecDecoder();
 
+  // Whether the engine speculates for every request (a request's prediction is drafted either way).
   bool enabled() const { return config_.method != SpecMethod::kOff; }
   const SpecConfig& config() const { return config_; }
-  // Drafts for the running sequences that decode next (clears every other draft).
+  // Drafts for the running sequences that decode next (clears every other draft). Called every
+  // step, speculating or not: requests may bring predictions.
   void propose(std::span<Sequence* const> running);
   // After the step verified `drafted` drafts of seq and accepted `accepted` of them (seq already
   // rolled back).

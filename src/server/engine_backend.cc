@@ -21,6 +21,8 @@ struct EngineBackend::Live {
   int64_t prompt_tokens = 0;
   int64_t generated = 0;
   int64_t cached_tokens = 0;
+  int64_t draft_tokens = 0;  // speculative drafts verified for it, and accepted
+  int64_t accepted_draft_tokens = 0;
   std::unique_ptr<IncrementalDecoder> decoder;
   std::unique_ptr<StopStringMatcher> stops;
   // A stop string ended the request here: its final event, with the tokens and text up to the
@@ -154,6 +156,7 @@ Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback 
   r.params.stop.clear();
   r.priority = request.priority;
   r.speculative = request.speculative;
+  r.prediction = std::move(request.prediction);
   r.params.prompt_logprobs = request.prompt_logprobs;
   if (request.prompt_logprobs >= 0) {
     // The first prompt token has no logprob: nothing came before it.
@@ -184,6 +187,8 @@ void EngineBackend::cancel(uint64_t handle) {
 
 bool EngineBackend::translate(Live& live, RequestEvent&& in, GenerationEvent& out) {
   live.cached_tokens = in.cached_tokens;
+  live.draft_tokens = in.draft_tokens;
+  live.accepted_draft_tokens = in.accepted_draft_tokens;
   if (live.held_final) {
     // Already ended by a stop string; wait for the engine's own end, drop its extra tokens.
     if (!in.finish) return false;
@@ -209,6 +214,8 @@ bool EngineBackend::translate(Live& live, RequestEvent&& in, GenerationEvent& ou
     ev.prompt_tokens = live.prompt_tokens;
     ev.cached_prompt_tokens = live.cached_tokens;
     ev.generated_tokens = live.generated;
+    ev.draft_tokens = live.draft_tokens;
+    ev.accepted_draft_tokens = live.accepted_draft_tokens;
     ev.seed = live.seed.value_or(0);
     ev.prompt_logprobs = live.prompt_logprobs;
   };

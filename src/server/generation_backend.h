@@ -48,6 +48,9 @@ struct GenerationRequest {
   int prompt_logprobs = -1;
   int priority = 0;         // larger first when the scheduler honours priorities
   bool speculative = true;  // speculative decoding may draft for it (when the engine speculates)
+  // Predicted output (OpenAI `prediction`), tokenized: drafted and verified as speculation, whether
+  // or not the engine speculates otherwise (engine/request.h). Empty: none.
+  std::vector<int32_t> prediction;
   // Structured output / tool calls: what the output must follow (request/constraint_spec.h).
   // Compiling it can fail at submit (kInvalidArgument, kUnsupported naming the feature: a 400).
   std::optional<ConstraintSpec> constraint;
@@ -72,7 +75,9 @@ struct GenerationEvent {
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t generated_tokens = 0;
-  uint64_t seed = 0;  // the seed actually used
+  int64_t draft_tokens = 0;           // speculative drafts (a prediction's too) the model verified
+  int64_t accepted_draft_tokens = 0;  // ... and accepted
+  uint64_t seed = 0;                  // the seed actually used
   // When asked: one entry per prompt token, the first with a NaN logprob and no top list. Set on
   // the first event after the prompt ran and again on the finished one.
   std::vector<GeneratedToken> prompt_logprobs;
@@ -126,7 +131,8 @@ struct BackendStats {
   int64_t steps = 0;
   HistogramSnapshot batch_size;     // sequences per engine step
   int64_t jump_forward_tokens = 0;  // tokens a constraint forced, run as one multi-token query
-  // Speculative decoding (all zero when the engine does not speculate).
+  // Speculative decoding (all zero while nothing was drafted: the engine does not speculate and
+  // no request brought a prediction).
   int64_t spec_draft_tokens = 0;          // drafted tokens verified
   int64_t spec_accepted_tokens = 0;       // ... accepted
   std::vector<int64_t> spec_drafted_at;   // [k] drafts verified at position i + 1

@@ -166,6 +166,18 @@ int64_t GenerationReply::total_cached_tokens() const {
   return n;
 }
 
+int64_t GenerationReply::total_draft_tokens() const {
+  int64_t n = 0;
+  for (const Choice& c : choices_) n += c.final.draft_tokens;
+  return n;
+}
+
+int64_t GenerationReply::total_accepted_draft_tokens() const {
+  int64_t n = 0;
+  for (const Choice& c : choices_) n += c.final.accepted_draft_tokens;
+  return n;
+}
+
 int64_t GenerationReply::total_generated_tokens() const {
   int64_t n = 0;
   for (const Choice& c : choices_) n += c.generated;

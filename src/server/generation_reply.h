@@ -86,6 +86,9 @@ class GenerationReply : public ReplySource {
   int64_t total_prompt_tokens() const;
   int64_t total_cached_tokens() const;
   int64_t total_generated_tokens() const;
+  // Speculative drafts (a prediction's tokens) verified over every choice, and those accepted.
+  int64_t total_draft_tokens() const;
+  int64_t total_accepted_draft_tokens() const;
   // The first error among finished choices, if any.
   const GenerationEvent* first_error() const;
   bool any_cancelled() const;

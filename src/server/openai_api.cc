@@ -2,6 +2,7 @@
 // the completion / chat.completion object shapes, whole or streamed.
 #include "server/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -39,6 +40,8 @@ struct CommonParams {
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
   bool speculative = true;
+  std::vector<int32_t> prediction;  // chat's predicted output, tokenized (empty: none)
+  bool has_prediction = false;      // usage then reports accepted and rejected prediction tokens
   int logprobs = -1;
   int prompt_logprobs = -1;                  // completions with echo and logprobs: the echoed prompt's too
   std::optional<ConstraintSpec> constraint;  // response_format json, `grammar`, or forced tool calls
@@ -299,6 +302,7 @@ class OpenAiReply final : public GenerationReply {
         stream_(p.stream),
         include_usage_(p.include_usage),
         continuous_usage_(p.continuous_usage),
+        has_prediction_(p.has_prediction),
         logprobs_(p.logprobs),
         n_(size_t(p.n)),
         per_prompt_(size_t(std::max(p.n, p.best_of))),
@@ -542,10 +546,18 @@ class OpenAiReply final : public GenerationReply {
   json usage() const {
     const int64_t prompt = total_prompt_tokens();
     const int64_t completion = total_generated_tokens();
-    return {{"prompt_tokens", prompt},
-            {"completion_tokens", completion},
-            {"total_tokens", prompt + completion},
-            {"prompt_tokens_details", {{"cached_tokens", total_cached_tokens()}}}};
+    json u = {{"prompt_tokens", prompt},
+              {"completion_tokens", completion},
+              {"total_tokens", prompt + completion},
+              {"prompt_tokens_details", {{"cached_tokens", total_cached_tokens()}}}};
+    // With a predicted output: its tokens the model verified and kept, and those it verified and
+    // replaced (drafts never verified, e.g. past the end of the output, count in neither).
+    if (has_prediction_) {
+      const int64_t accepted = total_accepted_draft_tokens();
+      u["completion_tokens_details"] = {{"accepted_prediction_tokens", accepted},
+                                        {"rejected_prediction_tokens", total_draft_tokens() - accepted}};
+    }
+    return u;
   }
 
   bool chat_;
@@ -560,6 +572,7 @@ class OpenAiReply final : public GenerationReply {
   bool stream_;
   bool include_usage_;
   bool continuous_usage_;
+  bool has_prediction_;
   int logprobs_;
   size_t n_;                              // choices returned per prompt
   size_t per_prompt_;                     // choices generated per prompt (best_of, or n)
@@ -606,6 +619,7 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
       r.skip_special_tokens = p.skip_special_tokens;
       r.include_stop_str_in_output = p.include_stop_str_in_output;
       r.speculative = p.speculative;
+      r.prediction = p.prediction;
       r.constraint = p.constraint;
       r.jump_forward = p.jump_forward;
       // Tool calls are parsed from the tokens' own text, special tokens included ([TOOL_CALLS]).
@@ -802,6 +816,28 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   f.get_bool("store");
   f.get_object("metadata");
   f.get_string("service_tier");
+  // Predicted output: {"type": "content", "content": a string or an array of text parts}.
+  std::string prediction;
+  if (const json* pred = f.get_object("prediction")) {
+    p.has_prediction = true;
+    const auto type = pred->find("type");
+    const auto content = pred->find("content");
+    const auto text_part = [](const json& part) {
+      return part.is_object() && part.contains("type") && part["type"] == "text" && part.contains("text") &&
+             part["text"].is_string();
+    };
+    if (type == pred->end() || *type != "content") {
+      f.fail(invalid_request("Invalid 'prediction.type': expected \"content\".", "prediction.type", "invalid_value"));
+    } else if (content == pred->end()) {
+      f.fail(missing_parameter("prediction.content"));
+    } else if (content->is_string()) {
+      prediction = content->get<std::string>();
+    } else if (content->is_array() && std::all_of(content->begin(), content->end(), text_part)) {
+      for (const json& part : *content) prediction += part["text"].get<std::string>();
+    } else {
+      f.fail(invalid_type("prediction.content", "a string or an array of text parts"));
+    }
+  }
   const bool add_generation_prompt = f.get_bool("add_generation_prompt").value_or(true);
   const json* template_kwargs = f.get_object("chat_template_kwargs");
   const json* messages = f.get_array("messages");
@@ -867,6 +903,18 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   if (ids->empty())
     return error_reply(invalid_request("The rendered chat encodes to zero tokens.", "messages", "invalid_value"),
                        ApiDialect::kOpenAi);
+  if (!prediction.empty()) {
+    Result<std::vector<int32_t>> pids = ctx.backend.tokenize(prediction, /*add_special_tokens=*/false);
+    if (!pids.is_ok())
+      return error_reply(api_error_from_status(pids.status(), ApiDialect::kOpenAi, "prediction"), ApiDialect::kOpenAi);
+    if (int64_t(pids->size()) > info.max_model_len)
+      return error_reply(
+          invalid_request("'prediction' encodes to " + std::to_string(pids->size()) +
+                              " tokens, more than the model's context of " + std::to_string(info.max_model_len) + ".",
+                          "prediction", "invalid_value"),
+          ApiDialect::kOpenAi);
+    p.prediction = std::move(*pids);
+  }
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(std::move(*ids));
   // Chat's default is no limit: the rest of the context (or of the KV pool).

@@ -51,6 +51,29 @@ def test_chat_streaming_equals_transformers(client, reference):
         assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == chat["finish_reason"]
 
 
+def test_predicted_outputs_keep_the_reply_and_save_steps(client, reference):
+    """`prediction` (OpenAI's predicted outputs) on a server that does not speculate otherwise: the
+    reference reply as the prediction is drafted and accepted (at most 4 drafts a step, so about 4
+    of every 5 tokens), an edited one is rejected at the edit and accepted around it, an unrelated
+    one drafts nothing; the reply is transformers' every time."""
+    for chat in reference["chats"]:
+        kwargs = dict(model=MODEL_NAME, messages=chat["messages"], max_tokens=chat["max_tokens"], temperature=0)
+        text = chat["reply_text"]
+        words = text.split(" ")
+        edited = " ".join(words[:len(words) // 2] + ["banana", "split"] + words[len(words) // 2 + 1:])
+        got = {}
+        for name, prediction in (("exact", text), ("edited", edited), ("unrelated", "Lorem ipsum dolor sit amet.")):
+            r = client.chat.completions.create(prediction={"type": "content", "content": prediction}, **kwargs)
+            assert r.choices[0].message.content == text, (name, chat["messages"])
+            assert r.usage.completion_tokens == len(chat["reply_ids"])
+            d = r.usage.completion_tokens_details
+            got[name] = (d.accepted_prediction_tokens, d.rejected_prediction_tokens)
+        n = len(chat["reply_ids"])
+        assert got["exact"][0] >= (n - 1) * 3 // 5 and got["exact"][1] == 0, got
+        assert got["edited"][0] > 0 and got["edited"][1] > 0, got
+        assert got["unrelated"] == (0, 0), got
+
+
 def test_generate_without_model_uses_the_default(reference):
     prompt = next(p for p in reference["prompts"] if p["name"] == "short")
     want = prompt["greedy_ids"][:6]

@@ -1,7 +1,9 @@
 """`flashgen serve --speculative ngram|draft`: replies equal those of a server that does not
 speculate (greedy), streamed and not, through the OpenAI SDK; usage counts the tokens emitted;
 /metrics reports drafted and accepted tokens, by draft position; a request can opt out; no page
-stays held."""
+stays held. Predicted outputs (`prediction`) on a plain server: the same replies, usage's
+prediction counts, and malformed predictions refused by name (their acceptance on real text is in
+test_real_model.py)."""
 import os
 
 import openai
@@ -69,3 +71,43 @@ def test_bad_speculative_flags_are_refused(tokenizer_dir):
                             "--port", "0", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0
         assert msg in (r.stdout + r.stderr), r.stdout + r.stderr
+
+
+def test_predictions_on_a_plain_server(server):
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    kwargs = dict(model=MODEL_NAME, messages=[{"role": "user", "content": "Tell me a story"}], max_tokens=32,
+                  temperature=0, extra_body={"ignore_eos": True})
+    plain = client.chat.completions.create(**kwargs)
+    text = plain.choices[0].message.content
+    assert plain.usage.completion_tokens_details is None  # no prediction: no prediction counts
+    for stream in (False, True):
+        r = client.chat.completions.create(prediction={"type": "content", "content": [{"type": "text", "text": text}]},
+                                           stream=stream, stream_options={"include_usage": True} if stream else None,
+                                           **kwargs)
+        if stream:
+            chunks = list(r)
+            got = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            usage = chunks[-1].usage
+        else:
+            got, usage = r.choices[0].message.content, r.usage
+        assert got == text
+        assert usage.completion_tokens == plain.usage.completion_tokens
+        d = usage.completion_tokens_details
+        assert d.accepted_prediction_tokens > 0 and d.rejected_prediction_tokens >= 0
+    # Opted out of speculation: the prediction is not used.
+    r = client.chat.completions.create(prediction={"type": "content", "content": text},
+                                       **{**kwargs, "extra_body": {"ignore_eos": True, "speculative": False}})
+    assert r.choices[0].message.content == text
+    assert (r.usage.completion_tokens_details.accepted_prediction_tokens,
+            r.usage.completion_tokens_details.rejected_prediction_tokens) == (0, 0)
+    assert server.wait_idle()["flashgen_kv_pages_used"] == 0
+    body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "x"}]}
+    for prediction, param in (({"type": "text", "content": "a"}, "prediction.type"),
+                              ({"type": "content"}, "prediction.content"),
+                              ({"type": "content", "content": 5}, "prediction.content"),
+                              ({"type": "content", "content": [{"type": "image_url"}]}, "prediction.content"),
+                              ("abc", "prediction"),
+                              ({"type": "content", "content": "a" * 5000}, "prediction")):
+        r = requests.post(server.url + "/v1/chat/completions", json={**body, "prediction": prediction}, timeout=30)
+        assert r.status_code == 400, (prediction, r.text)
+        assert r.json()["error"]["param"] == param, r.text

@@ -427,5 +427,74 @@ TEST(SpecEngine, OptedOutRequestsNeverSpeculate) {
   EXPECT_EQ(run.stats.spec.draft_tokens, 0);
 }
 
+// Predicted outputs: a request's prediction is drafted and verified with the engine's own
+// speculation off. A prediction equal to the output is accepted whole; one with an edit in the
+// middle (five wrong tokens) has its drafts rejected at the edit and accepted again once the
+// output meets the prediction after it; a wrong one changes nothing but the counts. Outputs are
+// always the plain ones. (The fake model does not loop here: a loop would let any occurrence of
+// the output's suffix in the prediction draft the right tokens.)
+TEST(SpecEngine, PredictionsAreDraftedWithSpeculationOff) {
+  FakeModelShape shape;
+  shape.eos_bias = -100.0f;  // every request runs to its length: long predictions to follow
+  auto requests = mixed_requests(16, shape.vocab, 12, 40, 45);
+  for (Request& r : requests) r.params.max_new_tokens = 40;
+  const RunResult plain = run_all(shape, spec_config(SpecMethod::kOff), requests);
+  auto with = [&](auto make_prediction) {
+    std::vector<Request> rs = requests;
+    for (size_t i = 0; i < rs.size(); ++i) rs[i].prediction = make_prediction(plain.outputs[i].output_ids);
+    return rs;
+  };
+  // Exact.
+  const RunResult exact =
+      run_all(shape, spec_config(SpecMethod::kOff, 8), with([](const std::vector<int32_t>& out) { return out; }));
+  expect_same_tokens(exact.outputs, plain.outputs);
+  EXPECT_LT(exact.stats.steps * 3, plain.stats.steps) << "up to 9 tokens a step";
+  for (const RequestOutput& o : exact.outputs) {
+    EXPECT_GT(o.draft_tokens, 30);
+    EXPECT_EQ(o.accepted_draft_tokens, o.draft_tokens) << "request " << o.id;
+  }
+  // Edited: tokens 15..19 replaced by other ids. With k = 3 a step emits 4 tokens, so the drafts
+  // of the fourth decode step cover positions 13..15 and meet the edit.
+  const RunResult edited = run_all(shape, spec_config(SpecMethod::kOff, 3), with([&](const std::vector<int32_t>& out) {
+                                     std::vector<int32_t> p = out;
+                                     for (size_t j = 15; j < 20; ++j) p[j] = (p[j] + 1) % shape.vocab;
+                                     return p;
+                                   }));
+  expect_same_tokens(edited.outputs, plain.outputs);
+  int resynced = 0;
+  for (const RequestOutput& o : edited.outputs) {
+    EXPECT_LT(o.accepted_draft_tokens, o.draft_tokens) << "request " << o.id;
+    resynced += o.accepted_draft_tokens > 15;  // accepted past the edit as well
+  }
+  EXPECT_EQ(resynced, int(requests.size())) << "no pause on low acceptance: every request meets its prediction again";
+  // Wrong throughout: the same tokens.
+  const RunResult wrong = run_all(shape, spec_config(SpecMethod::kOff, 4), with([&](const std::vector<int32_t>& out) {
+                                    std::vector<int32_t> p = out;
+                                    for (int32_t& t : p) t = (t + 3) % shape.vocab;
+                                    return p;
+                                  }));
+  expect_same_tokens(wrong.outputs, plain.outputs);
+  EXPECT_EQ(wrong.stats.pages.held, 0);
+  EXPECT_EQ(plain.stats.spec.draft_tokens, 0);
+}
+
+// A prediction wins over the engine's method for its request; opting out of speculation or a
+// constraint leaves it unused.
+TEST(SpecEngine, PredictionsTakePrecedenceAndRespectOptOut) {
+  FakeModelShape shape;
+  shape.eos_bias = -100.0f;
+  auto requests = mixed_requests(6, shape.vocab, 12, 30, 47);
+  for (Request& r : requests) r.params.max_new_tokens = 30;
+  const RunResult plain = run_all(shape, spec_config(SpecMethod::kOff), requests);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].prediction = plain.outputs[i].output_ids;
+  const RunResult ngram = run_all(shape, spec_config(SpecMethod::kNgram, 4), requests);
+  expect_same_tokens(ngram.outputs, plain.outputs);
+  for (const RequestOutput& o : ngram.outputs) EXPECT_EQ(o.accepted_draft_tokens, o.draft_tokens);
+  for (Request& r : requests) r.speculative = false;
+  const RunResult opted_out = run_all(shape, spec_config(SpecMethod::kOff, 4), requests);
+  expect_same_tokens(opted_out.outputs, plain.outputs);
+  EXPECT_EQ(opted_out.stats.spec.draft_tokens, 0);
+}
+
 }  // namespace
 }  // namespace fg::test
