@@ -55,7 +55,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--speculative", f.speculative,
                   "speculative decoding: off (default), ngram (prompt lookup) or draft (--draft-model)")
       ->check(CLI::IsMember({"off", "ngram", "draft"}));
-  cmd->add_option("--num-speculative-tokens", f.num_speculative_tokens, "tokens drafted per step at most (4)");
+  cmd->add_option("--num-speculative-tokens", f.num_speculative_tokens,
+                  "tokens drafted per step at most, also from a request's predicted output (4)");
   cmd->add_option("--draft-model", f.draft_model,
                   "a smaller model with the same tokenizer that drafts for --speculative draft (any format "
                   "--model takes)");
@@ -121,7 +122,8 @@ void apply_engine_flags(const EngineFlags& f, ModelRunnerOptions& runner, Engine
   spec.method = f.speculative == "ngram"   ? SpecMethod::kNgram
                 : f.speculative == "draft" ? SpecMethod::kDraft
                                            : SpecMethod::kOff;
-  if (spec.method != SpecMethod::kOff && (f.num_speculative_tokens < 1 || f.num_speculative_tokens > 16))
+  // Also without --speculative: requests' predicted outputs draft this many tokens a step.
+  if (f.num_speculative_tokens < 1 || f.num_speculative_tokens > 16)
     throw std::runtime_error("--num-speculative-tokens must be in [1, 16]");
   if (f.ngram_min < 1 || f.ngram_max < f.ngram_min)
     throw std::runtime_error("--ngram-min must be >= 1 and --ngram-max >= --ngram-min");

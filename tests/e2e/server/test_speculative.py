@@ -66,6 +66,7 @@ def test_bad_speculative_flags_are_refused(tokenizer_dir):
     from conftest import FLASHGEN
     for args, msg in ((["--speculative", "draft"], "--draft-model"),
                       (["--speculative", "ngram", "--num-speculative-tokens", "0"], "--num-speculative-tokens"),
+                      (["--num-speculative-tokens", "17"], "--num-speculative-tokens"),  # predictions use it too
                       (["--draft-model", MODEL_DIR], "--speculative draft")):
         r = subprocess.run([FLASHGEN, "serve", "--model", MODEL_DIR, "--tokenizer", tokenizer_dir, "--backend", "cpu",
                             "--port", "0", *args], capture_output=True, text=True, timeout=60)
