@@ -19,8 +19,8 @@
 // more running decodes than SpecConfig::max_batch (big batches are compute-bound: the extra query
 // rows cost about what they save); a sequence whose mean acceptance falls below min_acceptance
 // pauses for cooldown_steps, then tries again (not one drafting from its prediction, which keeps
-// drafting through an edit to meet the prediction again after it); no sequence drafts past its output limit or the
-// model's context. Requests can opt out (Request::speculative).
+// drafting through an edit to meet the prediction again after it); no sequence drafts past its
+// output limit or the model's context. Requests can opt out (Request::speculative).
 // Engine thread only.
 #pragma once
 
