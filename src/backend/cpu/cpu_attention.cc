@@ -178,7 +178,8 @@ struct Item {
   int64_t t0, t1;
 };
 
-// A worker's buffers, grown as needed and reused across items.
+// A thread's buffers, grown as needed and kept across items, layers and steps (the pool's threads
+// and the engine thread live as long as the backend), so a step allocates nothing here.
 struct Scratch {
   std::vector<float> q, k, kt, v, s, acc, zeros;
   std::vector<const float*> k_rows, v_rows;
@@ -390,16 +391,15 @@ void CpuBackend::attention(const AttentionPlan& plan, const Tensor& q, const KvC
   }
   work *= q_heads * head_dim;
   const AttentionKernels& kern = cpu::attention_kernels();
-  std::vector<Scratch> scratch(size_t(pool_.threads()));
   // Serial below about a tenth of a millisecond of work.
-  cpu::parallel_items(
-      pool_, int64_t(items.size()), work, cpu::kParallelMinWork, [&](int64_t i0, int64_t i1, int worker) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const Item& it = items[size_t(i)];
-          attend_item(kern, kv, it, q, row<int32_t>(bt, it.s), seqlens_kv[it.s], cu[it.s + 1] - cu[it.s], cu[it.s],
-                      group, params, out, lse, scratch[size_t(worker)]);
-        }
-      });
+  cpu::parallel_items(pool_, int64_t(items.size()), work, cpu::kParallelMinWork, [&](int64_t i0, int64_t i1, int) {
+    thread_local Scratch scratch;
+    for (int64_t i = i0; i < i1; ++i) {
+      const Item& it = items[size_t(i)];
+      attend_item(kern, kv, it, q, row<int32_t>(bt, it.s), seqlens_kv[it.s], cu[it.s + 1] - cu[it.s], cu[it.s], group,
+                  params, out, lse, scratch);
+    }
+  });
 }
 
 }  // namespace fg
