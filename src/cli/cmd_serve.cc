@@ -29,6 +29,7 @@ struct ServeArgs {
   std::vector<std::string> served_model_names;
   bool strict_model_name = false;
   std::string chat_template;
+  std::string reasoning_parser = "auto";
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string backend = "auto";
@@ -83,6 +84,7 @@ void run_serve(const ServeArgs& a) {
   o.served_model_names = a.served_model_names;
   o.tokenizer_dir = a.tokenizer_dir;
   o.chat_template_file = a.chat_template;
+  o.reasoning_parser = a.reasoning_parser;
   o.runner.model_dir = a.model_dir.empty() ? default_model_path() : a.model_dir;
   o.runner.backend = a.backend;
   o.runner.dummy_seed = a.seed;
@@ -131,6 +133,10 @@ void run_serve(const ServeArgs& a) {
   spdlog::info("flashgen serve: {} on {}, {} KV pages of {} tokens, max_model_len {}{}", (*backend)->model_info().id,
                (*backend)->model_info().device, st.kv_pages_total, a.page_size, (*backend)->model_info().max_model_len,
                (*backend)->model_info().has_chat_template ? "" : " (no chat template: /v1/chat/completions refuses)");
+  if ((*backend)->model_info().reasoning)
+    spdlog::info(
+        "flashgen serve: chat replies return the model's <think> block as reasoning_content "
+        "(--reasoning-parser none keeps it in content)");
   Status s = server::serve(**backend, so);
   if (!s.is_ok()) fail(s.to_string());
 }
@@ -149,6 +155,10 @@ void register_serve_commands(CLI::App& app) {
                 "answer 404 to requests whose `model` is not a served name (by default any name is accepted, as "
                 "text-generation-inference does)");
   cmd->add_option("--chat-template", a->chat_template, "a .jinja file replacing the model's chat template");
+  cmd->add_option("--reasoning-parser", a->reasoning_parser,
+                  "auto: chat replies return a <think> ... </think> block apart, as reasoning_content, when the "
+                  "chat template speaks of one; think: always; none: the block stays in content (auto)")
+      ->check(CLI::IsMember({"auto", "think", "none"}));
   cmd->add_option("--host", a->host, "address to listen on (127.0.0.1)");
   cmd->add_option("--port", a->port, "TCP port (8080; 0 picks a free one, printed at start)");
   cmd->add_option("--backend", a->backend, "cpu, cuda or auto");

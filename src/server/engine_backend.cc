@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "server/reasoning.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/stop_matcher.h"
 
@@ -83,6 +84,12 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::create(const EngineBackend
   b->constraints_ = std::move(factory).value();
   if (b->constraints_->tool_format())
     info.tool_call_format = grammar::tool_call_format_name(*b->constraints_->tool_format());
+  if (options.reasoning_parser == "think")
+    info.reasoning = true;
+  else if (options.reasoning_parser == "auto")
+    info.reasoning = b->template_ && template_has_reasoning(b->template_->sources());
+  else if (options.reasoning_parser != "none")
+    return invalid_argument("--reasoning-parser: expected auto, think or none, not '" + options.reasoning_parser + "'");
   b->kv_pages_total_ = (*runner)->kv_num_pages();
   EngineConfig config = options.engine;
   config.on_step = [p = b.get(), next = options.engine.on_step](const StepSummary& step) {

@@ -36,6 +36,9 @@ struct EngineBackendOptions {
   std::vector<std::string> served_model_names;
   std::string tokenizer_dir;       // "" -> runner.model_dir
   std::string chat_template_file;  // "" -> the tokenizer folder's template
+  // Reasoning blocks split out of chat replies: "auto" (when the chat template speaks of
+  // <think> ... </think>), "think" (always), "none".
+  std::string reasoning_parser = "auto";
   ModelRunnerOptions runner;
   EngineConfig engine;
 };

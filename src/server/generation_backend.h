@@ -103,6 +103,9 @@ struct ModelInfo {
   // The tool-call syntax of the model's chat template: "hermes", "llama3_json", "mistral", or ""
   // when none is recognized (tool_choice "required" or a named tool is then refused).
   std::string tool_call_format;
+  // Chat replies split the model's <think> ... </think> block out as `reasoning_content`
+  // (server/reasoning.h): the chat template speaks of it, or --reasoning-parser think.
+  bool reasoning = false;
 
   // True when `name` is the id or one of the aliases.
   bool has_name(std::string_view name) const {

@@ -8,7 +8,9 @@
 
 #include "grammar/tool_calls.h"
 #include "server/json_fields.h"
+#include "server/reasoning.h"
 #include "server/request_body.h"
+#include "server/utf8.h"
 
 namespace fg::server {
 
@@ -46,7 +48,10 @@ struct CommonParams {
   int prompt_logprobs = -1;                  // completions with echo and logprobs: the echoed prompt's too
   std::optional<ConstraintSpec> constraint;  // response_format json, `grammar`, or forced tool calls
   bool jump_forward = true;
-  bool tools_active = false;  // chat with tools and tool_choice not "none": calls are parsed out
+  bool tools_active = false;      // chat with tools and tool_choice not "none": calls are parsed out
+  bool reasoning = false;         // chat: a <think> block is split out of the output (server/reasoning.h)
+  bool reasoning_open = false;    // ... and the prompt left one open, so the output starts inside it
+  bool include_reasoning = true;  // ... returned as reasoning_content (false: dropped)
 };
 
 // response_format ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
@@ -303,6 +308,9 @@ class OpenAiReply final : public GenerationReply {
         include_usage_(p.include_usage),
         continuous_usage_(p.continuous_usage),
         has_prediction_(p.has_prediction),
+        reasoning_(chat && p.reasoning),
+        reasoning_open_(p.reasoning_open),
+        include_reasoning_(p.include_reasoning),
         logprobs_(p.logprobs),
         n_(size_t(p.n)),
         per_prompt_(size_t(std::max(p.n, p.best_of))),
@@ -318,6 +326,7 @@ class OpenAiReply final : public GenerationReply {
     tool_text_.assign(choices, "");
     tool_sent_.assign(choices, 0);
     in_call_.assign(choices, false);
+    splitters_.assign(choices, ReasoningSplitter(ReasoningMarkers{}, reasoning_open_));
   }
 
  protected:
@@ -331,8 +340,10 @@ class OpenAiReply final : public GenerationReply {
       role_sent_[index] = true;
       out += sse_event(chunk(index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
     }
-    std::string text = ev.text_delta;
-    if (tool_format_) text = tool_stream_delta(index, ev);
+    std::string text = tool_format_ ? marked_text(ev.tokens) : ev.text_delta;
+    std::string reasoning;
+    if (reasoning_) split_reasoning(splitters_[index], ev.finished(), text, reasoning);
+    if (tool_format_) text = tool_stream_delta(index, text);
     // The echoed prompt goes out with the first chunk, and its tokens' logprobs with it.
     const std::vector<GeneratedToken>* tokens = &ev.tokens;
     std::vector<GeneratedToken> echoed;
@@ -341,7 +352,17 @@ class OpenAiReply final : public GenerationReply {
       echo_done_[index] = true;
       if (!ev.prompt_logprobs.empty()) tokens = &(echoed = with_prompt(ev.prompt_logprobs, ev.tokens));
     }
-    const bool want_lp = logprobs_ >= 0 && !tokens->empty();
+    bool want_lp = logprobs_ >= 0 && !tokens->empty();
+    if (!reasoning.empty() && include_reasoning_) {
+      json lp = nullptr;
+      if (want_lp) {  // (chat only: completions have no reasoning)
+        json content = json::array();
+        for (const GeneratedToken& t : *tokens) content.push_back(chat_logprob_entry(t));
+        lp = {{"content", content}};
+        want_lp = false;
+      }
+      out += sse_event(chunk(index, {{"reasoning_content", reasoning}}, lp, nullptr));
+    }
     if (!text.empty() || want_lp) {
       json lp = nullptr;
       if (want_lp) {
@@ -379,12 +400,33 @@ class OpenAiReply final : public GenerationReply {
     }
   }
 
-  // Tool calls: the text of the tokens (special tokens only where they are a call marker), and
-  // the part of it that can be streamed as content now: everything before a call marker, holding
-  // back a tail that could still become one.
-  std::string tool_stream_delta(size_t index, const GenerationEvent& ev) {
+  // The output's text as tool calls are parsed from: the tokens' text, special tokens only where
+  // they are a call marker.
+  std::string marked_text(const std::vector<GeneratedToken>& tokens) const {
+    std::string s;
+    for (const GeneratedToken& t : tokens) s += token_text(t);
+    return s;
+  }
+
+  // Reasoning: `text` (the output's next piece; its last when `last`) becomes the part of it that
+  // is content, and the reasoning found in it goes to `reasoning`.
+  static void split_reasoning(ReasoningSplitter& splitter, bool last, std::string& text, std::string& reasoning) {
+    ReasoningSplitter::Piece piece = splitter.feed(text);
+    if (last) {
+      ReasoningSplitter::Piece rest = splitter.finish();
+      piece.reasoning += rest.reasoning;
+      piece.content += rest.content;
+    }
+    text = std::move(piece.content);
+    reasoning = std::move(piece.reasoning);
+  }
+
+  // Tool calls: `text` is the output's next piece (marked_text); returns the part of all of it so
+  // far that can be streamed as content now: everything before a call marker, holding back a tail
+  // that could still become one, and an incomplete UTF-8 character.
+  std::string tool_stream_delta(size_t index, std::string_view text) {
     std::string& all = tool_text_[index];
-    for (const GeneratedToken& t : ev.tokens) all += token_text(t);
+    all += text;
     if (in_call_[index]) return "";
     size_t stop = all.size();
     for (const std::string& m : markers_) {
@@ -409,6 +451,8 @@ class OpenAiReply final : public GenerationReply {
       }
       if (all.find_first_not_of(" \n\t") == std::string::npos) stop = tool_sent_[index];  // nothing yet
     }
+    stop = tool_sent_[index] +
+           complete_utf8_prefix(std::string_view(all).substr(tool_sent_[index], stop - tool_sent_[index]));
     std::string delta = all.substr(tool_sent_[index], stop - tool_sent_[index]);
     tool_sent_[index] = stop;
     return delta;
@@ -477,9 +521,11 @@ class OpenAiReply final : public GenerationReply {
         }
       }
       json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", openai_finish(*c.final.finish)}};
+      std::string all = chat_ && tool_format_ ? marked_text(c.tokens) : c.text;
+      std::string reasoning;
+      ReasoningSplitter splitter(ReasoningMarkers{}, reasoning_open_);
+      if (reasoning_) split_reasoning(splitter, /*last=*/true, all, reasoning);
       if (chat_ && tool_format_) {
-        std::string all;
-        for (const GeneratedToken& t : c.tokens) all += token_text(t);
         const grammar::ParsedToolCalls parsed = grammar::parse_tool_calls(all, *tool_format_);
         json msg = {{"role", "assistant"}, {"content", parsed.calls.empty() ? json(all) : json(nullptr)}};
         if (!parsed.calls.empty()) {
@@ -491,10 +537,11 @@ class OpenAiReply final : public GenerationReply {
         }
         choice["message"] = std::move(msg);
       } else if (chat_) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        choice["message"] = {{"role", "assistant"}, {"content", all}};
       } else {
         choice["text"] = echo_prefix_.empty() ? c.text : echo_prefix_[order[i] / per_prompt_] + c.text;
       }
+      if (splitter.saw_reasoning() && include_reasoning_) choice["message"]["reasoning_content"] = reasoning;
       if (c.final.finish == FinishReason::kStopString) choice["stop_reason"] = c.final.stop_string;
       choices.push_back(std::move(choice));
     }
@@ -573,6 +620,10 @@ class OpenAiReply final : public GenerationReply {
   bool include_usage_;
   bool continuous_usage_;
   bool has_prediction_;
+  bool reasoning_;                            // a <think> block is split out (chat)
+  bool reasoning_open_;                       // ... and the output starts inside it
+  bool include_reasoning_;                    // ... and returned as reasoning_content
+  std::vector<ReasoningSplitter> splitters_;  // per choice, when streaming
   int logprobs_;
   size_t n_;                              // choices returned per prompt
   size_t per_prompt_;                     // choices generated per prompt (best_of, or n)
@@ -839,6 +890,8 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
     }
   }
   const bool add_generation_prompt = f.get_bool("add_generation_prompt").value_or(true);
+  p.reasoning = info.reasoning;
+  p.include_reasoning = f.get_bool("include_reasoning").value_or(true);
   const json* template_kwargs = f.get_object("chat_template_kwargs");
   const json* messages = f.get_array("messages");
   if (f.ok() && !messages) f.fail(missing_parameter("messages"));
@@ -903,6 +956,9 @@ Reply openai_chat_completions(ApiContext& ctx, const OpenAiLimits& limits, const
   if (ids->empty())
     return error_reply(invalid_request("The rendered chat encodes to zero tokens.", "messages", "invalid_value"),
                        ApiDialect::kOpenAi);
+  // A constrained output is the answer from its first token (the grammar applies there), so it
+  // starts outside any block the prompt opened.
+  p.reasoning_open = p.reasoning && !p.constraint && prompt_opens_reasoning(*text);
   if (!prediction.empty()) {
     Result<std::vector<int32_t>> pids = ctx.backend.tokenize(prediction, /*add_special_tokens=*/false);
     if (!pids.is_ok())

@@ -8,6 +8,7 @@ from the server's log. Everything is bounded in time.
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -131,3 +132,18 @@ def make_slow_server(tokenizer_dir, slow_model_dir):
     yield start
     for s in started:
         s.kill()
+
+
+@pytest.fixture(scope="session")
+def long_context_model(tmp_path_factory):
+    """The fixture Llama with a 2048-token context (its weights do not depend on it): room for real
+    chat templates' system prompts and rendered tools."""
+    out = tmp_path_factory.mktemp("llama_2k")
+    for name in os.listdir(MODEL_DIR):
+        shutil.copy(os.path.join(MODEL_DIR, name), out / name)
+    with open(out / "config.json") as f:
+        config = json.load(f)
+    config["max_position_embeddings"] = 2048
+    with open(out / "config.json", "w") as f:
+        json.dump(config, f)
+    return str(out)

@@ -8,7 +8,6 @@ Tool calls are served with a Hermes-style chat template (Qwen2.5's, from the tes
 import json
 import os
 import re
-import shutil
 
 import jsonschema
 import openai
@@ -44,21 +43,6 @@ WEATHER_TOOLS = [
 
 def client_of(s):
     return openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def long_context_model(tmp_path_factory):
-    """The fixture Llama with a 2048-token context (its weights do not depend on it): room for the
-    Hermes template's system prompt and rendered tools."""
-    out = tmp_path_factory.mktemp("llama_2k")
-    for name in os.listdir(MODEL_DIR):
-        shutil.copy(os.path.join(MODEL_DIR, name), out / name)
-    with open(out / "config.json") as f:
-        config = json.load(f)
-    config["max_position_embeddings"] = 2048
-    with open(out / "config.json", "w") as f:
-        json.dump(config, f)
-    return str(out)
 
 
 @pytest.fixture(scope="module")

@@ -524,6 +524,187 @@ TEST_F(ApiTest, ModelsInfoHealthTokenizeDetokenizeMetrics) {
   EXPECT_NE(text.find("flashgen_generation_tokens_total 3"), std::string::npos);
 }
 
+// Reasoning models (server/reasoning.h): the fake backend writes a scripted output.
+class ApiReasoningTest : public ::testing::Test {
+ protected:
+  static FakeBackend::Options options(std::string script, bool reasoning = true, std::string tool_format = "") {
+    FakeBackend::Options o;
+    o.script = std::move(script);
+    o.reasoning = reasoning;
+    o.tool_call_format = std::move(tool_format);
+    return o;
+  }
+  void start(FakeBackend::Options o) {
+    backend_ = std::make_unique<FakeBackend>(std::move(o));
+    ApiServerConfig c;
+    c.log_requests = false;
+    api_ = std::make_unique<ApiServer>(*backend_, c);
+  }
+  // A chat request (greedy, so the script is written) with `extra` fields; the whole reply.
+  json chat(const std::string& extra = "") {
+    Reply r =
+        api_->handle(post("/v1/chat/completions",
+                          R"({"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0)" + extra + "}"));
+    EXPECT_TRUE(r.source) << r.head.body;
+    if (!r.source) return json::parse(r.head.body);
+    HttpResponse head;
+    const std::string body = run_reply_source(r, &head);
+    EXPECT_EQ(head.status, 200) << body;
+    return json::parse(body);
+  }
+  // The same streamed: the chunks' deltas, [DONE] left out.
+  std::vector<json> chat_stream(const std::string& extra = "") {
+    Reply r = api_->handle(
+        post("/v1/chat/completions", R"({"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0,)"
+                                     R"("stream":true)" +
+                                         extra + "}"));
+    EXPECT_TRUE(r.source && r.streamed) << r.head.body;
+    if (!r.source) return {};
+    return sse_chunks(run_reply_source(r));
+  }
+  std::unique_ptr<FakeBackend> backend_;
+  std::unique_ptr<ApiServer> api_;
+};
+
+struct StreamedMessage {
+  std::string reasoning;
+  std::string content;
+  json tool_calls = json::array();
+  std::string finish;
+  size_t logprob_entries = 0;
+};
+
+StreamedMessage join_deltas(const std::vector<json>& chunks) {
+  StreamedMessage m;
+  bool content_seen = false;
+  for (const json& chunk : chunks) {
+    if (chunk["choices"].empty()) continue;
+    const json& c = chunk["choices"][0];
+    const json& d = c["delta"];
+    EXPECT_FALSE(d.contains("reasoning_content") && d.contains("content") && d["content"] != "") << d.dump();
+    if (d.contains("reasoning_content")) {
+      EXPECT_FALSE(content_seen) << "reasoning after content: " << d.dump();
+      m.reasoning += d["reasoning_content"].get<std::string>();
+    }
+    if (d.contains("content") && !d.contains("role")) {
+      content_seen = content_seen || d["content"] != "";  // ("" carries the logprobs of held-back text)
+      m.content += d["content"].get<std::string>();
+    }
+    if (d.contains("tool_calls"))
+      for (const json& call : d["tool_calls"]) m.tool_calls.push_back(call);
+    if (!c["finish_reason"].is_null()) m.finish = c["finish_reason"];
+    if (c.contains("logprobs") && !c["logprobs"].is_null()) m.logprob_entries += c["logprobs"]["content"].size();
+  }
+  return m;
+}
+
+TEST_F(ApiReasoningTest, ThinkBlockComesBackAsReasoningContent) {
+  start(options("<think>\nWhy 5? 2 + 3.\n</think>\n\nIt is 5."));
+  const json r = chat();
+  const json& msg = r["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], "Why 5? 2 + 3.") << r.dump();
+  EXPECT_EQ(msg["content"], "It is 5.");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+
+  const StreamedMessage s = join_deltas(chat_stream(R"(,"logprobs":true)"));
+  EXPECT_EQ(s.reasoning, "Why 5? 2 + 3.");
+  EXPECT_EQ(s.content, "It is 5.");
+  EXPECT_EQ(s.finish, "stop");
+  // Every token's logprob went out once, whichever part its text fell in (the EOS token's too).
+  EXPECT_EQ(s.logprob_entries, std::string("<think>\nWhy 5? 2 + 3.\n</think>\n\nIt is 5.").size() + 1);
+
+  // include_reasoning: false drops it; the content stays the same.
+  const json dropped = chat(R"(,"include_reasoning":false)");
+  EXPECT_FALSE(dropped["choices"][0]["message"].contains("reasoning_content")) << dropped.dump();
+  EXPECT_EQ(dropped["choices"][0]["message"]["content"], "It is 5.");
+  const StreamedMessage sd = join_deltas(chat_stream(R"(,"include_reasoning":false)"));
+  EXPECT_EQ(sd.reasoning, "");
+  EXPECT_EQ(sd.content, "It is 5.");
+  // A wrong type is named.
+  Reply bad = api_->handle(post("/v1/chat/completions",
+                                R"({"model":"m","messages":[{"role":"user","content":"hi"}],"include_reasoning":1})"));
+  EXPECT_EQ(bad.head.status, 400);
+  EXPECT_EQ(json::parse(bad.head.body)["error"]["param"], "include_reasoning");
+}
+
+TEST_F(ApiReasoningTest, WithoutTheParserTheBlockStaysInContent) {
+  const std::string script = "<think>x</think>y";
+  start(options(script, /*reasoning=*/false));
+  const json r = chat();
+  EXPECT_EQ(r["choices"][0]["message"]["content"], script);
+  EXPECT_FALSE(r["choices"][0]["message"].contains("reasoning_content"));
+  EXPECT_EQ(join_deltas(chat_stream()).content, script);
+  // Completions never split.
+  start(options(script));
+  Reply c = api_->handle(post("/v1/completions", R"({"model":"m","prompt":"hi","temperature":0,"max_tokens":64})"));
+  ASSERT_TRUE(c.source);
+  EXPECT_EQ(json::parse(run_reply_source(c))["choices"][0]["text"], script);
+}
+
+TEST_F(ApiReasoningTest, BlockOpenedByThePrompt) {
+  start(options("Short.\n</think>\n\nDone."));
+  const std::string open = R"(,"chat_template_kwargs":{"open_think":true})";
+  const json r = chat(open);
+  EXPECT_EQ(r["choices"][0]["message"]["reasoning_content"], "Short.") << r.dump();
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Done.");
+  const StreamedMessage s = join_deltas(chat_stream(open));
+  EXPECT_EQ(s.reasoning, "Short.");
+  EXPECT_EQ(s.content, "Done.");
+  // Not opened: the output does not start with a block, so it is all content.
+  EXPECT_EQ(chat()["choices"][0]["message"]["content"], "Short.\n</think>\n\nDone.");
+  // A constrained output starts outside the block even when the prompt opened one.
+  const json constrained = chat(open + R"(,"response_format":{"type":"json_object"})");
+  EXPECT_EQ(constrained["choices"][0]["message"]["content"], "Short.\n</think>\n\nDone.") << constrained.dump();
+  EXPECT_FALSE(constrained["choices"][0]["message"].contains("reasoning_content"));
+}
+
+TEST_F(ApiReasoningTest, CutOffWhileThinking) {
+  start(options("<think>\nStill going and going"));
+  const json r = chat(R"(,"max_tokens":19)");
+  EXPECT_EQ(r["choices"][0]["message"]["reasoning_content"], "Still going");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  const StreamedMessage s = join_deltas(chat_stream(R"(,"max_tokens":19)"));
+  EXPECT_EQ(s.reasoning, "Still going");
+  EXPECT_EQ(s.content, "");
+}
+
+TEST_F(ApiReasoningTest, ToolCallsAreParsedAfterTheBlockOnly) {
+  const std::string tools =
+      R"(,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+  start(
+      options("<think>I need the weather.</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+              "{\"city\": \"Paris\"}}\n</tool_call>",
+              true, "hermes"));
+  const json r = chat(tools);
+  const json& msg = r["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], "I need the weather.") << r.dump();
+  ASSERT_EQ(msg["tool_calls"].size(), 1u) << r.dump();
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"], "Paris");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  const StreamedMessage s = join_deltas(chat_stream(tools));
+  EXPECT_EQ(s.reasoning, "I need the weather.");
+  EXPECT_EQ(s.content, "");
+  ASSERT_EQ(s.tool_calls.size(), 1u);
+  EXPECT_EQ(s.tool_calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(s.finish, "tool_calls");
+
+  // A call written inside the block is thinking, not a call.
+  start(
+      options("<think>Maybe <tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>? No.</think>"
+              "Sunny, I guess.",
+              true, "hermes"));
+  const json t = chat(tools);
+  EXPECT_FALSE(t["choices"][0]["message"].contains("tool_calls")) << t.dump();
+  EXPECT_EQ(t["choices"][0]["message"]["content"], "Sunny, I guess.");
+  EXPECT_EQ(t["choices"][0]["finish_reason"], "stop");
+  const StreamedMessage ts = join_deltas(chat_stream(tools));
+  EXPECT_TRUE(ts.tool_calls.empty());
+  EXPECT_EQ(ts.content, "Sunny, I guess.");
+  EXPECT_NE(ts.reasoning.find("<tool_call>"), std::string::npos);
+}
+
 TEST(Utf8Test, ValidatesAndFindsBoundaries) {
   EXPECT_TRUE(is_valid_utf8("plain ascii"));
   EXPECT_TRUE(is_valid_utf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"));

@@ -19,6 +19,8 @@ FakeBackend::FakeBackend(Options options) : opt_(options), tick_us_(options.tick
   info_.max_batch_tokens = 512;
   info_.max_running = opt_.max_active;
   info_.has_chat_template = true;
+  info_.reasoning = opt_.reasoning;
+  info_.tool_call_format = opt_.tool_call_format;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -63,6 +65,7 @@ Result<std::string> FakeBackend::render_chat(const nlohmann::ordered_json& messa
     s += "<|" + m.value("role", "") + "|>" + m.value("content", "") + "\n";
   }
   if (add_generation_prompt) s += "<|assistant|>";
+  if (add_generation_prompt && extra.is_object() && extra.value("open_think", false)) s += "<think>\n";
   return s;
 }
 
@@ -158,10 +161,15 @@ void FakeBackend::loop() {
         } else {
           const SamplingParams& s = a.req.sampling;
           GeneratedToken t;
-          const bool eos = opt_.eos_after >= 0 && s.temperature <= 0 && a.generated == opt_.eos_after && !s.ignore_eos;
+          const bool scripted = !opt_.script.empty() && s.temperature <= 0;
+          const bool eos = !s.ignore_eos && s.temperature <= 0 &&
+                           (scripted ? a.generated == int64_t(opt_.script.size())
+                                     : opt_.eos_after >= 0 && a.generated == opt_.eos_after);
           if (eos) {
             t.id = kEos;
             t.special = true;
+          } else if (scripted) {
+            t.id = int32_t(static_cast<unsigned char>(opt_.script[size_t(a.generated) % opt_.script.size()]));
           } else if (s.temperature <= 0) {
             t.id = 'a' + int32_t((a.req.prompt_ids.size() + size_t(a.generated)) % 26);
           } else {

@@ -5,7 +5,8 @@
 // that depend on the prompt length, seeded ones letters that depend on the seed. Stop strings are
 // matched with hold-back (a partial match is not sent), KV "pages" are counted per request so
 // tests can check that cancellation frees them, and a full queue refuses with kResourceExhausted.
-// A message whose content is "__template_limit__" makes the chat template hit a rendering limit.
+// A message whose content is "__template_limit__" makes the chat template hit a rendering limit;
+// chat_template_kwargs {"open_think": true} ends the generation prompt with "<think>\n".
 // Prompt logprobs, when asked, come on the finished event: -1 for every prompt token but the first.
 #pragma once
 
@@ -31,6 +32,9 @@ class FakeBackend final : public GenerationBackend {
     int64_t page_size = 16;
     int eos_after = -1;                // >= 0: greedy requests emit EOS after this many tokens
     std::vector<std::string> aliases;  // further served names besides "fake-model"
+    std::string script;                // non-empty: greedy requests write these bytes, then EOS
+    bool reasoning = false;            // ModelInfo::reasoning
+    std::string tool_call_format;      // ModelInfo::tool_call_format
   };
   static constexpr int32_t kBos = 256;
   static constexpr int32_t kEos = 257;
