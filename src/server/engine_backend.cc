@@ -152,9 +152,12 @@ Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback 
   live->prompt_tokens = int64_t(request.prompt_ids.size());
   // A few prompt ids as context, so the first token keeps the leading space it has after them.
   const size_t ctx = std::min<size_t>(request.prompt_ids.size(), 4);
+  std::vector<int32_t> keep;
+  for (const std::string& t : request.keep_special_tokens)
+    if (const int32_t id = tokenizer_->id_of(t); id >= 0 && tokenizer_->is_special(id)) keep.push_back(id);
   live->decoder = std::make_unique<IncrementalDecoder>(
       *tokenizer_, request.skip_special_tokens,
-      std::span<const int32_t>(request.prompt_ids.data() + request.prompt_ids.size() - ctx, ctx));
+      std::span<const int32_t>(request.prompt_ids.data() + request.prompt_ids.size() - ctx, ctx), std::move(keep));
   if (!live->stop.empty()) live->stops = std::make_unique<StopStringMatcher>(live->stop);
   // Stop strings stay here (the matcher above, on the pump thread); the engine gets the rest.
   Request r;

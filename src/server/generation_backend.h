@@ -41,8 +41,9 @@ struct GenerationRequest {
   // protocol layer. Stop strings are matched on the text by the backend, which cuts them out.
   SamplingParams sampling;
   // How the text deltas are made.
-  bool skip_special_tokens = true;          // leave special tokens out of the text
-  bool include_stop_str_in_output = false;  // keep a matched stop string at the end of the text
+  bool skip_special_tokens = true;               // leave special tokens out of the text
+  std::vector<std::string> keep_special_tokens;  // ... but these (tool-call markers such as [TOOL_CALLS])
+  bool include_stop_str_in_output = false;       // keep a matched stop string at the end of the text
   // -1: none; n >= 0: each prompt token's logprob given the ones before it and the top n at its
   // position (OpenAI echo with logprobs, TGI decoder_input_details).
   int prompt_logprobs = -1;

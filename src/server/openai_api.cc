@@ -10,7 +10,6 @@
 #include "server/json_fields.h"
 #include "server/reasoning.h"
 #include "server/request_body.h"
-#include "server/utf8.h"
 
 namespace fg::server {
 
@@ -294,6 +293,16 @@ ApiError generation_error(const GenerationEvent& ev) {
   return e;
 }
 
+// Where a tool call begins in a format's output (the text before it is content).
+std::vector<std::string> tool_call_markers(grammar::ToolCallFormat f) {
+  switch (f) {
+    case grammar::ToolCallFormat::kHermes: return {"<tool_call>"};
+    case grammar::ToolCallFormat::kMistral: return {"[TOOL_CALLS]"};
+    case grammar::ToolCallFormat::kLlama3Json: return {"<|python_tag|>", "{"};
+  }
+  return {};
+}
+
 // One reply object for both endpoints; `chat` picks the shapes.
 class OpenAiReply final : public GenerationReply {
  public:
@@ -315,7 +324,7 @@ class OpenAiReply final : public GenerationReply {
         n_(size_t(p.n)),
         per_prompt_(size_t(std::max(p.n, p.best_of))),
         echo_prefix_(std::move(echo_prefix)) {
-    keep_tokens_ = (logprobs_ >= 0 || tool_format_ || per_prompt_ > n_) && !stream_;
+    keep_tokens_ = (logprobs_ >= 0 || per_prompt_ > n_) && !stream_;
     if (tool_format_) markers_ = tool_call_markers(*tool_format_);
   }
 
@@ -340,7 +349,7 @@ class OpenAiReply final : public GenerationReply {
       role_sent_[index] = true;
       out += sse_event(chunk(index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
     }
-    std::string text = tool_format_ ? marked_text(ev.tokens) : ev.text_delta;
+    std::string text = ev.text_delta;
     std::string reasoning;
     if (reasoning_) split_reasoning(splitters_[index], ev.finished(), text, reasoning);
     if (tool_format_) text = tool_stream_delta(index, text);
@@ -400,14 +409,6 @@ class OpenAiReply final : public GenerationReply {
     }
   }
 
-  // The output's text as tool calls are parsed from: the tokens' text, special tokens only where
-  // they are a call marker.
-  std::string marked_text(const std::vector<GeneratedToken>& tokens) const {
-    std::string s;
-    for (const GeneratedToken& t : tokens) s += token_text(t);
-    return s;
-  }
-
   // Reasoning: `text` (the output's next piece; its last when `last`) becomes the part of it that
   // is content, and the reasoning found in it goes to `reasoning`.
   static void split_reasoning(ReasoningSplitter& splitter, bool last, std::string& text, std::string& reasoning) {
@@ -421,9 +422,10 @@ class OpenAiReply final : public GenerationReply {
     reasoning = std::move(piece.reasoning);
   }
 
-  // Tool calls: `text` is the output's next piece (marked_text); returns the part of all of it so
-  // far that can be streamed as content now: everything before a call marker, holding back a tail
-  // that could still become one, and an incomplete UTF-8 character.
+  // Tool calls: `text` is the output's next piece (its call markers kept even where they are
+  // special tokens: GenerationRequest::keep_special_tokens); returns the part of all of it so far
+  // that can be streamed as content now: everything before a call marker, holding back a tail that
+  // could still become one.
   std::string tool_stream_delta(size_t index, std::string_view text) {
     std::string& all = tool_text_[index];
     all += text;
@@ -451,27 +453,9 @@ class OpenAiReply final : public GenerationReply {
       }
       if (all.find_first_not_of(" \n\t") == std::string::npos) stop = tool_sent_[index];  // nothing yet
     }
-    stop = tool_sent_[index] +
-           complete_utf8_prefix(std::string_view(all).substr(tool_sent_[index], stop - tool_sent_[index]));
     std::string delta = all.substr(tool_sent_[index], stop - tool_sent_[index]);
     tool_sent_[index] = stop;
     return delta;
-  }
-
-  std::string token_text(const GeneratedToken& t) const {
-    if (!t.special) return t.text;
-    for (const std::string& m : markers_)
-      if (t.text == m) return t.text;
-    return "";
-  }
-
-  static std::vector<std::string> tool_call_markers(grammar::ToolCallFormat f) {
-    switch (f) {
-      case grammar::ToolCallFormat::kHermes: return {"<tool_call>"};
-      case grammar::ToolCallFormat::kMistral: return {"[TOOL_CALLS]"};
-      case grammar::ToolCallFormat::kLlama3Json: return {"<|python_tag|>", "{"};
-    }
-    return {};
   }
 
   json tool_call_json(const grammar::ToolCall& call) {
@@ -521,7 +505,7 @@ class OpenAiReply final : public GenerationReply {
         }
       }
       json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", openai_finish(*c.final.finish)}};
-      std::string all = chat_ && tool_format_ ? marked_text(c.tokens) : c.text;
+      std::string all = c.text;
       std::string reasoning;
       ReasoningSplitter splitter(ReasoningMarkers{}, reasoning_open_);
       if (reasoning_) split_reasoning(splitter, /*last=*/true, all, reasoning);
@@ -652,6 +636,10 @@ std::optional<ApiError> read_token_prompt(const json& arr, int64_t vocab, std::v
 Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vector<std::vector<int32_t>> prompts,
                    std::vector<std::string> echo_prefix, std::optional<int64_t> default_max) {
   const ModelInfo& info = ctx.backend.model_info();
+  std::optional<grammar::ToolCallFormat> format;
+  for (auto f :
+       {grammar::ToolCallFormat::kHermes, grammar::ToolCallFormat::kLlama3Json, grammar::ToolCallFormat::kMistral})
+    if (info.tool_call_format == grammar::tool_call_format_name(f)) format = f;
   std::vector<GenerationRequest> requests;
   const std::string id = ctx.make_id(chat ? "chatcmpl" : "cmpl");
   for (auto& ids : prompts) {
@@ -673,16 +661,12 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
       r.prediction = p.prediction;
       r.constraint = p.constraint;
       r.jump_forward = p.jump_forward;
-      // Tool calls are parsed from the tokens' own text, special tokens included ([TOOL_CALLS]).
-      if (p.tools_active) r.skip_special_tokens = false;
+      // Tool calls are parsed from the text, their markers kept where they are special tokens.
+      if (p.tools_active && format) r.keep_special_tokens = tool_call_markers(*format);
       if (p.sampling.seed) r.sampling.seed = *p.sampling.seed + uint64_t(i);
       requests.push_back(std::move(r));
     }
   }
-  std::optional<grammar::ToolCallFormat> format;
-  for (auto f :
-       {grammar::ToolCallFormat::kHermes, grammar::ToolCallFormat::kLlama3Json, grammar::ToolCallFormat::kMistral})
-    if (info.tool_call_format == grammar::tool_call_format_name(f)) format = f;
   auto reply = std::make_unique<OpenAiReply>(ctx, chat, id, p.model, p, std::move(echo_prefix), format);
   reply->prepare(requests.size());
   if (auto err = reply->submit_all(std::move(requests), size_t(std::max(p.n, p.best_of))))

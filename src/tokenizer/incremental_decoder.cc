@@ -1,6 +1,8 @@
 // Incremental detokenizer (see incremental_decoder.h).
 #include "tokenizer/incremental_decoder.h"
 
+#include <algorithm>
+
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -18,15 +20,30 @@ constexpr size_t kContextWindow = 6;
 }  // namespace
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens,
-                                       std::span<const int32_t> context_ids)
-    : tokenizer_(tokenizer), skip_special_(skip_special_tokens), ids_(context_ids.begin(), context_ids.end()) {
+                                       std::span<const int32_t> context_ids, std::vector<int32_t> keep_special)
+    : tokenizer_(tokenizer),
+      skip_special_(skip_special_tokens),
+      keep_special_(std::move(keep_special)),
+      ids_(context_ids.begin(), context_ids.end()) {
   read_ = ids_.size();
   prefix_ = read_ > kContextWindow ? read_ - kContextWindow : 0;
   prefix_text_ = decode_range(prefix_, read_);
 }
 
+bool IncrementalDecoder::hidden(int32_t id) const {
+  return skip_special_ && tokenizer_.is_special(id) &&
+         std::find(keep_special_.begin(), keep_special_.end(), id) == keep_special_.end();
+}
+
 std::string IncrementalDecoder::decode_range(size_t begin, size_t end) const {
-  return tokenizer_.decode(std::span<const int32_t>(ids_.data() + begin, end - begin), skip_special_);
+  const std::span<const int32_t> ids(ids_.data() + begin, end - begin);
+  if (keep_special_.empty() || !skip_special_) return tokenizer_.decode(ids, skip_special_);
+  // Some special tokens are shown: leave the others out, then decode what is left whole.
+  std::vector<int32_t> shown;
+  shown.reserve(ids.size());
+  for (int32_t id : ids)
+    if (!hidden(id)) shown.push_back(id);
+  return tokenizer_.decode(shown, /*skip_special_tokens=*/false);
 }
 
 std::string IncrementalDecoder::push(int32_t id) {
@@ -34,7 +51,7 @@ std::string IncrementalDecoder::push(int32_t id) {
   // A run of byte-fallback tokens is decoded as a whole (a bad byte later in the run changes
   // the text of the earlier ones), so nothing is shown until the run ends. Skipped special
   // tokens are invisible to the decoder and do not end a run.
-  if (!(skip_special_ && tokenizer_.is_special(id))) in_byte_run_ = tokenizer_.is_byte_token(id);
+  if (!hidden(id)) in_byte_run_ = tokenizer_.is_byte_token(id);
   if (in_byte_run_) return {};
   std::string text = decode_range(prefix_, ids_.size());
   if (text.size() <= prefix_text_.size() || ends_with_replacement(text) ||

@@ -24,8 +24,10 @@ class IncrementalDecoder {
  public:
   // `context_ids` (e.g. the end of the prompt) are treated as already shown: the first
   // generated token then keeps the leading space it has after them ("▁Hello" -> " Hello").
-  // Without context the output equals decode(generated ids).
-  IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens, std::span<const int32_t> context_ids = {});
+  // Without context the output equals decode(generated ids). `keep_special` are special tokens
+  // shown even with skip_special_tokens (e.g. a tool-call marker such as [TOOL_CALLS]).
+  IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens, std::span<const int32_t> context_ids = {},
+                     std::vector<int32_t> keep_special = {});
 
   // Feeds one id and returns the text that can be shown now (often empty while a character
   // is unfinished).
@@ -39,9 +41,11 @@ class IncrementalDecoder {
 
  private:
   std::string decode_range(size_t begin, size_t end) const;
+  bool hidden(int32_t id) const;  // a special token left out of the text
 
   const Tokenizer& tokenizer_;
   bool skip_special_;
+  std::vector<int32_t> keep_special_;
   std::vector<int32_t> ids_;
   size_t prefix_ = 0;         // start of the decode window
   size_t read_ = 0;           // ids before this were already shown

@@ -524,8 +524,9 @@ TEST_F(ApiTest, ModelsInfoHealthTokenizeDetokenizeMetrics) {
   EXPECT_NE(text.find("flashgen_generation_tokens_total 3"), std::string::npos);
 }
 
-// Reasoning models (server/reasoning.h): the fake backend writes a scripted output.
-class ApiReasoningTest : public ::testing::Test {
+// Replies to a scripted output (the fake backend writes it): reasoning models (server/reasoning.h)
+// and tool calls.
+class ScriptedApiTest : public ::testing::Test {
  protected:
   static FakeBackend::Options options(std::string script, bool reasoning = true, std::string tool_format = "") {
     FakeBackend::Options o;
@@ -598,7 +599,7 @@ StreamedMessage join_deltas(const std::vector<json>& chunks) {
   return m;
 }
 
-TEST_F(ApiReasoningTest, ThinkBlockComesBackAsReasoningContent) {
+TEST_F(ScriptedApiTest, ThinkBlockComesBackAsReasoningContent) {
   start(options("<think>\nWhy 5? 2 + 3.\n</think>\n\nIt is 5."));
   const json r = chat();
   const json& msg = r["choices"][0]["message"];
@@ -627,7 +628,7 @@ TEST_F(ApiReasoningTest, ThinkBlockComesBackAsReasoningContent) {
   EXPECT_EQ(json::parse(bad.head.body)["error"]["param"], "include_reasoning");
 }
 
-TEST_F(ApiReasoningTest, WithoutTheParserTheBlockStaysInContent) {
+TEST_F(ScriptedApiTest, WithoutTheParserTheBlockStaysInContent) {
   const std::string script = "<think>x</think>y";
   start(options(script, /*reasoning=*/false));
   const json r = chat();
@@ -641,7 +642,7 @@ TEST_F(ApiReasoningTest, WithoutTheParserTheBlockStaysInContent) {
   EXPECT_EQ(json::parse(run_reply_source(c))["choices"][0]["text"], script);
 }
 
-TEST_F(ApiReasoningTest, BlockOpenedByThePrompt) {
+TEST_F(ScriptedApiTest, BlockOpenedByThePrompt) {
   start(options("Short.\n</think>\n\nDone."));
   const std::string open = R"(,"chat_template_kwargs":{"open_think":true})";
   const json r = chat(open);
@@ -658,7 +659,7 @@ TEST_F(ApiReasoningTest, BlockOpenedByThePrompt) {
   EXPECT_FALSE(constrained["choices"][0]["message"].contains("reasoning_content"));
 }
 
-TEST_F(ApiReasoningTest, CutOffWhileThinking) {
+TEST_F(ScriptedApiTest, CutOffWhileThinking) {
   start(options("<think>\nStill going and going"));
   const json r = chat(R"(,"max_tokens":19)");
   EXPECT_EQ(r["choices"][0]["message"]["reasoning_content"], "Still going");
@@ -669,7 +670,7 @@ TEST_F(ApiReasoningTest, CutOffWhileThinking) {
   EXPECT_EQ(s.content, "");
 }
 
-TEST_F(ApiReasoningTest, ToolCallsAreParsedAfterTheBlockOnly) {
+TEST_F(ScriptedApiTest, ToolCallsAreParsedAfterTheBlockOnly) {
   const std::string tools =
       R"(,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
   start(
@@ -703,6 +704,18 @@ TEST_F(ApiReasoningTest, ToolCallsAreParsedAfterTheBlockOnly) {
   EXPECT_TRUE(ts.tool_calls.empty());
   EXPECT_EQ(ts.content, "Sunny, I guess.");
   EXPECT_NE(ts.reasoning.find("<tool_call>"), std::string::npos);
+}
+
+TEST_F(ScriptedApiTest, StopStringsCutToolCallContentToo) {
+  const std::string tools =
+      R"(,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+  start(options("Hello world. More text.", false, "hermes"));
+  const json r = chat(tools + R"(,"stop":["world"])");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello ") << r.dump();
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  const StreamedMessage s = join_deltas(chat_stream(tools + R"(,"stop":["world"])"));
+  EXPECT_EQ(s.content, "Hello ");
+  EXPECT_EQ(s.finish, "stop");
 }
 
 TEST(Utf8Test, ValidatesAndFindsBoundaries) {

@@ -124,5 +124,25 @@ TEST(IncrementalDecoder, ByteLevelSplitCharacterIsHeldBack) {
   EXPECT_EQ(dec.flush(), "\uFFFD");
 }
 
+TEST(IncrementalDecoder, KeptSpecialTokensShowWhileOthersAreSkipped) {
+  const Tokenizer* tok = test::reference_tokenizer("llama-3.2-instruct");
+  ASSERT_NE(tok, nullptr);
+  const int32_t tag = tok->id_of("<|python_tag|>");
+  const int32_t eot = tok->id_of("<|eot_id|>");
+  ASSERT_TRUE(tag >= 0 && tok->is_special(tag) && eot >= 0 && tok->is_special(eot));
+  std::vector<int32_t> ids = tok->encode("Calling é:", false);
+  ids.push_back(tag);
+  for (int32_t id : tok->encode(R"({"name": "f"})", false)) ids.push_back(id);
+  ids.push_back(eot);
+  IncrementalDecoder dec(*tok, /*skip_special_tokens=*/true, {}, {tag});
+  std::string text;
+  for (int32_t id : ids) text += dec.push(id);
+  text += dec.flush();
+  EXPECT_EQ(text, R"(Calling é:<|python_tag|>{"name": "f"})");
+  // Without the keep list the marker is skipped like the end token; with skipping off both show.
+  EXPECT_EQ(stream(*tok, ids, true), R"(Calling é:{"name": "f"})");
+  EXPECT_EQ(stream(*tok, ids, false), R"(Calling é:<|python_tag|>{"name": "f"}<|eot_id|>)");
+}
+
 }  // namespace
 }  // namespace fg
