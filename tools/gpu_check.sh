@@ -58,11 +58,14 @@ run_all() {
   export NCCL_NVLS_ENABLE=0
   nvidia-smi -L 2>&1 | head -4
   # Model fixtures are found through the source path compiled into the binaries: every such path
-  # (binaries built in another checkout or worktree carry theirs) points at this checkout.
+  # (binaries built in another checkout or worktree carry theirs; `gpu_suite.sh pack` also writes
+  # it to .device/source_dir, since a path joined at run time appears in no binary whole) points
+  # at this checkout.
   local src_dir
   while read -r src_dir; do
     if [ -n "$src_dir" ] && [ ! -e "$src_dir" ]; then mkdir -p "$(dirname "$src_dir")" && ln -s "$ROOT" "$src_dir"; fi
-  done < <(cat "$bin"/* 2>/dev/null | grep -a -o -E '/[[:alnum:]_./-]*/tests/fixtures' | sed 's|/tests/fixtures.*||' | sort -u)
+  done < <({ cat "$bin"/* 2>/dev/null | grep -a -o -E '/[[:alnum:]_./-]*/tests/fixtures' | sed 's|/tests/fixtures.*||'
+             cat "$bin/../source_dir" 2>/dev/null; } | sort -u)
 
   local cuda_libs=""
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && cuda_libs="$cuda_libs:$d"; done

@@ -30,6 +30,7 @@ pack() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
   cmake --build build-gpu --target $TEST_TARGETS $BENCH_TARGETS -j "${JOBS:-2}" || exit 1
   rm -rf .device && mkdir -p .device/bin .device/tools .device/lib .device/tok .devpack
+  echo "$ROOT" > .device/source_dir   # where the binaries look for tests/fixtures (gpu_check.sh links it)
   for t in $TEST_TARGETS $BENCH_TARGETS; do
     local f dir=tools
     f=$(find build-gpu -type f -name "$t" -perm -u+x | head -1)
@@ -78,7 +79,7 @@ run_all() {
   # Every packed tool shows what the loader lacks (tools link different libraries; a slim pack may
   # leave flashgen out). ldd's output is taken whole: grep -q under pipefail would fail the test.
   probes=$(find .device/tools -type f -perm -u+x)
-  lacking() { LD_LIBRARY_PATH=$ld ldd $probes 2>/dev/null | grep "$1"; }
+  lacking() { LD_LIBRARY_PATH=$ld ldd $probes 2>/dev/null | grep "$@"; }
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && ld="$ld:$d"; done
   if [ -n "$(lacking 'not found')" ]; then ld="$ld:$ROOT/.device/lib"; fi
   if [ -n "$(lacking 'libcublasLt.so.* not found')" ]; then
