@@ -14,7 +14,7 @@
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
 #           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL;
-#                   also FG_GEMM_MID, FG_ATTN_DECODE)
+#                   also FG_GEMV, FG_ATTN_DECODE)
 #           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
 #                   tensor parallelism on a machine of 2+ GPUs (each size runs only when that many
 #                   GPUs are present; never part of a plain run); TP_SIZES="2" picks the sizes
@@ -120,8 +120,7 @@ run_all() {
   # batch-1 decode with FP8 weights and an fp8 KV cache,
   # with FG_PDL the small-batch attention rows, with FG_GEMV the projections alone (docs/perf.md).
   # AB_VAR: an environment switch of the backend, FG_PDL (programmatic dependent launch,
-  # launch.cuh) by default, FG_GEMV (the decode-sized GEMM of gemv.h), FG_GEMM_MID (gemm_mid.h's
-  # Hopper GEMM of up to 256 rows) or FG_ATTN_DECODE (attention's decode kernel: fp8 pages at
+  # launch.cuh) by default, FG_GEMV (the decode-sized GEMM of gemv.h) or FG_ATTN_DECODE (attention's decode kernel: fp8 pages at
   # head_dim 128 and any at 64, so its bf16 engine and spec steps are left out). Only when named in
   # STEPS (a measuring tool, ~4 minutes; never part of a plain run).
   if [[ " ${STEPS:-} " == *" ab "* ]]; then
@@ -162,9 +161,8 @@ run_all() {
           --max-running 512 --skip-decode --json "$OUT/raw/FG_ATTN_DECODE${ab}_tput_fp8.json"
       done
     fi
-    if [ "$ab_var" = FG_GEMV ] || [ "$ab_var" = FG_GEMM_MID ]; then  # the projections alone: ours vs cuBLASLt
+    if [ "$ab_var" = FG_GEMV ]; then  # the projections alone: ours vs cuBLASLt
       local rows=1,8,16
-      [ "$ab_var" = FG_GEMM_MID ] && rows=1,8,16,32,64,96,128,160,192,256
       for ab in 0 1; do
         step "ab:gemm$ab" 240 env "$ab_var=$ab" $T/gemm_fp8_bench --backend cuda --tokens $rows --ceiling 0 \
           --json "$OUT/raw/${ab_var}${ab}_gemm.json"

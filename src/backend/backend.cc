@@ -70,15 +70,6 @@ void Backend::act_mul_fp8(const Tensor& gate_up, bool gelu_tanh, Tensor& out, Te
   quantize_rows_fp8(out, codes, scales);
 }
 
-void Backend::gemm_act_mul(const Tensor& x, const Tensor& w, const Tensor* bias, bool gelu_tanh, Tensor& gate_up,
-                           Tensor& out) {
-  gemm(x, w, bias, gate_up);
-  if (gelu_tanh)
-    gelu_tanh_mul(gate_up, out);
-  else
-    silu_mul(gate_up, out);
-}
-
 std::unique_ptr<AttentionPlan> make_attention_plan(Backend& backend, const AttentionPlanShape& shape) {
   return backend.make_attention_plan(shape, backend.alloc(backend.attention_workspace_bytes(shape)));
 }

@@ -296,14 +296,6 @@ class Backend {
   // unwritten; the default runs the two ops.
   virtual void act_mul_fp8(const Tensor& gate_up, bool gelu_tanh, Tensor& out, Tensor& codes, Tensor& scales);
 
-  // A gated MLP's activation straight from its input: gemm(x, w, bias, gate_up) with w [2 * inter,
-  // k] = [gate | up], then silu_mul(gate_up, out) (gelu_tanh_mul with gelu_tanh). The same as those
-  // two ops up to the GEMM's order of summation, in one kernel where the backend has it (CUDA with
-  // FG_GEMM_MID=1, bf16, up to 256 rows), which then leaves gate_up unwritten; the default runs the
-  // two ops.
-  virtual void gemm_act_mul(const Tensor& x, const Tensor& w, const Tensor* bias, bool gelu_tanh, Tensor& gate_up,
-                            Tensor& out);
-
   // x: [n, 2 * inter] act = [gate | up]; out: [n, inter] act = silu(gate) * up.
   virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
   // The same with gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) (torch's

@@ -495,16 +495,8 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
     } else {
       Tensor gate_up = view_at(wide_, 0, act, {T, 2 * c.intermediate_size});
       Tensor mlp_act = view_at(narrow_, 0, act, {T, c.intermediate_size});
-      if (w.gate_up.dtype != DType::kF8E4M3 && w.down.dtype != DType::kF8E4M3) {
-        // The activation straight from the gate/up product (one kernel where the backend has it).
-        backend_.add_rms_norm(residual, delta, w.post_norm, eps, normed);
-        backend_.gemm_act_mul(normed, w.gate_up, w.gate_up_bias.defined() ? &w.gate_up_bias : nullptr,
-                              c.options.activation == Activation::kGeluTanh, gate_up, mlp_act);
-        linear(mlp_act, w.down, w.down_scale, w.down_bias, delta);
-      } else {
-        add_norm_linear(residual, delta, w.post_norm, eps, normed, w.gate_up, w.gate_up_scale, w.gate_up_bias, gate_up);
-        act_linear(gate_up, mlp_act, w.down, w.down_scale, w.down_bias, delta);
-      }
+      add_norm_linear(residual, delta, w.post_norm, eps, normed, w.gate_up, w.gate_up_scale, w.gate_up_bias, gate_up);
+      act_linear(gate_up, mlp_act, w.down, w.down_scale, w.down_bias, delta);
       if (comm_) comm_->all_reduce_sum(delta);  // row-parallel down_proj
     }
     if (c.options.sandwich_norms) backend_.rms_norm(delta, w.mlp_out_norm, eps, delta);

@@ -110,9 +110,7 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
     const char* env = std::getenv("FG_GEMV");
     gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");
   }
-  // Opt-in until they have run on a GPU: written in sessions without one (docs/perf.md).
-  if (const char* env = std::getenv("FG_GEMM_MID"); env != nullptr && std::string(env) == "1")
-    gemm_mid_ = GemmMid::create();
+  // Opt-in until measured to pay (docs/perf.md).
   if (const char* env = std::getenv("FG_ATTN_DECODE"); env != nullptr && std::string(env) == "1")
     attn_decode_kernel_ = true;
   ensure_sample_capacity(256);
@@ -521,16 +519,10 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   // Decode-sized products stream the weights through our kernel, which starts reading them before
   // the previous kernel ends (cuBLASLt's pay a ramp per call: docs/perf.md); batch-invariant mode
   // keeps one algorithm for every m.
-  // Beyond them, up to a few hundred rows, the Hopper kernel of gemm_mid.h keeps every SM reading
-  // weights where cuBLASLt's tiles leave some idle.
   if (!options_.batch_invariant) {
     const GemvParams gp = gemv_params(x, w, bias_ptr, out);
     if (gemv_ && gemv_fits(gp)) {
       launch_gemv(gp, x.dtype, out.dtype, stream_);
-      return;
-    }
-    if (gemm_mid_ != nullptr && gemm_mid_->fits(gp, x.dtype, out.dtype)) {
-      gemm_mid_->run(gp, out.dtype, stream_);
       return;
     }
   }
@@ -542,29 +534,6 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   } else if (outcome == GemmOutcome::kDoneWithoutBias) {
     launch_add_bias(AddBiasParams{out.data, prob.ldo, bias_ptr, prob.m, prob.n}, out.dtype, x.dtype, stream_);
   }
-}
-
-void CudaBackend::gemm_act_mul(const Tensor& x, const Tensor& w, const Tensor* bias, bool gelu_tanh, Tensor& gate_up,
-                               Tensor& out) {
-  // One kernel where gemm() would run gemm_mid's (beyond gemv's reach, up to 256 rows); else the
-  // two ops. The bias, if any, is checked by gemm()'s rules.
-  if (gemm_mid_ != nullptr && !options_.batch_invariant && x.ndim == 2 && w.ndim == 2 && out.ndim == 2 &&
-      x.dtype == DType::kBF16 && w.dtype == DType::kBF16 && out.dtype == DType::kBF16 && x.shape[1] == w.shape[1] &&
-      w.shape[0] == 2 * out.shape[1] && out.shape[0] == x.shape[0] && x.shape[1] > 0 &&
-      (x.shape[1] <= 1 || (x.stride[1] == 1 && w.stride[1] == 1)) && (out.shape[1] <= 1 || out.stride[1] == 1) &&
-      (bias == nullptr || (bias->ndim == 1 && bias->shape[0] == w.shape[0] && bias->dtype == x.dtype &&
-                           (bias->shape[0] <= 1 || bias->stride[0] == 1)))) {
-    check_on_device(x, "gemm_act_mul x");
-    check_on_device(w, "gemm_act_mul w");
-    check_on_device(out, "gemm_act_mul out");
-    if (bias != nullptr) check_on_device(*bias, "gemm_act_mul bias");
-    const GemvParams gp = gemv_params(x, w, bias != nullptr ? bias->data : nullptr, out);
-    if (!(gemv_ && gemv_fits(gp)) && gemm_mid_->fits_gated(gp, x.dtype)) {
-      gemm_mid_->run_gated(gp, gelu_tanh, stream_);
-      return;
-    }
-  }
-  Backend::gemm_act_mul(x, w, bias, gelu_tanh, gate_up, out);
 }
 
 // ---- mixture of experts

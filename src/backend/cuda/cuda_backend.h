@@ -12,7 +12,6 @@
 #include "backend/backend.h"
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/gemm_lt.h"
-#include "backend/cuda/gemm_mid.h"
 
 namespace fg::cuda {
 
@@ -64,8 +63,6 @@ class CudaBackend final : public Backend {
   void add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
                         Tensor& codes, Tensor& scales) override;
   void act_mul_fp8(const Tensor& gate_up, bool gelu_tanh, Tensor& out, Tensor& codes, Tensor& scales) override;
-  void gemm_act_mul(const Tensor& x, const Tensor& w, const Tensor* bias, bool gelu_tanh, Tensor& gate_up,
-                    Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& x, Tensor& out) override;
   void scale(Tensor& x, float s) override;
@@ -121,10 +118,6 @@ class CudaBackend final : public Backend {
   // cuBLASLt and the grouped GEMM's 16 x 64 mma tiles.
   bool gemv_ = false;
   bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
-  // bf16 products of up to kGemmMidMaxRows rows that gemv does not take, on Hopper (gemm_mid.h),
-  // with FG_GEMM_MID=1 (opt-in until measured; FG_GEMM_MID=0 is cuBLASLt for the A/B); null
-  // elsewhere.
-  std::unique_ptr<GemmMid> gemm_mid_;
   // Attention plans of 16-row tiles only run the decode kernel (AttentionKernel::use_decode_kernel)
   // with FG_ATTN_DECODE=1 (opt-in until measured).
   bool attn_decode_kernel_ = false;

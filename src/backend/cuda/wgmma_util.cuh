@@ -1,5 +1,5 @@
 // Hopper (sm_90a) building blocks shared by the kernels on warpgroup MMA (the prefill attention
-// kernel, attention_wgmma_kernel.cuh, moe.cu's grouped GEMM and gemm_mid.cu): shared-memory matrix
+// kernel, attention_wgmma_kernel.cuh, and moe.cu's grouped GEMM): shared-memory matrix
 // descriptors, mbarriers, the wgmma fence/commit/wait, the GEMMs' ring of stages and its consumer
 // loop, and the generated MMA wrappers. Only compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
