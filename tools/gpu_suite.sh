@@ -14,7 +14,7 @@
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
 #           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL;
-#                   also FG_GEMV, FG_ATTN_DECODE)
+#                   also FG_GEMV)
 #           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
 #                   tensor parallelism on a machine of 2+ GPUs (each size runs only when that many
 #                   GPUs are present; never part of a plain run); TP_SIZES="2" picks the sizes
@@ -93,46 +93,49 @@ run_all() {
   export LD_LIBRARY_PATH=$ld
   lacking -E "not found|cublas|icu|openblas|nccl" | sort -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  # KV pools sized for an H200 (141 GB); on a card of 80 GB (H100) the largest ones shrink so that
+  # Llama-3.1-8B's bf16 weights still fit beside them.
+  KV80=80GiB KV60=60GiB
+  local mem
+  mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  if [ "${mem:-0}" -lt 100000 ]; then KV80=52GiB KV60=48GiB; fi
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
 
   OUT=$OUT/raw step parity 420 tools/gpu_check.sh run .device/bin
-  step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB --json "$OUT/engine.json"
+  step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --json "$OUT/engine.json"
   # Batch-invariant mode's cost (docs/perf.md): the same throughput run without and with
   # --batch-invariant (its GEMM algorithms chosen at 256 and at 64 rows), back to back.
   step batch_invariant 480 env REF_MS="256 64" tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" \
-    --config $CFG --backend cuda --kv-cache-memory 80GiB --skip-decode --num-requests 512 --prompt-len 512 \
+    --config $CFG --backend cuda --kv-cache-memory $KV80 --skip-decode --num-requests 512 --prompt-len 512 \
     --output-len 256
-  step engine_fp8 200 $T/engine_bench --config $CFG --backend cuda --quantization fp8 --kv-cache-memory 80GiB \
+  step engine_fp8 200 $T/engine_bench --config $CFG --backend cuda --quantization fp8 --kv-cache-memory $KV80 \
     --prompt-len 1024 --output-len 1024 --json "$OUT/raw/engine_fp8.json"
   step hf_peer 100 python3 bench/engine/hf_peer.py --config $CFG --num-requests 256 --prompt-len 512 \
     --output-len 256 --batch-sizes 64,256 --json "$OUT/hf_peer.json"
-  step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
+  step prefix_cache 120 $T/prefix_cache_bench --config $CFG --backend cuda --kv-cache-memory $KV60 \
     --sweep-requests 64 --json "$OUT/prefix.json"
   step spec_bench 200 $T/spec_bench --config $CFG --draft-config bench/configs/llama-3.2-1b --backend cuda \
-    --kv-cache-memory 60GiB --json "$OUT/spec.json"
+    --kv-cache-memory $KV60 --json "$OUT/spec.json"
   # The batch-32 verification step against a decode step (spec_bench (a) alone; docs/perf.md,
   # "Speculative decoding").
-  step spec_step 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory 60GiB \
+  step spec_step 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory $KV60 \
     --skip b,c,d --step-batches 32 --json "$OUT/raw/spec_step.json"
   # A switch of the CUDA backend off and on (AB_VAR=0 / 1), alternated AB_ROUNDS times (default 2)
   # in one call: batch-1 decode and offline throughput, the spec_bench steps of batch 1 and 32,
   # batch-1 decode with FP8 weights and an fp8 KV cache,
   # with FG_PDL the small-batch attention rows, with FG_GEMV the projections alone (docs/perf.md).
   # AB_VAR: an environment switch of the backend, FG_PDL (programmatic dependent launch,
-  # launch.cuh) by default, FG_GEMV (the decode-sized GEMM of gemv.h) or FG_ATTN_DECODE (attention's decode kernel: fp8 pages at
-  # head_dim 128 and any at 64, so its bf16 engine and spec steps are left out). Only when named in
-  # STEPS (a measuring tool, ~4 minutes; never part of a plain run).
+  # launch.cuh) by default, or FG_GEMV (the decode-sized GEMM of gemv.h). Only when named in STEPS
+  # (a measuring tool, ~4 minutes; never part of a plain run).
   if [[ " ${STEPS:-} " == *" ab "* ]]; then
     local ab_var=${AB_VAR:-FG_PDL} ab round
     for round in $(seq "${AB_ROUNDS:-2}"); do
       for ab in 0 1; do
-        if [ "$ab_var" != FG_ATTN_DECODE ]; then
-          step "ab:engine$ab.$round" 200 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
-            --kv-cache-memory 80GiB --json "$OUT/raw/${ab_var}${ab}_engine_$round.json"
-          step "ab:spec$ab.$round" 100 env "$ab_var=$ab" $T/spec_bench --config $CFG --backend cuda \
-            --kv-cache-memory 60GiB --skip b,c,d --step-batches 1 32 --json "$OUT/raw/${ab_var}${ab}_spec_$round.json"
-        fi
+        step "ab:engine$ab.$round" 200 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
+          --kv-cache-memory $KV80 --json "$OUT/raw/${ab_var}${ab}_engine_$round.json"
+        step "ab:spec$ab.$round" 100 env "$ab_var=$ab" $T/spec_bench --config $CFG --backend cuda \
+          --kv-cache-memory $KV60 --skip b,c,d --step-batches 1 32 --json "$OUT/raw/${ab_var}${ab}_spec_$round.json"
         step "ab:fp8_decode$ab.$round" 100 env "$ab_var=$ab" $T/engine_bench --config $CFG --backend cuda \
           --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 40GiB --skip-throughput \
           --json "$OUT/raw/${ab_var}${ab}_fp8_decode_$round.json"
@@ -142,23 +145,6 @@ run_all() {
       for ab in 0 1; do
         step "ab:attn$ab" 120 env FG_PDL=$ab $T/attention_bench --only "decode B1 kv,decode B8 kv8192 page16" \
           --json "$OUT/raw/FG_PDL${ab}_attention.json"
-      done
-    fi
-    if [ "$ab_var" = FG_ATTN_DECODE ]; then
-      # The kernel alone (graphs recorded as the engine records them: within the row's bounds): the
-      # fp8 decode rows at head_dim 128, the bf16 ones at 64; then offline 1k/1k with FP8 weights
-      # and the fp8 cache at 512 running (issue #17's figure).
-      for ab in 0 1; do
-        local dk=""
-        [ "$ab" = 1 ] && dk=--decode-kernel
-        step "ab:attn_fp8$ab" 150 $T/attention_bench --engine-graphs $dk --only decode-fp8 \
-          --json "$OUT/raw/FG_ATTN_DECODE${ab}_attention_fp8.json"
-        step "ab:attn_d64$ab" 150 $T/attention_bench --engine-graphs $dk --heads 32,8,64 \
-          --only "decode B1 kv8192 page16,decode B1 kv32768 page16,decode B8 kv8192 page16,decode B64 kv8192 page16,decode B256 kv32768 page16" \
-          --json "$OUT/raw/FG_ATTN_DECODE${ab}_attention_d64.json"
-        step "ab:tput_fp8$ab" 240 env FG_ATTN_DECODE=$ab $T/engine_bench --config $CFG --backend cuda \
-          --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 \
-          --max-running 512 --skip-decode --json "$OUT/raw/FG_ATTN_DECODE${ab}_tput_fp8.json"
       done
     fi
     if [ "$ab_var" = FG_GEMV ]; then  # the projections alone: ours vs cuBLASLt
@@ -176,7 +162,7 @@ run_all() {
   for q in 1 5; do
     step "spec_ncu:q$q" 240 sh -c "ncu --clock-control none --csv --metrics gpu__time_duration.sum \
       --graph-profiling node --launch-skip 3000 --launch-count 1000 $T/spec_bench --config $CFG --backend cuda \
-      --kv-cache-memory 60GiB --skip b,c,d --step-batches 32 --step-only-q $q > $OUT/raw/spec_ncu_q$q.csv \
+      --kv-cache-memory $KV60 --skip b,c,d --step-batches 32 --step-only-q $q > $OUT/raw/spec_ncu_q$q.csv \
       && python3 tools/ncu_summary.py $OUT/raw/spec_ncu_q$q.csv"
   done
   # Where a batch-1 decode step's time goes: Nsight Compute kernel times of graph-replayed decode
@@ -192,10 +178,10 @@ run_all() {
   # and a prefill chunk), summed per kernel.
   step tput_fp8_ncu 300 sh -c "ncu --clock-control none --csv --metrics gpu__time_duration.sum \
     --graph-profiling node --launch-skip 150000 --launch-count 1500 $T/engine_bench --config $CFG \
-    --backend cuda --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 \
+    --backend cuda --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory $KV80 --prompt-len 1024 \
     --output-len 1024 --max-running 512 --num-requests 600 --skip-decode > $OUT/raw/tput_fp8_ncu.csv \
     && python3 tools/ncu_summary.py $OUT/raw/tput_fp8_ncu.csv"
-  step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory 60GiB \
+  step structured 150 $T/engine_bench --config $CFG --tokenizer .device/tok --backend cuda --kv-cache-memory $KV60 \
     --skip-decode --skip-throughput --num-requests 512 --prompt-len 512 --output-len 256 --structured-fraction 0.5 \
     --schema bench/engine/schemas/records.json --json "$OUT/structured.json"
   step attention_spec 60 $T/attention_bench --only spec --json "$OUT/raw/attention_spec.json"
@@ -210,19 +196,19 @@ run_all() {
   done
   # FP8 weights with an fp8 KV cache (issue #17's pairing): batch-1 decode and offline 1k/1k.
   step engine_fp8_fp8kv 240 $T/engine_bench --config $CFG --backend cuda --quantization fp8 --kv-cache-dtype fp8 \
-    --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 --json "$OUT/raw/engine_fp8_fp8kv.json"
+    --kv-cache-memory $KV80 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/engine_fp8_fp8kv.json"
   # The same at 512 running (the 1k/1k figures of docs/perf.md), decode graphs up to 256 and up to
   # 512 sequences back to back: whether eager launching of 512-sequence steps costs the GPU time.
   for gb in 256 512; do
     step "engine_fp8_512:graphs$gb" 240 $T/engine_bench --config $CFG --backend cuda --quantization fp8 \
-      --kv-cache-dtype fp8 --kv-cache-memory 80GiB --prompt-len 1024 --output-len 1024 --max-running 512 \
+      --kv-cache-dtype fp8 --kv-cache-memory $KV80 --prompt-len 1024 --output-len 1024 --max-running 512 \
       --max-graph-batch $gb --skip-decode --json "$OUT/raw/engine_fp8_512_g$gb.json"
   done
   # bf16 weights and cache, 1k/1k at 512 and at 256 running (issue #16's 1k/1k figure; the 80 GiB
   # pool holds 320 whole sequences, so 512 running preempts).
   local running
   for running in 512 256; do
-    step "engine_bf16_$running" 300 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory 80GiB \
+    step "engine_bf16_$running" 300 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 \
       --prompt-len 1024 --output-len 1024 --max-running $running --skip-decode \
       --json "$OUT/raw/engine_bf16_$running.json"
   done
@@ -252,7 +238,7 @@ run_all() {
   step gemm_search 300 $T/gemm_algo_search --rows 1,32,160 --json "$OUT/raw/gemm_search.json"
   step mixtral 300 $T/engine_bench --config bench/configs/mixtral-8x7b --backend cuda --kv-cache-memory 30GiB \
     --num-requests 256 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/mixtral.json"
-  step qwen3_moe 240 $T/engine_bench --config bench/configs/qwen3-30b-a3b --backend cuda --kv-cache-memory 60GiB \
+  step qwen3_moe 240 $T/engine_bench --config bench/configs/qwen3-30b-a3b --backend cuda --kv-cache-memory $KV60 \
     --num-requests 512 --prompt-len 1024 --output-len 1024 --json "$OUT/raw/qwen3_moe.json"
   # The attention kernels alone at Gemma-2-9B's heads (16 / 8 of 256, soft-capped) and at the
   # -hd128 stand-in's (32 / 16 of 128: the same KV bytes and FLOPs), so the head sizes compare.
@@ -276,7 +262,7 @@ run_all() {
     for variant in adaptive fixed; do
       local extra=""
       [ "$variant" = fixed ] && extra="--no-adaptive-prefill"
-      $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory 60GiB \
+      $T/flashgen serve --model $CFG --tokenizer .device/tok --dummy-weights --backend cuda --kv-cache-memory $KV60 \
         --port 8199 --no-log-requests --step-trace "$OUT/raw/steps_$variant.csv" $extra >"$OUT/raw/serve_$variant.log" 2>&1 &
       local spid=$!
       python3 - <<'PY'

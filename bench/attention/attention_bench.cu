@@ -14,9 +14,6 @@
 //   (AttentionKernel::begin_capture with the row's bounds: launch widths of the widest plan such
 //   a batch can get), then plan the row's batch and replay; without it the graph holds the row's
 //   own plan's launches.
-//   --decode-kernel: plans of 16-row tiles run the decode kernel (AttentionKernel::
-//   use_decode_kernel; its launch is chosen only in graphs recorded within bounds, so with
-//   --engine-graphs).
 // Rows of groups ending in "-fp8" read an fp8 KV cache (e4m3 codes, scales 1): half the KV bytes
 // of the bf16 rows beside them, which is what decode time should follow at large batch.
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV
@@ -40,7 +37,6 @@ namespace {
 bool g_prefill_kernel = true;  // --general-only clears it
 bool g_wgmma = true;           // --no-wgmma clears it
 bool g_engine_graphs = false;  // --engine-graphs
-bool g_decode_kernel = false;  // --decode-kernel
 std::string g_only;            // --only SUBSTR: rows whose "group name" contains it
 bool want(const std::string& group, const std::string& name) {
   if (g_only.empty()) return true;
@@ -324,7 +320,6 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
   cuda::AttentionKernel& kernel = owned.kernel;
   kernel.use_prefill_kernel(g_prefill_kernel);
   kernel.use_wgmma(g_wgmma);
-  kernel.use_decode_kernel(g_decode_kernel);
   const AttentionParams params = bench_params();
   Tensor q = w.q_t(), out = w.out_t();
   auto call = [&](cudaStream_t st, int i) { kernel.run(q, w.cache(i), w.dev.batch, params, out, nullptr, st); };
@@ -423,8 +418,6 @@ int main(int argc, char** argv) {
       g_wgmma = false;
     else if (a == "--engine-graphs")
       g_engine_graphs = true;
-    else if (a == "--decode-kernel")
-      g_decode_kernel = true;
     else if (a == "--only" && i + 1 < argc)
       g_only = argv[++i];
     else if (a == "--random" && i + 1 < argc)
@@ -439,7 +432,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--check] [--check-only] [--random N] [--json FILE] [--quick] [--general-only] "
-                   "[--no-wgmma] [--engine-graphs] [--decode-kernel] [--only SUBSTR] "
+                   "[--no-wgmma] [--engine-graphs] [--only SUBSTR] "
                    "[--heads Q,KV,D (Q a multiple of KV, D 64/128/256)] "
                    "[--softcap CAP]\n",
                    argv[0]);

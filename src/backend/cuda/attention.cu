@@ -42,11 +42,6 @@ void set_smem_attr(bool wgmma) {
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       attn::PrefillSmem<D>::kBytes));
   }
-  if constexpr (attn::decode_ctas_per_sm<D, int(sizeof(KV))>() > 0) {
-    FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_decode_kernel<T, KV, D>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      attn::TileSmem<D, typename attn::TileShapes<D>::S16, int(sizeof(KV))>::kBytes));
-  }
 #if defined(FG_WGMMA)
   if (wgmma)
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, KV, D>,
@@ -60,23 +55,6 @@ void set_smem_attr(bool wgmma) {
 // allows up to head_dim 128 (112 KB each); at 256 (136 KB) one fits.
 int main_ctas_per_sm(int head_dim) {
   return attn::has_wide_tiles(head_dim) ? 2 : 1;
-}
-
-// The decode kernels this build has (docs/architecture.md, docs/perf.md): 4 CTAs per SM at head_dim
-// 64, 3 at 128 with fp8 pages, none at 128 with bf16 pages or at 256.
-static_assert(attn::decode_ctas_per_sm<64, 2>() == 4 && attn::decode_ctas_per_sm<64, 1>() == 4);
-static_assert(attn::decode_ctas_per_sm<128, 1>() == 3 && attn::decode_ctas_per_sm<128, 2>() == 0);
-static_assert(attn::decode_ctas_per_sm<256, 1>() == 0 && attn::decode_ctas_per_sm<256, 2>() == 0);
-
-// attn::decode_ctas_per_sm at run time: CTAs per SM of the decode kernel for head_dim and pages of
-// kv_bytes-byte elements, 0 where there is none.
-int decode_ctas(int head_dim, int kv_bytes) {
-  const bool fp8 = kv_bytes == 1;
-  switch (head_dim) {
-    case 64: return fp8 ? attn::decode_ctas_per_sm<64, 1>() : attn::decode_ctas_per_sm<64, 2>();
-    case 128: return fp8 ? attn::decode_ctas_per_sm<128, 1>() : attn::decode_ctas_per_sm<128, 2>();
-    default: return 0;
-  }
 }
 
 // Whether the kernels are built for head_dim and fit a GPU whose blocks may opt into smem_optin
@@ -160,8 +138,6 @@ struct AttentionPlanState {
   bool wgmma = false;            // the prefill kernel is attention_wgmma_kernel (else the mma.sync one)
   bool plan_wgmma = false;       // the current plan's prefill items are for the wgmma kernel
   bool batch_invariant = false;  // 16-row tiles only, no splits, no prefill kernel (use_batch_invariant)
-  bool decode_kernel = false;    // plans of 16-row tiles only run attention_decode_kernel (use_decode_kernel)
-  bool plan_rows16 = false;      // every tile of the current plan is a 16-row one
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
   int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
   int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
@@ -223,21 +199,6 @@ void AttentionKernel::use_prefill_kernel(bool on) {
 
 void AttentionKernel::use_batch_invariant(bool on) {
   state_->batch_invariant = on;
-}
-
-void AttentionKernel::use_decode_kernel(bool on) {
-  state_->decode_kernel = on;
-}
-
-// The decode kernel takes the general kernel's items when every tile they can hold is a 16-row
-// one: this plan's (eager), or any plan within the graph's bounds (recorded: at most 16 packed rows
-// per sequence); batch-invariant plans have no other kind.
-bool AttentionKernel::launches_decode_kernel(int head_dim, DType kv_dtype, bool capturing) const {
-  const auto& s = *state_;
-  const int group = s.num_kv_heads > 0 ? s.num_q_heads / s.num_kv_heads : 0;
-  const bool rows16 =
-      s.batch_invariant || (capturing ? s.graph_max_q_len > 0 && s.graph_max_q_len * group <= 16 : s.plan_rows16);
-  return s.decode_kernel && rows16 && decode_ctas(head_dim, int(dtype_size(kv_dtype))) > 0;
 }
 
 void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
@@ -343,7 +304,6 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       (attn::has_wide_tiles(head_dim) || wgmma) && 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
   std::vector<Tile> tiles;
   int64_t total_work = 0;
-  bool rows16 = true;
   int max_q_len = 0, max_kv_len = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
     const int q_start = batch.host_cu_seqlens_q[q];
@@ -360,7 +320,6 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
                      : rows <= 64 || !use_wide       ? attn::kRows64
                                                      : attn::kRows128;
     const int tr = attn::tile_rows(kind);
-    rows16 = rows16 && kind == attn::kRows16;
     for (int m0 = 0; m0 < rows; m0 += tr) {
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
       const int extent = kv_len - q_len + t_last + 1;
@@ -486,7 +445,6 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   s.num_prefill = n_items - n_general;
   s.num_merges = n_merges;
   s.plan_wgmma = wgmma;
-  s.plan_rows16 = rows16;
   s.plan_max_q_len = max_q_len;
   s.plan_max_kv_len = max_kv_len;
   s.plan_num_seqs = batch.num_seqs;
@@ -502,10 +460,8 @@ namespace {
 // without the general kernel's 128-row tiles have no mma.sync prefill kernel (run() passes
 // prefill_grid 0 unless the prefill kernel is the wgmma one). KV as in set_smem_attr (fp8 pages
 // never go to the mma.sync prefill kernel: run() sets its grid to 0).
-// decode: the general kernel's items are all 16-row tiles; the decode kernel runs them where one
-// exists for (D, KV).
 template <typename T, typename KV, int D>
-void launch(const attn::KernelParams& kp, bool wgmma, bool decode, int prefill_grid, int main_grid, int merge_grid,
+void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
             cudaStream_t stream) {
   if (prefill_grid > 0 && wgmma) {
 #if defined(FG_WGMMA)
@@ -519,16 +475,8 @@ void launch(const attn::KernelParams& kp, bool wgmma, bool decode, int prefill_g
     }
   }
   if (main_grid > 0) {
-    if constexpr (attn::decode_ctas_per_sm<D, int(sizeof(KV))>() > 0) {
-      if (decode) {
-        launch_kernel(attn::attention_decode_kernel<T, KV, D>, main_grid, attn::kThreads,
-                      attn::TileSmem<D, typename attn::TileShapes<D>::S16, int(sizeof(KV))>::kBytes, stream, kp);
-        main_grid = 0;
-      }
-    }
-    if (main_grid > 0)
-      launch_kernel(attn::attention_kernel<T, KV, D>, main_grid, attn::kThreads,
-                    attn::SmemLayout<D, int(sizeof(KV))>::kBytes, stream, kp);
+    launch_kernel(attn::attention_kernel<T, KV, D>, main_grid, attn::kThreads,
+                  attn::SmemLayout<D, int(sizeof(KV))>::kBytes, stream, kp);
   }
   if (merge_grid > 0) {
     launch_kernel(attn::attention_merge_kernel<T, D>, merge_grid, attn::kThreads, 0, stream, kp);
@@ -537,14 +485,14 @@ void launch(const attn::KernelParams& kp, bool wgmma, bool decode, int prefill_g
 
 // d: a head size plan() accepted (64, 128 or 256).
 template <typename T, typename KV>
-void launch_head_dim(int d, const attn::KernelParams& kp, bool wgmma, bool decode, int prefill_grid, int main_grid,
-                     int merge_grid, cudaStream_t stream) {
+void launch_head_dim(int d, const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
+                     cudaStream_t stream) {
   if (d == 64)
-    launch<T, KV, 64>(kp, wgmma, decode, prefill_grid, main_grid, merge_grid, stream);
+    launch<T, KV, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else if (d == 128)
-    launch<T, KV, 128>(kp, wgmma, decode, prefill_grid, main_grid, merge_grid, stream);
+    launch<T, KV, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else
-    launch<T, KV, 256>(kp, wgmma, decode, prefill_grid, main_grid, merge_grid, stream);
+    launch<T, KV, 256>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 bool aligned16(const void* p) {
@@ -692,18 +640,13 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     if (s.batch_invariant) prefill_grid = merge_grid = 0;
   }
   if (!attn::has_wide_tiles(d) && !wgmma) prefill_grid = 0;  // no mma.sync prefill kernel at this head size
-  // The decode kernel (launches_decode_kernel). Recorded, it gets at least one CTA per resident
-  // slot of its own (the widest plan's grid counts the general kernel's two per SM, as plan() does
-  // when it decides splits), so a larger batch replayed through the graph fills its extra slots.
-  const bool decode = launches_decode_kernel(d, cache.k.dtype, capturing);
-  if (decode && capturing) main_grid = std::max(main_grid, s.num_sms * decode_ctas(d, int(dtype_size(cache.k.dtype))));
 
   if (fp8)
-    launch_head_dim<__nv_bfloat16, __nv_fp8_e4m3>(d, kp, wgmma, decode, prefill_grid, main_grid, merge_grid, stream);
+    launch_head_dim<__nv_bfloat16, __nv_fp8_e4m3>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else if (q.dtype == DType::kBF16)
-    launch_head_dim<__nv_bfloat16, __nv_bfloat16>(d, kp, wgmma, decode, prefill_grid, main_grid, merge_grid, stream);
+    launch_head_dim<__nv_bfloat16, __nv_bfloat16>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else
-    launch_head_dim<__half, __half>(d, kp, wgmma, decode, prefill_grid, main_grid, merge_grid, stream);
+    launch_head_dim<__half, __half>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 }  // namespace fg::cuda

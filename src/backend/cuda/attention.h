@@ -60,16 +60,6 @@ class AttentionKernel {
   // kernels are other kernels.) Off by default; takes effect at the next plan().
   void use_batch_invariant(bool on);
 
-  // Whether plans whose tiles are all 16-row ones (decode, short verification windows) run the
-  // decode kernel (attention_kernel.cuh: that tile alone, more CTAs per SM where its shared memory
-  // allows: head_dim 64, and 128 with fp8 pages) instead of the general one; where it has no decode
-  // kernel the general one runs. Off by default (FG_ATTN_DECODE=1 turns it on: written without a
-  // GPU, opt-in until measured). Only the launch differs, never results; takes effect at the next run().
-  void use_decode_kernel(bool on);
-  // Whether run() launches the decode kernel with pages of kv_dtype at head_dim: for the current
-  // plan (eager), or for a graph recorded now (capturing: within begin_capture's bounds).
-  bool launches_decode_kernel(int head_dim, DType kv_dtype, bool capturing) const;
-
   // Before a graph is recorded for batches within `bounds`: plans the widest partition such a
   // batch can get (launch widths are fixed at record time and taken from the current plan: about
   // one wave of CTAs, one merge CTA per split tile) and makes run() record only the launches such

@@ -19,9 +19,6 @@
 //  - kRows128: 128 rows, one warp per 32 rows (two m-tiles, so each K/V fragment read from
 //    shared memory feeds two mma), 32 keys per iteration, Q fragments re-read from shared memory
 //    (prefill).
-// A plan whose tiles are all 16-row ones may run on the decode kernel instead (attention_decode_kernel,
-// below): the same attend_tile for that tile alone, built for more CTAs per SM where its shared
-// memory allows (decode_ctas_per_sm).
 // K/V rows are gathered through the block table per key position (any page size >= 1) with
 // 16-byte cp.async copies, 2 or 3 stages deep. Head sizes 64, 128 and 256; at 256 the kinds stop
 // at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>).
@@ -961,41 +958,6 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
     } else {
       attend_tile<T, KV, D, typename Sh::S64>(p, it, kvh, smem);  // plan() makes no 128-row tiles here
     }
-    __syncthreads();
-  }
-}
-
-// CTAs per SM of the decode kernel (below) at head size D with kKvBytes-byte pages: as many as the
-// 16-row tile's shared memory lets share an SM (sm_90: 228 KB, 1 KB of it reserved per CTA; at
-// most 4, which leaves 128 registers a thread), when that is more than the general kernel's two;
-// else 0, no decode kernel (head_dim 128 with bf16 pages: 100 KB per CTA; head_dim 256). At
-// head_dim 128 with fp8 pages (52 KB) 3: at 4 the tile spills ~180 bytes (168 registers at 3, no
-// spill; head_dim 64: ~124 registers at 4, no spill).
-template <int D, int kKvBytes>
-constexpr int decode_ctas_per_sm() {
-  if constexpr (D > 128) {
-    return 0;
-  } else {
-    constexpr int fit = (228 * 1024) / (TileSmem<D, typename TileShapes<D>::S16, kKvBytes>::kBytes + 1024);
-    constexpr int ctas = fit > 4 ? 4 : fit;
-    if constexpr (ctas <= 2) return 0;
-    return D == 128 && ctas > 3 ? 3 : ctas;
-  }
-}
-
-// The decode kernel: the general kernel's loop for plans whose tiles are all 16-row ones (decode
-// and short verification steps), built for that tile alone, so it needs fewer registers and runs
-// decode_ctas_per_sm CTAs per SM: more warps to hide the K/V loads and conversions of decode's
-// latency-bound loop. The same attend_tile, so the same arithmetic as the general kernel. Only
-// instantiated where decode_ctas_per_sm is positive.
-template <typename T, typename KV, int D>
-__global__ void __launch_bounds__(kThreads, decode_ctas_per_sm<D, int(sizeof(KV))>())
-    attention_decode_kernel(const __grid_constant__ KernelParams p) {
-  extern __shared__ __align__(128) char smem[];
-  const int num_units = p.counts[0] * p.num_kv_heads;
-  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-    const WorkItem it = p.items[u / p.num_kv_heads];
-    attend_tile<T, KV, D, typename TileShapes<D>::S16>(p, it, u % p.num_kv_heads, smem);
     __syncthreads();
   }
 }

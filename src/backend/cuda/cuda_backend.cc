@@ -110,9 +110,6 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
     const char* env = std::getenv("FG_GEMV");
     gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");
   }
-  // Opt-in until measured to pay (docs/perf.md).
-  if (const char* env = std::getenv("FG_ATTN_DECODE"); env != nullptr && std::string(env) == "1")
-    attn_decode_kernel_ = true;
   ensure_sample_capacity(256);
 }
 
@@ -763,12 +760,11 @@ namespace {
 // The CUDA plan: one AttentionKernel (its plan buffers) over the caller's workspace.
 class CudaAttentionPlan final : public AttentionPlan {
  public:
-  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace, bool batch_invariant, bool decode_kernel)
+  CudaAttentionPlan(const AttentionPlanShape& shape, Buffer workspace, bool batch_invariant)
       : AttentionPlan(shape),
         workspace_(std::move(workspace)),
         kernel_(shape.max_total_q, shape.max_num_seqs, workspace_.data()) {
     kernel_.use_batch_invariant(batch_invariant);
-    kernel_.use_decode_kernel(decode_kernel);
   }
   AttentionKernel& kernel() { return kernel_; }
   const AttentionKernel& kernel() const { return kernel_; }
@@ -805,8 +801,7 @@ std::unique_ptr<AttentionPlan> CudaBackend::make_attention_plan(const AttentionP
   FG_CHECK(workspace.device() == Device::kCuda && workspace.bytes() >= attention_workspace_bytes(shape),
            "attention plan: the workspace is smaller than attention_workspace_bytes()");
   CUDA_CHECK(cudaSetDevice(device_));
-  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace), options_.batch_invariant,
-                                             attn_decode_kernel_);
+  return std::make_unique<CudaAttentionPlan>(shape, std::move(workspace), options_.batch_invariant);
 }
 
 void CudaBackend::plan_attention(AttentionPlan& plan, const AttentionBatch& batch) {

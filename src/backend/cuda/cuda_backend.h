@@ -118,9 +118,6 @@ class CudaBackend final : public Backend {
   // cuBLASLt and the grouped GEMM's 16 x 64 mma tiles.
   bool gemv_ = false;
   bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
-  // Attention plans of 16-row tiles only run the decode kernel (AttentionKernel::use_decode_kernel)
-  // with FG_ATTN_DECODE=1 (opt-in until measured).
-  bool attn_decode_kernel_ = false;
   // The Hopper grouped GEMM's persistent CTAs for all but the smallest decode steps
   // (MoeGemmParams::wgmma_ctas; 0 where it cannot run, and with FG_MOE_WGMMA=0 for measuring: the
   // weight stream and mma.sync tiles then).

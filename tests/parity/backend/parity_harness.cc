@@ -2,7 +2,6 @@
 #include "parity_harness.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -96,18 +95,6 @@ std::unique_ptr<Backend> another_gpu(const BackendOptions& options) {
   auto made = make_cuda_backend(0, options);
   EXPECT_TRUE(made.is_ok()) << made.status().to_string();
   return made.is_ok() ? std::move(made).value() : nullptr;
-}
-
-std::unique_ptr<Backend> another_gpu_with_env(const char* var, const char* value) {
-  const char* before = std::getenv(var);
-  const std::string saved = before != nullptr ? before : "";
-  setenv(var, value, 1);
-  std::unique_ptr<Backend> made = another_gpu({});
-  if (before != nullptr)
-    setenv(var, saved.c_str(), 1);
-  else
-    unsetenv(var);
-  return made;
 }
 
 float round_to(DType dtype, float v) {

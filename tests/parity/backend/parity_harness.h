@@ -39,9 +39,6 @@ inline Backend& gpu() {
 // environment switch the backend reads when it is made); null, with a test failure, if it cannot
 // be made. The Twins' buffers (gpu()'s) are valid on it.
 std::unique_ptr<Backend> another_gpu(const BackendOptions& options);
-// another_gpu({}) made while the environment switch `var` (read by the backend when it is made,
-// e.g. FG_ATTN_DECODE) is `value`; the process's own setting is restored.
-std::unique_ptr<Backend> another_gpu_with_env(const char* var, const char* value);
 
 // Relative error bound of a bf16 result against the CPU reference.
 constexpr double kBf16Tol = 1e-2;
