@@ -13,6 +13,8 @@
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
+#           STEPS=attn_ncu tools/gpu_suite.sh run    Nsight Compute on small-batch decode attention rows
+#                   (never part of a plain run)
 #           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL;
 #                   also FG_GEMV)
 #           STEPS="tp_parity tp_allreduce tp_decode tp_offline" tools/gpu_suite.sh run
@@ -173,6 +175,21 @@ run_all() {
     --graph-profiling node --launch-skip 3000 --launch-count ${NCU_LAUNCHES:-1000} $T/engine_bench \
     --config ${NCU_CFG:-$CFG} --backend cuda --kv-cache-memory 20GiB --skip-throughput --decode-tokens 40 \
     > $OUT/raw/decode_ncu.csv && python3 tools/ncu_summary.py $OUT/raw/decode_ncu.csv"
+  # Where small-batch decode attention's time goes (issue #16 item 2: B1 kv 8k/32k and B8 kv8k at
+  # 1.1x cuDNN's time): each row's kernels as one call launches them (main and merge), their
+  # durations, and speed of light, memory workload, warp states and scheduler (two launches after
+  # the first four: one call's main and merge kernels). Only when named in STEPS (attn_ncu).
+  if [[ " ${STEPS:-} " == *" attn_ncu "* ]]; then
+    local row
+    for row in "decode B1 kv8192 page16" "decode B1 kv32768 page16" "decode B8 kv8192 page16"; do
+      step "attn_ncu:${row// /_}" 120 sh -c "ncu --clock-control none --graph-profiling node \
+        --kernel-name regex:attention_ --launch-skip 4 --launch-count 2 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+        --section LaunchStats --section Occupancy $T/attention_bench --only '$row' > $OUT/raw/attn_ncu_${row// /_}.txt; \
+        grep -E '^  [a-z_]+.*\\(|Duration|DRAM Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Grid Size|Warp Cycles Per Issued|Eligible Warps' \
+        $OUT/raw/attn_ncu_${row// /_}.txt | cut -c1-140"
+    done
+  fi
   # Where a step of offline 1k/1k with FP8 weights and the fp8 KV cache at 512 running goes (issue
   # #17's figure): kernel times of 1,500 launches after the first 150,000 (steps of ~500 decodes
   # and a prefill chunk), summed per kernel.
