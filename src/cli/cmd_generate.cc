@@ -9,7 +9,7 @@
 // --prompt is encoded with the model's tokenizer (its BOS/EOS rules); with --chat it is one user
 // message rendered with the model's chat template (add_generation_prompt). FILE holds one JSON
 // request per line with exactly one of "prompt_ids", "prompt" (text) or "messages" (a chat, as
-// with --chat), and optionally max_new_tokens (null: no limit but the context), temperature,
+// with --chat), and optionally max_new_tokens (null: no limit but the context), min_new_tokens, temperature,
 // top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed,
 // stop_token_ids, stop (stop strings), ignore_eos, logprobs, prompt_logprobs, logit_bias (token
 // id -> bias, as OpenAI's), priority, cache_salt; missing ones take the command line's values. All requests run
@@ -123,6 +123,8 @@ Request parse_request_line(const std::string& line, const std::string& where, co
         ++prompts;
       } else if (k == "max_new_tokens" || k == "max_tokens") {
         p.max_new_tokens = v.is_null() ? std::nullopt : std::optional<int32_t>(v.get<int32_t>());
+      } else if (k == "min_new_tokens" || k == "min_tokens") {
+        p.min_new_tokens = v.get<int32_t>();
       } else if (k == "temperature") {
         p.temperature = v.get<float>();
       } else if (k == "top_k") {

@@ -33,7 +33,8 @@ EngineCore::EngineCore(const EngineConfig& config, StepRunner& runner)
           runner.backend(), vocab_,
           int32_t(std::min<int64_t>(config.scheduler.max_batch_tokens,
                                     int64_t(config.scheduler.max_running) *
-                                        (1 + (config.spec.method == SpecMethod::kOff ? 0 : config.spec.num_tokens))))) {
+                                        (1 + (config.spec.method == SpecMethod::kOff ? 0 : config.spec.num_tokens)))),
+          eos_ids_) {
   if (config.spec.method == SpecMethod::kDraft) {
     StepRunner* d = runner.draft();
     FG_CHECK(d != nullptr && d->vocab_size() == vocab_ && d->kv_page_size() == pool_.page_size(),
@@ -46,6 +47,11 @@ Result<std::unique_ptr<Sequence>> EngineCore::prepare(Request request, uint64_t 
   FG_RETURN_IF_ERROR(p.validate(vocab_));
   const int64_t prompt_len = int64_t(request.prompt_ids.size());
   if (prompt_len == 0) return invalid_argument("the prompt is empty: give at least one token");
+  if (p.min_new_tokens > 0 && request.constraint != nullptr) {
+    return invalid_argument(
+        "min_new_tokens cannot be combined with a constraint (grammar, JSON schema, tool "
+        "call): the constraint decides where the output ends");
+  }
   for (int32_t t : request.prompt_ids) {
     if (t < 0 || t >= vocab_) {
       return invalid_argument("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
@@ -293,6 +299,12 @@ Status EngineCore::prompt_logprobs(const StepPlan& plan, const Tensor& logits, i
 
 std::optional<FinishReason> EngineCore::finish_reason_for(Sequence& seq, int32_t token) const {
   std::optional<FinishReason> reason;
+  // The first min_new_tokens output tokens end nothing but by length (their stop and eos ids were
+  // masked out of sampling); stop strings are matched in what follows them.
+  if (seq.num_output() <= seq.params.min_new_tokens) {
+    if (seq.num_output() >= seq.max_output_tokens) reason = FinishReason::kLength;
+    return reason;
+  }
   const auto& stops = seq.params.stop_token_ids;
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
     reason = FinishReason::kStopToken;

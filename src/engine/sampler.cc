@@ -4,13 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <utility>
 
 #include "spec/verify.h"
 
 namespace fg {
 
-Sampler::Sampler(Backend& backend, int32_t vocab_size, int32_t max_rows)
-    : backend_(backend), vocab_(vocab_size), max_rows_(max_rows) {
+Sampler::Sampler(Backend& backend, int32_t vocab_size, int32_t max_rows, std::vector<int32_t> eos_ids)
+    : backend_(backend), vocab_(vocab_size), max_rows_(max_rows), eos_ids_(std::move(eos_ids)) {
   FG_CHECK(vocab_size > 0 && max_rows > 0);
   ids_device_ = backend_.alloc(size_t(max_rows) * sizeof(int32_t));
   ids_host_ = backend_.alloc_host(size_t(max_rows) * sizeof(int32_t));
@@ -39,6 +40,13 @@ void Sampler::adjust_row(const Sequence& seq, std::span<const int32_t> extra, fl
     }
   }
   for (const auto& [t, bias] : seq.params.logit_bias) row[t] += bias;  // ids validated at submit
+  if (seq.num_output() + int32_t(extra.size()) < seq.params.min_new_tokens) {
+    if (!seq.params.ignore_eos) {
+      for (int32_t t : eos_ids_)
+        if (t >= 0 && t < vocab_) row[t] = -INFINITY;
+    }
+    for (int32_t t : seq.params.stop_token_ids) row[t] = -INFINITY;  // ids validated at submit
+  }
 }
 
 Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std::vector<SampleOutcome>& out) {
@@ -54,7 +62,7 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   const size_t V = size_t(vocab_);
   // Sampled verification runs on the host; penalties and biases need the rows there too.
   auto verified_on_host = [](const SampleGroup& g) { return !g.draft.empty() && g.seq->params.temperature > 0.0f; };
-  bool any_adjusted = false, any_host = false;
+  bool any_adjusted = false, any_host = false;  // (adjusts: penalties, biases, min_new_tokens)
   int32_t constrained = 0;
   // Rows whose log-probabilities are asked for (every row of such a group), and the most top
   // entries any of them wants.
@@ -63,8 +71,9 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   {
     int32_t r = 0;
     for (const SampleGroup& g : groups) {
-      any_adjusted |= g.seq->params.adjusts_logits();
-      any_host |= g.seq->params.adjusts_logits() || verified_on_host(g);
+      const bool adjusted = adjusts(*g.seq, 0);  // row 0 adjusts whenever a later row of the group does
+      any_adjusted |= adjusted;
+      any_host |= adjusted || verified_on_host(g);
       constrained += g.seq->constraint ? 1 : 0;
       if (g.seq->params.wants_logprobs()) {
         for (int32_t j = 0; j < g.rows(); ++j) lp_rows_.push_back(r + j);
@@ -107,7 +116,7 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
       int32_t r = 0;
       for (const SampleGroup& g : groups) {
         for (int32_t j = 0; j < g.rows(); ++j, ++r)
-          if (g.seq->params.adjusts_logits()) adjust_row(*g.seq, g.draft.first(size_t(j)), host + size_t(r) * V);
+          if (adjusts(*g.seq, j)) adjust_row(*g.seq, g.draft.first(size_t(j)), host + size_t(r) * V);
       }
     }
     // Masks on the host rows too: logprobs are those of the constrained distribution.

@@ -2,7 +2,9 @@
 //
 // The token choice itself is Backend::sample (temperature, top-k, top-p, min-p; seeded by the
 // request's seed and its output position, so it does not depend on batch mates or preemption).
-// Penalties and logit biases are applied on the host, and only when a row asks for them: the whole
+// Penalties, logit biases and min_new_tokens' masking of the tokens that end a request (its
+// end-of-sequence ids unless ignore_eos, and its stop_token_ids, while fewer output tokens than
+// that precede the row) are applied on the host, and only when a row asks for them: the whole
 // logits block is copied to pinned host memory once, those rows are rewritten and copied back with
 // one transfer, then the backend samples. Logprobs come from the backend (Backend::logprobs, after
 // sampling, for the rows that ask): the log-softmax of the logits after penalties, biases and masks and
@@ -56,7 +58,8 @@ struct SampleOutcome {
 
 class Sampler {
  public:
-  Sampler(Backend& backend, int32_t vocab_size, int32_t max_rows);
+  // eos_ids: the model's end-of-sequence tokens (masked with min_new_tokens).
+  Sampler(Backend& backend, int32_t vocab_size, int32_t max_rows, std::vector<int32_t> eos_ids);
 
   // logits: [sum of the groups' rows, vocab] f32 on the backend, in group order; penalised rows
   // are rewritten in place. Appends one outcome per group to `out`.
@@ -69,13 +72,19 @@ class Sampler {
                          std::vector<PromptLogprob>& out);
 
  private:
+  // Whether row j of the sequence's group changes on the host: penalties or biases, or tokens that
+  // end the request masked because fewer than min_new_tokens output tokens precede it.
+  static bool adjusts(const Sequence& seq, int32_t j) {
+    return seq.params.adjusts_logits() || seq.num_output() + j < seq.params.min_new_tokens;
+  }
   // Penalties as if `extra` (drafts before this row) followed the sequence's tokens, then the
-  // request's logit biases.
+  // request's logit biases, then min_new_tokens' masks.
   void adjust_row(const Sequence& seq, std::span<const int32_t> extra, float* row) const;
 
   Backend& backend_;
   int32_t vocab_;
   int32_t max_rows_;
+  std::vector<int32_t> eos_ids_;
   Buffer host_logits_;  // [rows, vocab] f32 pinned, grown to the largest block that needed it
   Buffer ids_device_;   // [max_rows] i32
   Buffer ids_host_;     // [max_rows] i32 pinned

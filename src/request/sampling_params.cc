@@ -22,6 +22,11 @@ Status SamplingParams::validate(int vocab_size) const {
   if (max_new_tokens.has_value() && *max_new_tokens < 0) {
     return invalid_argument("max_new_tokens must be >= 0 (leave it unset for no limit)");
   }
+  if (min_new_tokens < 0) return invalid_argument("min_new_tokens must be >= 0 (0 = off)");
+  if (max_new_tokens.has_value() && min_new_tokens > *max_new_tokens) {
+    return invalid_argument("min_new_tokens (" + std::to_string(min_new_tokens) + ") is more than max_new_tokens (" +
+                            std::to_string(*max_new_tokens) + ")");
+  }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       return invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary [0, " +

@@ -31,6 +31,11 @@ struct SamplingParams : SamplingRule {  // temperature (default 0 = greedy), top
   // its own: generation runs until the model's context or the KV pool is full. 0 = generate
   // nothing (the request finishes at once with reason length).
   std::optional<int32_t> max_new_tokens = 16;
+  // Output tokens before which nothing but the length limit ends the request: until then the
+  // model's end-of-sequence tokens (unless ignore_eos) and stop_token_ids are masked out of
+  // sampling, and stop strings are matched only in the text that follows these tokens. 0 = off;
+  // at most max_new_tokens. Not with a constraint (its grammar decides where the output ends).
+  int32_t min_new_tokens = 0;
   std::vector<int32_t> stop_token_ids;  // finish with kStopToken (the token is kept in the output)
   std::vector<std::string> stop;        // stop strings (kStopString), matched on the output text
   bool ignore_eos = false;              // keep going past the model's end-of-sequence tokens

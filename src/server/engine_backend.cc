@@ -17,6 +17,7 @@ struct EngineBackend::Live {
   std::shared_ptr<EventStream> events;
   EventCallback cb;
   std::vector<std::string> stop;  // the request's stop strings (matched here, not in the engine)
+  int64_t min_tokens = 0;         // stop strings are looked for in the text after this many tokens
   bool include_stop_str_in_output = false;
   std::optional<uint64_t> seed;
   int64_t prompt_tokens = 0;
@@ -147,6 +148,7 @@ Result<uint64_t> EngineBackend::submit(GenerationRequest request, EventCallback 
   auto live = std::make_unique<Live>();
   live->cb = std::move(on_event);
   live->stop = std::move(request.sampling.stop);
+  live->min_tokens = request.sampling.min_new_tokens;
   live->include_stop_str_in_output = request.include_stop_str_in_output;
   live->seed = request.sampling.seed;
   live->prompt_tokens = int64_t(request.prompt_ids.size());
@@ -229,7 +231,7 @@ bool EngineBackend::translate(Live& live, RequestEvent&& in, GenerationEvent& ou
     ev.seed = live.seed.value_or(0);
     ev.prompt_logprobs = live.prompt_logprobs;
   };
-  if (live.stops) {
+  if (live.stops && live.generated > live.min_tokens) {
     StopStringMatcher::Output o = live.stops->push(text);
     out.text_delta = std::move(o.text);
     if (o.stopped) {

@@ -201,6 +201,12 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ApiContext& ct
     s.repetition_penalty = float(*v);
   }
   s.ignore_eos = f.get_bool("ignore_eos").value_or(false);
+  if (auto v = f.get_int("min_tokens")) {
+    if (*v < 0 || *v > info.max_model_len)
+      f.fail(range_error("min_tokens", "must be between 0 and the model's context", double(*v)));
+    else
+      s.min_new_tokens = int32_t(*v);
+  }
   p.skip_special_tokens = f.get_bool("skip_special_tokens").value_or(true);
   p.include_stop_str_in_output = f.get_bool("include_stop_str_in_output").value_or(false);
   p.speculative = f.get_bool("speculative").value_or(true);
@@ -642,10 +648,23 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
     if (info.tool_call_format == grammar::tool_call_format_name(f)) format = f;
   std::vector<GenerationRequest> requests;
   const std::string id = ctx.make_id(chat ? "chatcmpl" : "cmpl");
+  if (p.sampling.min_new_tokens > 0 && p.constraint) {
+    return error_reply(invalid_request("'min_tokens' cannot be combined with response_format, a grammar or required "
+                                       "tool calls: they decide where the output ends.",
+                                       "min_tokens", "invalid_value"),
+                       ApiDialect::kOpenAi);
+  }
   for (auto& ids : prompts) {
     LengthCheck lc = check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len,
                                   p.max_tokens_param, ctx.limits);
     if (lc.error) return error_reply(*lc.error, ApiDialect::kOpenAi);
+    if (lc.max_new_tokens && p.sampling.min_new_tokens > *lc.max_new_tokens) {
+      return error_reply(
+          invalid_request("'min_tokens' (" + std::to_string(p.sampling.min_new_tokens) + ") is more than '" +
+                              p.max_tokens_param + "' (" + std::to_string(*lc.max_new_tokens) + ").",
+                          "min_tokens", "invalid_value"),
+          ApiDialect::kOpenAi);
+    }
     for (int64_t i = 0; i < std::max(p.n, p.best_of); ++i) {
       GenerationRequest r;
       r.request_id = id;

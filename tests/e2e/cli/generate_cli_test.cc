@@ -270,7 +270,7 @@ TEST_F(GenerateCli, BatchInvariantGivesAPromptTheSameResultsAloneAndInABatch) {
 
 // A --prompts line may ask for prompt logprobs (with max_new_tokens 0 the prompt still runs) and
 // bias tokens: a prompt extended by its greedy output scores those tokens as generation did.
-TEST_F(GenerateCli, PromptLogprobsAndLogitBiasInAPromptsFile) {
+TEST_F(GenerateCli, PromptLogprobsLogitBiasAndMinNewTokensInAPromptsFile) {
   const std::vector<int32_t> ids = {5, 17, 42, 99, 7, 3, 61};
   const std::vector<Json> gen = generate_lines(
       {{{"prompt_ids", ids}, {"max_new_tokens", 6}, {"ignore_eos", true}, {"logprobs", 0}},
@@ -294,6 +294,20 @@ TEST_F(GenerateCli, PromptLogprobsAndLogitBiasInAPromptsFile) {
     ASSERT_EQ(e["top"].size(), 1u);
     EXPECT_EQ(e["top"][0]["id"], full[ids.size() + i]) << "greedy tokens are their position's most likely";
   }
+  // The first greedy token as a stop id ends the request at once, but not within min_new_tokens.
+  const int32_t first = ids_of(gen[0]["output_ids"])[0];
+  const std::vector<Json> held =
+      generate_lines({{{"prompt_ids", ids}, {"max_new_tokens", 6}, {"ignore_eos", true}, {"stop_token_ids", {first}}},
+                      {{"prompt_ids", ids},
+                       {"max_new_tokens", 6},
+                       {"min_new_tokens", 5},
+                       {"ignore_eos", true},
+                       {"stop_token_ids", {first}}}});
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(ids_of(held[0]["output_ids"]), std::vector<int32_t>{first});
+  const std::vector<int32_t> out = ids_of(held[1]["output_ids"]);
+  ASSERT_GE(out.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_NE(out[i], first) << i;
 }
 
 TEST_F(GenerateCli, UnusableFlagCombinationsAreRefused) {

@@ -185,6 +185,14 @@ TEST(EngineCore, StopMatcherEndsTheRequest) {
   const RequestOutput out = h->wait();
   EXPECT_EQ(out.finish_reason, FinishReason::kStopString);
   EXPECT_EQ(out.output_ids.size(), 3u);
+  // With min_new_tokens the matcher first sees the token after them: the 4 + 3rd ends it.
+  r.params.min_new_tokens = 4;
+  auto h2 = core.submit(r);
+  ASSERT_TRUE(h2.is_ok());
+  while (core.has_work()) ASSERT_TRUE(core.step().is_ok());
+  const RequestOutput held = h2->wait();
+  EXPECT_EQ(held.finish_reason, FinishReason::kStopString);
+  EXPECT_EQ(held.output_ids.size(), 7u);
 }
 
 TEST(EngineCore, PriorityIsServedFirst) {

@@ -106,6 +106,52 @@ TEST(EngineSampling, LogitBiasForcesAndBansTokens) {
   EXPECT_EQ(run_all(shape, EngineConfig{}, {s}).outputs[0].output_ids, std::vector<int32_t>(24, absent));
 }
 
+// min_new_tokens: the model's eos and the request's stop ids are masked out of the first tokens'
+// rows (eos only without ignore_eos), so nothing but the length ends the request before them.
+TEST(EngineSampling, MinNewTokensMasksEndsUntilReached) {
+  FakeModelShape shape;
+  shape.eos_bias = 100.0f;  // eos wins every row it is allowed in
+  Request r;
+  r.prompt_ids = {7, 2, 9};
+  r.params.temperature = 0.0f;
+  r.params.max_new_tokens = 12;
+  const RequestOutput plain = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  ASSERT_EQ(plain.output_ids, std::vector<int32_t>{0});
+  r.params.min_new_tokens = 5;
+  const RequestOutput held = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  ASSERT_EQ(held.output_ids.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_NE(held.output_ids[i], 0) << i;
+  EXPECT_EQ(held.output_ids[5], 0);
+  EXPECT_EQ(held.finish_reason, FinishReason::kEos);
+  // Sampled rows too, with a seed.
+  Request s = sampled_request(11);
+  s.params.ignore_eos = false;
+  s.params.min_new_tokens = 7;
+  const RequestOutput sampled = run_all(shape, EngineConfig{}, {s}).outputs[0];
+  ASSERT_EQ(sampled.output_ids.size(), 8u);
+  EXPECT_EQ(std::count(sampled.output_ids.begin(), sampled.output_ids.end(), 0), 1);
+  // With ignore_eos the eos token is an ordinary one and stays allowed.
+  r.params.ignore_eos = true;
+  r.params.min_new_tokens = 3;
+  r.params.max_new_tokens = 4;
+  EXPECT_EQ(run_all(shape, EngineConfig{}, {r}).outputs[0].output_ids, std::vector<int32_t>(4, 0));
+  // Stop ids are masked the same way: the first greedy token (without eos) as a stop id.
+  shape.eos_bias = 0.0f;
+  r.params.ignore_eos = true;
+  r.params.min_new_tokens = 0;
+  r.params.max_new_tokens = 12;
+  const RequestOutput free_run = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  r.params.stop_token_ids = {free_run.output_ids[0]};
+  EXPECT_EQ(run_all(shape, EngineConfig{}, {r}).outputs[0].output_ids.size(), 1u);
+  r.params.min_new_tokens = 4;
+  const RequestOutput later = run_all(shape, EngineConfig{}, {r}).outputs[0];
+  ASSERT_GE(later.output_ids.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NE(later.output_ids[i], free_run.output_ids[0]) << i;
+  if (later.finish_reason == FinishReason::kStopToken) {
+    EXPECT_EQ(later.output_ids.back(), free_run.output_ids[0]);
+  }
+}
+
 TEST(EngineSampling, LogprobsAreANormalisedTopList) {
   FakeModelShape shape;
   Request r;
@@ -208,6 +254,14 @@ TEST(EngineSampling, ParamsAreValidated) {
     EXPECT_NE(st.message().find("logit_bias"), std::string::npos) << st.message();
   }
   r.params.logit_bias = {{0, -100.0f}, {shape.vocab - 1, 100.0f}};
+  EXPECT_TRUE(core.submit(r).is_ok());
+  r.params.max_new_tokens = 4;
+  r.params.min_new_tokens = 5;
+  EXPECT_NE(core.submit(r).status().message().find("min_new_tokens (5) is more than max_new_tokens (4)"),
+            std::string::npos);
+  r.params.min_new_tokens = -1;
+  EXPECT_EQ(core.submit(r).status().code(), ErrorCode::kInvalidArgument);
+  r.params.min_new_tokens = 4;
   EXPECT_TRUE(core.submit(r).is_ok());
 }
 

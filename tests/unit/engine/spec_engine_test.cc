@@ -156,6 +156,32 @@ TEST(SpecEngine, StopStringsInsideAcceptedRuns) {
   EXPECT_GT(stopped, 10);
 }
 
+// min_new_tokens inside verification: each draft row is masked by its own output position, so the
+// greedy tokens are those of plain decoding with the same minimum.
+TEST(SpecEngine, MinNewTokensMatchesPlainDecoding) {
+  FakeModelShape shape = looping_shape();
+  shape.eos_bias = 1.5f;  // eos often: the minimum changes outputs
+  auto requests = looping_requests(32, shape.vocab, 29, 40);
+  const RunResult free_run = run_all(shape, spec_config(SpecMethod::kOff), requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Request& r = requests[i];
+    r.params.min_new_tokens = std::min<int32_t>(*r.params.max_new_tokens, 1 + int32_t(i % 12));
+  }
+  const RunResult plain = run_all(shape, spec_config(SpecMethod::kOff), requests);
+  const RunResult spec = run_all(shape, spec_config(SpecMethod::kNgram), requests);
+  expect_same_tokens(spec.outputs, plain.outputs);
+  EXPECT_GT(spec.stats.spec.accepted_tokens, 0);
+  int changed = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto& out = plain.outputs[i].output_ids;
+    const size_t min = size_t(requests[i].params.min_new_tokens);
+    ASSERT_GE(out.size(), min) << i;
+    for (size_t j = 0; j < min; ++j) EXPECT_NE(out[j], 0) << i << " " << j;
+    changed += out != free_run.outputs[i].output_ids;
+  }
+  EXPECT_GT(changed, 4) << "eos should have ended some requests early without the minimum";
+}
+
 TEST(SpecEngine, PrefixCacheSharedPromptsNeverWritePublishedPages) {
   const FakeModelShape shape = looping_shape();
   auto requests = looping_requests(8, shape.vocab, 21);

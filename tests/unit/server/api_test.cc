@@ -186,6 +186,49 @@ TEST(ApiModelNames, StrictModelNameRefusesOthersAndAliasesAnswer) {
   EXPECT_EQ(call(get("/v1/models/fake-alias")).second["id"], "fake-alias");
 }
 
+// min_tokens reaches the backend (whose EOS then waits for it) and is checked against max_tokens
+// and constraints, which decide where the output ends themselves.
+TEST(ApiMinTokens, ReachTheBackendAndAreValidated) {
+  FakeBackend::Options o;
+  o.eos_after = 2;
+  FakeBackend backend(o);
+  ApiServerConfig c;
+  c.log_requests = false;
+  ApiServer api(backend, c);
+  auto call = [&](HttpRequest req) -> std::pair<int, json> {
+    Reply r = api.handle(std::move(req));
+    if (!r.source) return {r.head.status, json::parse(r.head.body)};
+    HttpResponse head;
+    std::string body = run_reply_source(r, &head);
+    return {head.status, json::parse(body)};
+  };
+  auto plain = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":10,"temperature":0})"));
+  ASSERT_EQ(plain.first, 200) << plain.second.dump();
+  EXPECT_EQ(plain.second["usage"]["completion_tokens"], 3);  // two letters and the EOS
+  EXPECT_EQ(plain.second["choices"][0]["finish_reason"], "stop");
+  auto held = call(post("/v1/completions",
+                        R"({"model":"fake-model","prompt":"hi","max_tokens":10,"min_tokens":6,"temperature":0})"));
+  ASSERT_EQ(held.first, 200) << held.second.dump();
+  EXPECT_EQ(held.second["choices"][0]["text"].get<std::string>().size(), 6u);
+  EXPECT_EQ(held.second["choices"][0]["finish_reason"], "stop");
+  auto chat = call(post("/v1/chat/completions",
+                        R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],"min_tokens":4,
+                                "max_tokens":8,"temperature":0})"));
+  ASSERT_EQ(chat.first, 200) << chat.second.dump();
+  EXPECT_EQ(chat.second["choices"][0]["message"]["content"].get<std::string>().size(), 4u);
+  const int64_t before = backend.submitted();
+  expect_openai_error(
+      call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":5,"min_tokens":6})")), 400,
+      "min_tokens");
+  expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","min_tokens":-1})")), 400,
+                      "min_tokens");
+  expect_openai_error(
+      call(post("/v1/chat/completions", R"({"model":"fake-model","messages":[{"role":"user","content":"x"}],
+                                  "min_tokens":3,"response_format":{"type":"json_object"}})")),
+      400, "min_tokens");
+  EXPECT_EQ(backend.submitted(), before);  // nothing reached the backend
+}
+
 TEST_F(ApiTest, MaxTokensRangeAndContextLength) {
   expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":-1})")), 400,
                       "max_tokens");

@@ -165,6 +165,31 @@ TEST(EngineBackend, StopStringEndsWithTheLastTokenAndFreesPages) {
   EXPECT_EQ(b->stats().kv_pages_used, 0);
 }
 
+// min_new_tokens: stop strings are looked for only in the text after the first tokens, so a stop
+// string that the first of 16 tokens make is no stop when all 16 are the minimum.
+TEST(EngineBackend, StopStringsWaitForMinNewTokens) {
+  auto b = make_backend();
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  const std::vector<int32_t> prompt = {1, 70, 71, 72};
+  ASSERT_TRUE(b->submit(request(prompt, 16), c.callback(0)).is_ok());
+  ASSERT_TRUE(c.wait_finished(1));
+  const std::string full = c.text(0);
+  ASSERT_GE(full.size(), 6u);
+  const std::string stop = full.substr(1, 2);
+  GenerationRequest r = request(prompt, 16);
+  r.sampling.stop = {stop};
+  ASSERT_TRUE(b->submit(r, c.callback(1)).is_ok());
+  ASSERT_TRUE(c.wait_finished(2));
+  EXPECT_EQ(c.events[1].back().finish, FinishReason::kStopString);
+  r.sampling.min_new_tokens = 16;
+  ASSERT_TRUE(b->submit(std::move(r), c.callback(2)).is_ok());
+  ASSERT_TRUE(c.wait_finished(3));
+  EXPECT_EQ(c.text(2), full);
+  EXPECT_EQ(c.events[2].back().finish, FinishReason::kLength);
+  EXPECT_EQ(c.events[2].back().generated_tokens, 16);
+}
+
 TEST(EngineBackend, ZeroMaxNewTokensFinishesAtOnce) {
   auto b = make_backend();
   ASSERT_NE(b, nullptr);

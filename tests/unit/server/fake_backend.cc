@@ -1,6 +1,7 @@
 // FakeBackend implementation (see fake_backend.h).
 #include "unit/server/fake_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <memory>
@@ -162,9 +163,9 @@ void FakeBackend::loop() {
           const SamplingParams& s = a.req.sampling;
           GeneratedToken t;
           const bool scripted = !opt_.script.empty() && s.temperature <= 0;
-          const bool eos = !s.ignore_eos && s.temperature <= 0 &&
-                           (scripted ? a.generated == int64_t(opt_.script.size())
-                                     : opt_.eos_after >= 0 && a.generated == opt_.eos_after);
+          const int64_t ends_at = scripted ? int64_t(opt_.script.size()) : opt_.eos_after;  // < 0: never
+          const bool eos = !s.ignore_eos && s.temperature <= 0 && ends_at >= 0 &&
+                           a.generated == std::max<int64_t>(ends_at, s.min_new_tokens);
           if (eos) {
             t.id = kEos;
             t.special = true;

@@ -31,6 +31,7 @@ class FakeBackend final : public GenerationBackend {
     int64_t pages_total = 1024;
     int64_t page_size = 16;
     int eos_after = -1;                // >= 0: greedy requests emit EOS after this many tokens
+                                       // (and not before min_new_tokens, as the engine)
     std::vector<std::string> aliases;  // further served names besides "fake-model"
     std::string script;                // non-empty: greedy requests write these bytes, then EOS
     bool reasoning = false;            // ModelInfo::reasoning
