@@ -34,6 +34,15 @@ HttpRequest get(const std::string& path) {
   return r;
 }
 
+// A complete (non-streamed) reply of `api`: status and parsed body.
+std::pair<int, json> call_api(ApiServer& api, HttpRequest req) {
+  Reply r = api.handle(std::move(req));
+  if (!r.source) return {r.head.status, json::parse(r.head.body)};
+  HttpResponse head;
+  std::string body = run_reply_source(r, &head);
+  return {head.status, json::parse(body)};
+}
+
 class ApiTest : public ::testing::Test {
  protected:
   ApiTest() : backend_(FakeBackend::Options{}), api_(backend_, config()) {}
@@ -42,14 +51,7 @@ class ApiTest : public ::testing::Test {
     c.log_requests = false;
     return c;
   }
-  // A complete (non-streamed) reply: status and parsed body.
-  std::pair<int, json> call(HttpRequest req) {
-    Reply r = api_.handle(std::move(req));
-    if (!r.source) return {r.head.status, json::parse(r.head.body)};
-    HttpResponse head;
-    std::string body = run_reply_source(r, &head);
-    return {head.status, json::parse(body)};
-  }
+  std::pair<int, json> call(HttpRequest req) { return call_api(api_, std::move(req)); }
   FakeBackend backend_;
   ApiServer api_;
 };
@@ -162,13 +164,7 @@ TEST(ApiModelNames, StrictModelNameRefusesOthersAndAliasesAnswer) {
   c.log_requests = false;
   c.strict_model_name = true;
   ApiServer api(backend, c);
-  auto call = [&](HttpRequest req) -> std::pair<int, json> {
-    Reply r = api.handle(std::move(req));
-    if (!r.source) return {r.head.status, json::parse(r.head.body)};
-    HttpResponse head;
-    std::string body = run_reply_source(r, &head);
-    return {head.status, json::parse(body)};
-  };
+  auto call = [&](HttpRequest req) { return call_api(api, std::move(req)); };
   auto unknown = call(post("/v1/completions", R"({"model":"gpt-9","prompt":"hi"})"));
   EXPECT_EQ(unknown.first, 404);
   EXPECT_EQ(unknown.second["error"]["code"], "model_not_found");
@@ -195,13 +191,7 @@ TEST(ApiMinTokens, ReachTheBackendAndAreValidated) {
   ApiServerConfig c;
   c.log_requests = false;
   ApiServer api(backend, c);
-  auto call = [&](HttpRequest req) -> std::pair<int, json> {
-    Reply r = api.handle(std::move(req));
-    if (!r.source) return {r.head.status, json::parse(r.head.body)};
-    HttpResponse head;
-    std::string body = run_reply_source(r, &head);
-    return {head.status, json::parse(body)};
-  };
+  auto call = [&](HttpRequest req) { return call_api(api, std::move(req)); };
   auto plain = call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":10,"temperature":0})"));
   ASSERT_EQ(plain.first, 200) << plain.second.dump();
   EXPECT_EQ(plain.second["usage"]["completion_tokens"], 3);  // two letters and the EOS
