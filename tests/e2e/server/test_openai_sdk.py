@@ -119,6 +119,32 @@ def test_penalties_accepted(client):
     assert r.usage.completion_tokens == 5
 
 
+def test_min_tokens_holds_back_stop_ids_and_strings(client, server):
+    # A token forced by logit_bias and named a stop id ends the reply at once, unless min_tokens
+    # tokens must come first: then it is masked out of them and ends the reply right after.
+    token = requests.post(server.url + "/tokenize", json={"prompt": " zebra"}, timeout=10).json()["tokens"][-1]
+    kw = dict(model=MODEL_NAME, prompt="The quick brown fox", max_tokens=12, temperature=0,
+              logit_bias={str(token): 100})
+    at_once = client.completions.create(extra_body={"stop_token_ids": [token]}, **kw)
+    assert at_once.usage.completion_tokens == 1 and at_once.choices[0].finish_reason == "stop"
+    held = client.completions.create(extra_body={"stop_token_ids": [token], "min_tokens": 5}, **kw)
+    assert held.usage.completion_tokens == 6 and held.choices[0].finish_reason == "stop"
+    # Stop strings are looked for only after the first min_tokens tokens, streamed or not.
+    base = client.completions.create(model=MODEL_NAME, prompt="abc", max_tokens=20, temperature=0,
+                                     extra_body={"ignore_eos": True}).choices[0].text
+    stop = base[2:4]
+    r = client.completions.create(model=MODEL_NAME, prompt="abc", max_tokens=20, temperature=0, stop=[stop],
+                                  extra_body={"ignore_eos": True, "min_tokens": 20})
+    assert r.choices[0].text == base and r.choices[0].finish_reason == "length"
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=MODEL_NAME, prompt="abc", max_tokens=20, temperature=0, stop=stop, stream=True,
+        extra_body={"ignore_eos": True, "min_tokens": 20}) if c.choices)
+    assert streamed == base
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL_NAME, prompt="abc", max_tokens=4, extra_body={"min_tokens": 5})
+    assert e.value.body["param"] == "min_tokens"
+
+
 def test_logit_bias(client, server):
     # +100 forces a token whatever the model prefers; the text is that token's, repeated.
     token = requests.post(server.url + "/tokenize", json={"prompt": " zebra"}, timeout=10).json()["tokens"][-1]
