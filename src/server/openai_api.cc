@@ -45,6 +45,7 @@ struct CommonParams {
   bool has_prediction = false;      // usage then reports accepted and rejected prediction tokens
   int logprobs = -1;
   int prompt_logprobs = -1;                  // completions with echo and logprobs: the echoed prompt's too
+  int64_t truncate_prompt_tokens = 0;        // > 0: only the prompt's last this many tokens run
   std::optional<ConstraintSpec> constraint;  // response_format json, `grammar`, or forced tool calls
   bool jump_forward = true;
   bool tools_active = false;      // chat with tools and tool_choice not "none": calls are parsed out
@@ -201,6 +202,10 @@ void read_common(JsonFields& f, const OpenAiLimits& limits, const ApiContext& ct
     s.repetition_penalty = float(*v);
   }
   s.ignore_eos = f.get_bool("ignore_eos").value_or(false);
+  if (auto v = f.get_int("truncate_prompt_tokens")) {
+    if (*v < 1) f.fail(range_error("truncate_prompt_tokens", "must be at least 1", double(*v)));
+    p.truncate_prompt_tokens = *v;
+  }
   if (auto v = f.get_int("min_tokens")) {
     if (*v < 0 || *v > info.max_model_len)
       f.fail(range_error("min_tokens", "must be between 0 and the model's context", double(*v)));
@@ -653,6 +658,19 @@ Reply submit_reply(ApiContext& ctx, bool chat, const CommonParams& p, std::vecto
                                        "tool calls: they decide where the output ends.",
                                        "min_tokens", "invalid_value"),
                        ApiDialect::kOpenAi);
+  }
+  // truncate_prompt_tokens: the prompt's last tokens only (left truncation); an echoed prompt is
+  // the part that ran.
+  for (size_t i = 0; i < prompts.size() && p.truncate_prompt_tokens > 0; ++i) {
+    std::vector<int32_t>& ids = prompts[i];
+    if (int64_t(ids.size()) <= p.truncate_prompt_tokens) continue;
+    ids.erase(ids.begin(), ids.end() - p.truncate_prompt_tokens);
+    if (i < echo_prefix.size()) {
+      Result<std::string> t = ctx.backend.detokenize(ids, false);
+      if (!t.is_ok())
+        return error_reply(api_error_from_status(t.status(), ApiDialect::kOpenAi, "prompt"), ApiDialect::kOpenAi);
+      echo_prefix[i] = std::move(*t);
+    }
   }
   for (auto& ids : prompts) {
     LengthCheck lc = check_length(int64_t(ids.size()), p.max_tokens, default_max, info.max_model_len,

@@ -219,6 +219,28 @@ TEST(ApiMinTokens, ReachTheBackendAndAreValidated) {
   EXPECT_EQ(backend.submitted(), before);  // nothing reached the backend
 }
 
+// truncate_prompt_tokens: only the prompt's last tokens run (and are echoed and counted).
+TEST_F(ApiTest, TruncatePromptTokensKeepsTheLastTokens) {
+  const std::string body = R"({"model":"fake-model","prompt":"abcdefghij","max_tokens":0,"echo":true)";
+  auto full = call(post("/v1/completions", body + "}"));
+  ASSERT_EQ(full.first, 200) << full.second.dump();
+  EXPECT_EQ(full.second["choices"][0]["text"], "abcdefghij");
+  auto cut = call(post("/v1/completions", body + R"(,"truncate_prompt_tokens":4})"));
+  ASSERT_EQ(cut.first, 200) << cut.second.dump();
+  EXPECT_EQ(cut.second["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(cut.second["choices"][0]["text"], "ghij");
+  auto same = call(post("/v1/completions", body + R"(,"truncate_prompt_tokens":100})"));
+  EXPECT_EQ(same.second["usage"]["prompt_tokens"], full.second["usage"]["prompt_tokens"]);
+  EXPECT_EQ(same.second["choices"][0]["text"], "abcdefghij");
+  auto chat = call(
+      post("/v1/chat/completions", R"({"model":"fake-model","messages":[{"role":"user","content":"a long question"}],
+                                                  "max_tokens":2,"truncate_prompt_tokens":5})"));
+  ASSERT_EQ(chat.first, 200) << chat.second.dump();
+  EXPECT_EQ(chat.second["usage"]["prompt_tokens"], 5);
+  expect_openai_error(call(post("/v1/completions", body + R"(,"truncate_prompt_tokens":0})")), 400,
+                      "truncate_prompt_tokens");
+}
+
 TEST_F(ApiTest, MaxTokensRangeAndContextLength) {
   expect_openai_error(call(post("/v1/completions", R"({"model":"fake-model","prompt":"hi","max_tokens":-1})")), 400,
                       "max_tokens");
