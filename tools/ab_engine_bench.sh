@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# A/B of engine_bench on the GPU machine: this tree's packed engine_bench (tools/gpu_suite.sh pack,
-# carried as .devpack) and an older build's (OLD, e.g. built from another commit into .devold/),
-# alternated ROUNDS times in one call so both see the same machine state.
-#   (here)  git worktree add /tmp/old <commit>; build its engine_bench (90a); cp it to .devold/
-#   (there) OLD=.devold/engine_bench tools/ab_engine_bench.sh     (carry .devpack and .devold)
+# A/B of this tree's packed benches (tools/gpu_suite.sh pack, carried as .devpack) against an older
+# build's, alternated ROUNDS times in one call so both see the same machine state.
+#   (here)  pack the older tree's benches: put its engine_bench (and attention_bench) in
+#           .devold/.device/tools/, or as .devold/old.tar.xz holding .device/tools/...
+#   (there) tools/ab_engine_bench.sh     (carry .devpack and .devold)
+# Each round runs, for new then old: engine_bench (ENGINE_ARGS, default batch-1 decode and offline
+# throughput) and, when ATTN_ONLY is set, attention_bench --only "$ATTN_ONLY" (with
+# --engine-graphs when ATTN_GRAPHS=1). OLD: the old tools' folder.
 set -u
-OLD=${OLD:-.devold/engine_bench}
+OLD=${OLD:-.devold/.device/tools}
 ROUNDS=${ROUNDS:-2}
 CFG=${CFG:-bench/configs/llama-3.1-8b}
 tar -xJf .devpack/device.tar.xz
+[ -f .devold/old.tar.xz ] && tar -xJf .devold/old.tar.xz -C .devold
 ld="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib"
 if LD_LIBRARY_PATH=$ld ldd .device/tools/engine_bench | grep -q "not found"; then ld="$ld:$PWD/.device/lib"; fi
 export LD_LIBRARY_PATH=$ld
+# KV pool: 80 GiB on an H200, 52 GiB on a card under 100 GB (the weights must fit beside it).
+kv=80GiB
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+[ "${mem:-0}" -lt 100000 ] && kv=52GiB
+read -r -a engine_args <<<"${ENGINE_ARGS:-}"
 for i in $(seq "$ROUNDS"); do
   for v in new old; do
-    b=.device/tools/engine_bench
-    [ "$v" = old ] && b=$OLD
+    t=.device/tools
+    [ "$v" = old ] && t=$OLD
     echo "== $v $i"
-    $b --config "$CFG" --backend cuda --kv-cache-memory 80GiB --json "${OUT:-.}/$v$i.json" 2>&1 |
-      grep -E "median|output tokens/s|ms per step"
+    if [ -n "${ATTN_ONLY:-}" ] && [ -x "$t/attention_bench" ]; then
+      graphs=()
+      [ "${ATTN_GRAPHS:-0}" = 1 ] && graphs=(--engine-graphs)
+      "$t/attention_bench" --only "$ATTN_ONLY" "${graphs[@]}" --json "${OUT:-.}/attn_$v$i.json" 2>&1 |
+        grep -E "^(decode|prefill|spec|mixed)|ceilings"
+    fi
+    "$t/engine_bench" --config "$CFG" --backend cuda --kv-cache-memory "$kv" "${engine_args[@]}" \
+      --json "${OUT:-.}/engine_$v$i.json" 2>&1 | grep -E "median|output tokens/s|ms per step|floor"
   done
 done

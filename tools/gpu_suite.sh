@@ -189,6 +189,20 @@ run_all() {
         grep -E '^  [a-z_]+.*\\(|Duration|DRAM Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Grid Size|Warp Cycles Per Issued|Eligible Warps' \
         $OUT/raw/attn_ncu_${row// /_}.txt | cut -c1-140"
     done
+    # The same kernels inside a batch-1 decode step of the engine (graph nodes, ~150-250 keys;
+    # ncu flushes the caches before each kernel, as the step's weight stream does to the L2), with
+    # every collected metric (--page raw: the stall reasons in full), and the size of each
+    # attention kernel's code (an instruction-cache-cold launch fetches it from memory).
+    step "attn_ncu:engine_b1" 180 sh -c "ncu --clock-control none --graph-profiling node \
+      --kernel-name regex:attention_ --launch-skip 200 --launch-count 4 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      --section LaunchStats --section Occupancy --section InstructionStats --page raw $T/engine_bench --config $CFG \
+      --backend cuda --kv-cache-memory 20GiB --skip-throughput --decode-tokens 40 > $OUT/raw/attn_ncu_engine_b1.txt; \
+      grep -E '^  [a-z_]+.*\\(|gpu__time_duration.sum|stall|launch__grid_size|launch__registers' \
+      $OUT/raw/attn_ncu_engine_b1.txt | grep -v ' 0$' | cut -c1-140 | head -150"
+    step "attn_ncu:sass" 60 sh -c "cuobjdump -res-usage $T/attention_bench 2>&1 | grep -A1 attention_ | cut -c1-200 | head -60; \
+      cuobjdump -sass $T/attention_bench | awk '/Function :/{f=\$3} /^ +\\/\\*[0-9a-f]+\\*\\//{n[f]++} END{for(k in n) print n[k], k}' \
+      | grep attention_ | sort -n | cut -c1-160"
   fi
   # Where a step of offline 1k/1k with FP8 weights and the fp8 KV cache at 512 running goes (issue
   # #17's figure): kernel times of 1,500 launches after the first 150,000 (steps of ~500 decodes

@@ -24,7 +24,6 @@ namespace {
   } while (0)
 
 constexpr int kMinSplitKeys = 256;                  // a split reads at least this many keys
-constexpr int kMaxSplits = 128;                     // per tile
 constexpr size_t kPartialFloats = size_t(8) << 20;  // 32 MB of f32 partial outputs
 constexpr int kHeaderInts = 4;                      // counts[0..3] (see KernelParams::counts), ahead of the items
 
@@ -341,7 +340,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       chunk = std::max<int64_t>(kMinSplitKeys, (per_cta + attn::kBlockN - 1) / attn::kBlockN * attn::kBlockN);
   }
   auto count_splits = [&](const Tile& t, int ch) {
-    return ch == 0 ? 1 : std::min(kMaxSplits, std::max(1, ceil_div(t.extent, ch)));
+    return ch == 0 ? 1 : std::min(attn::kMaxSplits, std::max(1, ceil_div(t.extent, ch)));
   };
   if (chunk > 0) {
     // Grow the chunk until the partial outputs fit the buffer allocated once.

@@ -20,17 +20,16 @@
 //    shared memory feeds two mma), 32 keys per iteration, Q fragments re-read from shared memory
 //    (prefill).
 // K/V rows are gathered through the block table per key position (any page size >= 1) with
-// 16-byte cp.async copies, 2 or 3 stages deep. Head sizes 64, 128 and 256; at 256 the kinds stop
-// at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>).
-// An fp8 KV cache (KV = __nv_fp8_e4m3, act bf16) is copied as stored (half the bytes) into raw
-// stages. At head_dim 128 each warp converts the bytes its own MMA fragments need in registers
-// (fp8_in_registers): K's head dimension and V's output columns are read in permuted orders that
-// make those bytes contiguous, and they become f16 (one instruction per pair), so those tiles run
-// f16 MMAs with Q scaled into f16 by a power of two. At 64 and 256 a pass converts each landed
-// block into one act-dtype K/V block in the layout the MMAs read. The conversion is exact either
-// way (every e4m3 value is an f16 and a bf16 value); the kv head's K scale is folded into the
-// score scale and its V scale into the output's 1 / l, so the MMAs never see a scale.
-// This file must never allocate or synchronize the host.
+// 16-byte cp.async copies, 2 or 3 stages deep; each key's page is looked up once, a block ahead,
+// into a ring of row offsets in shared memory that the copying threads read. Head sizes 64, 128 and 256; at 256 the
+// kinds stop at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>). An fp8 KV cache (KV
+// = __nv_fp8_e4m3, act bf16) is copied as stored (half the bytes) into raw stages. At head_dim 128 each warp converts
+// the bytes its own MMA fragments need in registers (fp8_in_registers): K's head dimension and V's output columns are
+// read in permuted orders that make those bytes contiguous, and they become f16 (one instruction per pair), so those
+// tiles run f16 MMAs with Q scaled into f16 by a power of two. At 64 and 256 a pass converts each landed block into one
+// act-dtype K/V block in the layout the MMAs read. The conversion is exact either way (every e4m3 value is an f16 and a
+// bf16 value); the kv head's K scale is folded into the score scale and its V scale into the output's 1 / l, so the
+// MMAs never see a scale. This file must never allocate or synchronize the host.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,8 +42,9 @@
 
 namespace fg::cuda::attn {
 
-constexpr int kThreads = 128;  // 4 warps per CTA
-constexpr int kBlockN = 64;    // split granularity in keys; the largest per-iteration block of any tile shape
+constexpr int kThreads = 128;    // 4 warps per CTA
+constexpr int kBlockN = 64;      // split granularity in keys; the largest per-iteration block of any tile shape
+constexpr int kMaxSplits = 128;  // splits of one tile (a multiple of 32: the merge kernel holds one lse per lane)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -446,15 +446,16 @@ constexpr int const_max(int a, int b) {
 }
 
 // Shared memory of one tile shape, in bytes: Q tile + kSt x (K, V) blocks as stored (kKvBytes per
-// element) + for fp8 converted by a pass one converted (K, V) block, or the epilogue's per-warp
-// softmax states, whichever is larger.
+// element) + for fp8 converted by a pass one converted (K, V) block + the loader's ring of row
+// offsets (kSt x kBn), or the epilogue's per-warp softmax states, whichever is larger.
 template <int D, typename S, int kKvBytes = 2>
 struct TileSmem {
   static constexpr int kQBytes = S::kRows * D * 2;
   static constexpr int kKvBlockBytes = S::kBn * D * 2;                     // one K or V block in the act dtype
   static constexpr int kStageBytes = 2 * S::kBn * D * kKvBytes;            // K then V as stored
   static constexpr int kConvertedOffset = kQBytes + S::kSt * kStageBytes;  // fp8: the converted block
-  static constexpr int kMainBytes = kConvertedOffset + (kKvBytes == 1 && !fp8_in_registers(D) ? 2 * kKvBlockBytes : 0);
+  static constexpr int kRingOffset = kConvertedOffset + (kKvBytes == 1 && !fp8_in_registers(D) ? 2 * kKvBlockBytes : 0);
+  static constexpr int kMainBytes = kRingOffset + S::kSt * S::kBn * 4;
   static constexpr int kRedStride = D + 8;  // floats per row of the epilogue's O buffer
   static constexpr int kRedBytes = S::kColWarps * S::kRows * (kRedStride + 2) * 4;
   static constexpr int kBytes = const_max(kMainBytes, kRedBytes);
@@ -527,33 +528,36 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // the scarce resource of the two-m-tile shapes).
   auto acc_t = [&](int i) { return min((it.m0 + acc_row(i)) / G, it.q_len - 1); };
 
-  // ---- K/V block loader: gathers each key row through the block table. The page ids of the
-  // next block are fetched one block ahead (fetch_pages) so that their latency hides behind the
-  // math instead of stalling the copies (this is what makes page size 1 cheap).
+  // ---- K/V block loader: gathers each key row through the block table. One thread per key of a
+  // block looks up its page a block ahead (fetch_page, into a register, so that the latency hides
+  // behind a block of math) and, before the next barrier, leaves the row's chunk offset in a ring
+  // of kSt slots in shared memory (put_offsets); the copying threads read their rows' offsets from
+  // there. One lookup per key instead of one per copying thread and row keeps the loader's code
+  // short: a decode tile runs it only a few times, from a cold instruction cache.
   constexpr int kPasses = S::kBn / kRowsPerPass;
   const int my_row = tid / kKvChunks;
   const int my_chunk = tid % kKvChunks;
   const uint4* kbase = kv_head_base<KV>(p, p.k, kvh) + my_chunk;
   const uint4* vbase = kv_head_base<KV>(p, p.v, kvh) + my_chunk;
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
-  int pages[kPasses];
-  auto fetch_pages = [&](int b) {
-    const int j0 = geo.block_begin + b * S::kBn;
-#pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      const int j = j0 + my_row + pass * kRowsPerPass;
-      pages[pass] = j < geo.tile_hi ? __ldg(bt + page_index(p, j)) : 0;
-    }
+  uint32_t* ring = reinterpret_cast<uint32_t*>(smem + L::kRingOffset);  // [kSt][kBn] chunk offsets
+  auto fetch_page = [&](int b) {  // the page id of this thread's key of block b (threads < kBn)
+    const int j = geo.block_begin + b * S::kBn + tid;
+    return tid < S::kBn && j < geo.tile_hi ? __ldg(bt + page_index(p, j)) : 0;
   };
-  auto load_block = [&](int b) {  // uses pages[] fetched for block b
+  auto put_offsets = [&](int b, int page) {
+    const int j = geo.block_begin + b * S::kBn + tid;
+    if (tid < S::kBn) ring[(b % kSt) * S::kBn + tid] = j < geo.tile_hi ? kv_row_chunk(p, page, j) : 0u;
+  };
+  auto load_block = [&](int b) {  // reads block b's ring slot, filled before the last barrier
     const int j0 = geo.block_begin + b * S::kBn;
     char* stage = kv_raw + (b % kSt) * L::kStageBytes;
+    const uint32_t* offs = ring + (b % kSt) * S::kBn;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int rr = my_row + pass * kRowsPerPass;
-      const int j = j0 + rr;
-      const bool valid = j < geo.tile_hi;
-      const uint32_t off = valid ? kv_row_chunk(p, pages[pass], j) : 0;
+      const bool valid = j0 + rr < geo.tile_hi;
+      const uint32_t off = offs[rr];
       if constexpr (kFp8) {  // [kBn][D] byte rows: chunks swizzled (kFp8Regs) or plain (convert_block swizzles)
         char* kd = stage + rr * D + (kFp8Regs ? my_chunk ^ (rr & 7) : my_chunk) * 16;
         cp_async16(smem_addr(kd), kbase + off, valid);
@@ -586,10 +590,12 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     }
   };
 
-  // The first block's page ids come from the step's block table, complete before the previous
+  // The first blocks' page ids come from the step's block table, complete before the previous
   // kernel began (launch.cuh): fetched before waiting for that kernel, which wrote Q and this
   // step's K/V rows (and may have set the fp8 scales).
-  if (geo.n_blocks > 0) fetch_pages(0);
+  int first_pages[kSt - 1];
+#pragma unroll
+  for (int s = 0; s < kSt - 1; ++s) first_pages[s] = fetch_page(s);
   pdl_enter();
   // fp8: the kv head's K scale, folded into the score scale (its V scale goes into 1 / l, read in
   // the epilogue: at head_dim 256 O leaves few registers).
@@ -599,6 +605,8 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 
   // ---- Q tile -> shared (zero rows past the sequence)
   {
+    // Not unrolled: each chunk's address divides by the group size, and a decode tile runs this once.
+#pragma unroll 1
     for (int i = tid; i < kRows * kChunks; i += kThreads) {
       const int r = i / kChunks, c = i % kChunks;
       const bool valid = r < geo.rows_valid;
@@ -608,13 +616,14 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   }
 
 #pragma unroll
+  for (int s = 0; s < kSt - 1; ++s) put_offsets(s, first_pages[s]);
+  __syncthreads();
+#pragma unroll 1
   for (int s = 0; s < kSt - 1; ++s) {
-    if (s < geo.n_blocks) {
-      load_block(s);
-      if (s + 1 < geo.n_blocks) fetch_pages(s + 1);
-    }
+    if (s < geo.n_blocks) load_block(s);
     cp_async_commit();
   }
+  int next_page = fetch_page(kSt - 1);  // block b + kSt - 1's, put in the ring at the top of iteration b
 
   // Q fragments [k-step][m-tile] (only when kept in registers; see TileShape).
   uint32_t qf[S::kQRegs ? kKi : 1][kMt][4];
@@ -648,6 +657,9 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   };
 
   for (int b = 0; b < geo.n_blocks; ++b) {
+    // Block b + kSt - 1's slot last held block b - 1, whose copies were issued before the previous
+    // barrier.
+    put_offsets(b + kSt - 1, next_page);
     cp_async_wait<kSt - 2>();
     __syncthreads();
     if constexpr (S::kQRegs) {
@@ -658,10 +670,8 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
           for (int mt = 0; mt < kMt; ++mt) ldsm_q(kk, mt, qf[kk][mt]);
       }
     }
-    if (b + kSt - 1 < geo.n_blocks) {
-      load_block(b + kSt - 1);
-      if (b + kSt < geo.n_blocks) fetch_pages(b + kSt);
-    }
+    if (b + kSt - 1 < geo.n_blocks) load_block(b + kSt - 1);
+    next_page = fetch_page(b + kSt);
     cp_async_commit();
 
     // The block's K/V in T: its stage, or (fp8) converted now that it has landed. The previous
@@ -962,11 +972,16 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
   }
 }
 
-// Combines the partial outputs of split tiles by their log-sum-exps: one warp per packed row.
+// Combines the partial outputs of split tiles by their log-sum-exps: one warp per packed row. The
+// lanes read the splits' lse (lane, lane + 32, ...) and leave their weights in shared memory; the
+// partial rows are then read eight splits at a time with no load waiting on another (a decode
+// tile split 32 ways is 32 reads per row: one after the other they cost a memory latency each).
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_constant__ KernelParams p) {
   pdl_enter();
   constexpr int kPerLane = D / 32;
+  constexpr int kLseRegs = kMaxSplits / 32;
+  __shared__ float w_s[kThreads / 32][kMaxSplits];  // each warp's row: the splits' weights
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int G = p.group;
@@ -975,36 +990,50 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
     const MergeItem mi = p.merges[u / Hkv];
     const int kvh = u % Hkv;
+    const int n = mi.num_splits;
     const int rows_valid = min(mi.rows, mi.q_len * G - mi.m0);
     for (int r = warp; r < rows_valid; r += kThreads / 32) {
       auto prow = [&](int s) { return int64_t(mi.slot) + (int64_t(s) * Hkv + kvh) * mi.rows + r; };
+      float w[kLseRegs];
       float mmax = -INFINITY;
-      for (int s = lane; s < mi.num_splits; s += 32) mmax = fmaxf(mmax, p.partial_lse[prow(s)]);
+#pragma unroll
+      for (int k = 0; k < kLseRegs; ++k) {
+        const int s = lane + 32 * k;
+        w[k] = s < n ? p.partial_lse[prow(s)] : -INFINITY;
+        mmax = fmaxf(mmax, w[k]);
+      }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
-      float acc[kPerLane] = {};
       float lsum = 0.f;
-      if (mmax != -INFINITY) {
-        for (int s = 0; s < mi.num_splits; ++s) {
-          const int64_t row = prow(s);
-          const float w = __expf(p.partial_lse[row] - mmax);
-          lsum += w;
-          const float* src = p.partial_o + row * D + lane * kPerLane;
-          if constexpr (kPerLane % 4 == 0) {  // head_dim 128 and 256
 #pragma unroll
-            for (int e = 0; e < kPerLane; e += 4) {
-              const float4 x = *reinterpret_cast<const float4*>(src + e);
-              acc[e] += w * x.x;
-              acc[e + 1] += w * x.y;
-              acc[e + 2] += w * x.z;
-              acc[e + 3] += w * x.w;
-            }
-          } else {
+      for (int k = 0; k < kLseRegs; ++k) {
+        w[k] = mmax == -INFINITY || w[k] == -INFINITY ? 0.f : __expf(w[k] - mmax);
+        lsum += w[k];
+        w_s[warp][lane + 32 * k] = w[k];
+      }
 #pragma unroll
-            for (int e = 0; e < kPerLane; ++e) acc[e] += w * src[e];
+      for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+      __syncwarp();
+      float acc[kPerLane] = {};
+#pragma unroll 8
+      for (int s = 0; s < n; ++s) {
+        const float ws = w_s[warp][s];
+        const float* src = p.partial_o + prow(s) * D + lane * kPerLane;
+        if constexpr (kPerLane % 4 == 0) {  // head_dim 128 and 256
+#pragma unroll
+          for (int e = 0; e < kPerLane; e += 4) {
+            const float4 x = *reinterpret_cast<const float4*>(src + e);
+            acc[e] += ws * x.x;
+            acc[e + 1] += ws * x.y;
+            acc[e + 2] += ws * x.z;
+            acc[e + 3] += ws * x.w;
           }
+        } else {
+#pragma unroll
+          for (int e = 0; e < kPerLane; ++e) acc[e] += ws * src[e];
         }
       }
+      __syncwarp();  // w_s is rewritten for the warp's next row
       const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
       const int pr = mi.m0 + r;
       const int t = pr / G, g = pr - t * G;
