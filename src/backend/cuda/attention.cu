@@ -583,6 +583,14 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   }
   kp.num_kv_heads = hkv;
   kp.group = hq / hkv;
+  // The kernels divide packed rows (< total_q x group) by the group and work units (< the item
+  // list's capacity x kv heads) by the kv heads with attn::fast_div, exact below 2^32 / divisor.
+  FG_CHECK(int64_t(q.shape[0]) * kp.group * kp.group < (int64_t(1) << 32) &&
+               int64_t(std::max(s.item_capacity, s.merge_capacity)) * hkv * hkv < (int64_t(1) << 32),
+           "attention: " + std::to_string(q.shape[0]) + " query tokens at group " + std::to_string(kp.group) + " or " +
+               std::to_string(hkv) + " kv heads exceed the kernels' index division");
+  kp.group_magic = attn::fast_div_magic(kp.group);
+  kp.kv_heads_magic = attn::fast_div_magic(hkv);
   kp.scale_log2 = params.scale * attn::kLog2e;
   if (params.softcap > 0.f) {
     kp.softcap_log2 = params.softcap * attn::kLog2e;

@@ -113,6 +113,9 @@ struct KernelParams {
   // from its kv head's base (run() checks that the cache spans fewer than 2^32 chunks).
   uint32_t kv_page_chunks, kv_slot_chunks;
   uint32_t page_magic;  // ceil(2^32 / page_size) when it is not a power of two (see page_index)
+  // fast_div magics of group and num_kv_heads: every kernel divides packed rows by the group and
+  // work units by the kv heads (an integer division is ~25 instructions of code).
+  uint32_t group_magic, kv_heads_magic;
   uint32_t pad0;
   int64_t kv_stride_head;
   void* out;
@@ -147,6 +150,22 @@ struct KernelParams {
 template <typename KV>
 constexpr bool kv_is_fp8() {
   return std::is_same_v<KV, __nv_fp8_e4m3>;
+}
+
+// n / d for 0 <= n < 2^32 / d by a multiply-high: magic = ceil(2^32 / d), or 0 for d = 1
+// (attn::fast_div_magic on the host; run() checks the ranges the kernels divide).
+__host__ __device__ constexpr uint32_t fast_div_magic(int d) {
+  return d == 1 ? 0u : uint32_t(((uint64_t(1) << 32) + uint64_t(d) - 1) / uint64_t(d));
+}
+__device__ __forceinline__ int fast_div(int n, uint32_t magic) {
+  return magic == 0 ? n : int(__umulhi(uint32_t(n), magic));
+}
+// A packed row's token (row / group) and a work unit's item (unit / num_kv_heads).
+__device__ __forceinline__ int group_div(const KernelParams& p, int n) {
+  return fast_div(n, p.group_magic);
+}
+__device__ __forceinline__ int kv_heads_div(const KernelParams& p, int n) {
+  return fast_div(n, p.kv_heads_magic);
 }
 
 // Two e4m3 values (the low 16 bits of v, element 0 in the lowest byte) -> the same two values as
@@ -188,8 +207,8 @@ __device__ __forceinline__ TileGeom tile_geom(const KernelParams& p, const WorkI
   g.kv_begin = it.kv_begin;
   g.causal = p.causal;
   g.window = p.window;
-  const int t_first = it.m0 / G;
-  const int t_last = (it.m0 + g.rows_valid - 1) / G;
+  const int t_first = group_div(p, it.m0);
+  const int t_last = group_div(p, it.m0 + g.rows_valid - 1);
   g.tile_lo = g.row_lo(t_first);
   g.tile_hi = g.row_hi(t_last) + 1;  // exclusive
   g.min_hi = g.row_hi(t_first);
@@ -204,7 +223,7 @@ __device__ __forceinline__ TileGeom tile_geom(const KernelParams& p, const WorkI
 template <typename T>
 __device__ __forceinline__ const T* q_chunk(const KernelParams& p, const WorkItem& it, int kvh, int r, int c) {
   const int pr = it.m0 + r;
-  const int t = pr / p.group, g = pr - t * p.group;
+  const int t = group_div(p, pr), g = pr - t * p.group;
   return static_cast<const T*>(p.q) + int64_t(it.q_start + t) * p.q_stride_tok +
          int64_t(kvh * p.group + g) * p.q_stride_head + c * 8;
 }
@@ -526,28 +545,30 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   auto acc_row = [&](int i) { return warp_row0 + (i >> 1) * 16 + (lane >> 2) + (i & 1) * 8; };
   // Key bounds of accumulator row i, computed only in the few masked blocks (registers are
   // the scarce resource of the two-m-tile shapes).
-  auto acc_t = [&](int i) { return min((it.m0 + acc_row(i)) / G, it.q_len - 1); };
+  auto acc_t = [&](int i) { return min(group_div(p, it.m0 + acc_row(i)), it.q_len - 1); };
 
   // ---- K/V block loader: gathers each key row through the block table. One thread per key of a
   // block looks up its page a block ahead (fetch_page, into a register, so that the latency hides
   // behind a block of math) and, before the next barrier, leaves the row's chunk offset in a ring
-  // of kSt slots in shared memory (put_offsets); the copying threads read their rows' offsets from
+  // of kSt slots in shared memory (put_offset); the copying threads read their rows' offsets from
   // there. One lookup per key instead of one per copying thread and row keeps the loader's code
   // short: a decode tile runs it only a few times, from a cold instruction cache.
   constexpr int kPasses = S::kBn / kRowsPerPass;
   const int my_row = tid / kKvChunks;
   const int my_chunk = tid % kKvChunks;
-  const uint4* kbase = kv_head_base<KV>(p, p.k, kvh) + my_chunk;
-  const uint4* vbase = kv_head_base<KV>(p, p.v, kvh) + my_chunk;
+  // This thread's chunk of K row 0 of its kv head; V's row is a fixed distance from K's.
+  const char* kbase = reinterpret_cast<const char*>(kv_head_base<KV>(p, p.k, kvh) + my_chunk);
+  const int64_t v_minus_k = reinterpret_cast<const char*>(kv_head_base<KV>(p, p.v, kvh) + my_chunk) - kbase;
   const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
   uint32_t* ring = reinterpret_cast<uint32_t*>(smem + L::kRingOffset);  // [kSt][kBn] chunk offsets
-  auto fetch_page = [&](int b) {  // the page id of this thread's key of block b (threads < kBn)
-    const int j = geo.block_begin + b * S::kBn + tid;
-    return tid < S::kBn && j < geo.tile_hi ? __ldg(bt + page_index(p, j)) : 0;
+  // Key k of the tile (from block_begin): its page id, then its row's offset into ring[slot].
+  auto fetch_page = [&](int k) {
+    const int j = geo.block_begin + k;
+    return j < geo.tile_hi ? __ldg(bt + page_index(p, j)) : 0;
   };
-  auto put_offsets = [&](int b, int page) {
-    const int j = geo.block_begin + b * S::kBn + tid;
-    if (tid < S::kBn) ring[(b % kSt) * S::kBn + tid] = j < geo.tile_hi ? kv_row_chunk(p, page, j) : 0u;
+  auto put_offset = [&](int slot, int k, int page) {
+    const int j = geo.block_begin + k;
+    ring[slot] = j < geo.tile_hi ? kv_row_chunk(p, page, j) : 0u;
   };
   auto load_block = [&](int b) {  // reads block b's ring slot, filled before the last barrier
     const int j0 = geo.block_begin + b * S::kBn;
@@ -557,15 +578,15 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     for (int pass = 0; pass < kPasses; ++pass) {
       const int rr = my_row + pass * kRowsPerPass;
       const bool valid = j0 + rr < geo.tile_hi;
-      const uint32_t off = offs[rr];
+      const char* ksrc = kbase + uint64_t(offs[rr]) * 16u;
       if constexpr (kFp8) {  // [kBn][D] byte rows: chunks swizzled (kFp8Regs) or plain (convert_block swizzles)
         char* kd = stage + rr * D + (kFp8Regs ? my_chunk ^ (rr & 7) : my_chunk) * 16;
-        cp_async16(smem_addr(kd), kbase + off, valid);
-        cp_async16(smem_addr(kd + S::kBn * D), vbase + off, valid);
+        cp_async16(smem_addr(kd), ksrc, valid);
+        cp_async16(smem_addr(kd + S::kBn * D), ksrc + v_minus_k, valid);
       } else {
         T* ks = reinterpret_cast<T*>(stage);
-        cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), kbase + off, valid);
-        cp_async16(smem_addr(ks + S::kBn * D + swz<D>(rr, my_chunk)), vbase + off, valid);
+        cp_async16(smem_addr(ks + swz<D>(rr, my_chunk)), ksrc, valid);
+        cp_async16(smem_addr(ks + S::kBn * D + swz<D>(rr, my_chunk)), ksrc + v_minus_k, valid);
       }
     }
   };
@@ -593,9 +614,10 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
   // The first blocks' page ids come from the step's block table, complete before the previous
   // kernel began (launch.cuh): fetched before waiting for that kernel, which wrote Q and this
   // step's K/V rows (and may have set the fp8 scales).
-  int first_pages[kSt - 1];
-#pragma unroll
-  for (int s = 0; s < kSt - 1; ++s) first_pages[s] = fetch_page(s);
+  // Blocks 0 .. kSt - 2 are slots 0 .. kSt - 2 of the ring: thread t takes key t of the tile.
+  constexpr int kFirstKeys = (kSt - 1) * S::kBn;
+  static_assert(kFirstKeys <= kThreads, "one thread per key of the first blocks");
+  const int first_page = tid < kFirstKeys ? fetch_page(tid) : 0;
   pdl_enter();
   // fp8: the kv head's K scale, folded into the score scale (its V scale goes into 1 / l, read in
   // the epilogue: at head_dim 256 O leaves few registers).
@@ -615,15 +637,11 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     cp_async_commit();
   }
 
-#pragma unroll
-  for (int s = 0; s < kSt - 1; ++s) put_offsets(s, first_pages[s]);
+  if (tid < kFirstKeys) put_offset(tid, tid, first_page);
   __syncthreads();
-#pragma unroll 1
-  for (int s = 0; s < kSt - 1; ++s) {
-    if (s < geo.n_blocks) load_block(s);
-    cp_async_commit();
-  }
-  int next_page = fetch_page(kSt - 1);  // block b + kSt - 1's, put in the ring at the top of iteration b
+  // Block b + kSt's page ids (threads < kBn), fetched in iteration b and put in the ring at the
+  // top of iteration b + 1.
+  int next_page = 0;
 
   // Q fragments [k-step][m-tile] (only when kept in registers; see TileShape).
   uint32_t qf[S::kQRegs ? kKi : 1][kMt][4];
@@ -656,23 +674,28 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     }
   };
 
-  for (int b = 0; b < geo.n_blocks; ++b) {
-    // Block b + kSt - 1's slot last held block b - 1, whose copies were issued before the previous
-    // barrier.
-    put_offsets(b + kSt - 1, next_page);
-    cp_async_wait<kSt - 2>();
-    __syncthreads();
-    if constexpr (S::kQRegs) {
-      if (b == 0) {
+  // Iterations b < 0 only issue the copies of blocks 0 .. kSt - 2: the same code as the copies
+  // issued kSt - 1 blocks ahead in the others (a decode tile runs each instruction cold).
+  for (int b = 1 - kSt; b < geo.n_blocks; ++b) {
+    if (b >= 0) {
+      // Block b + kSt - 1's slot last held block b - 1, whose copies were issued before the
+      // previous barrier.
+      if (tid < S::kBn) put_offset(((b + kSt - 1) % kSt) * S::kBn + tid, (b + kSt - 1) * S::kBn + tid, next_page);
+      cp_async_wait<kSt - 2>();
+      __syncthreads();
+      if constexpr (S::kQRegs) {
+        if (b == 0) {
 #pragma unroll
-        for (int kk = 0; kk < kKi; ++kk)
+          for (int kk = 0; kk < kKi; ++kk)
 #pragma unroll
-          for (int mt = 0; mt < kMt; ++mt) ldsm_q(kk, mt, qf[kk][mt]);
+            for (int mt = 0; mt < kMt; ++mt) ldsm_q(kk, mt, qf[kk][mt]);
+        }
       }
     }
     if (b + kSt - 1 < geo.n_blocks) load_block(b + kSt - 1);
-    next_page = fetch_page(b + kSt);
+    if (b >= -1 && tid < S::kBn) next_page = fetch_page((b + kSt) * S::kBn + tid);
     cp_async_commit();
+    if (b < 0) continue;
 
     // The block's K/V in T: its stage, or (fp8) converted now that it has landed. The previous
     // block's MMAs are done (the barrier above), so the converted block is free.
@@ -923,7 +946,7 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
     const float inv = lsum > 0.f ? (kFp8 ? p.v_scale[kvh] : 1.f) / lsum : 0.f;
     const float lse = lsum > 0.f ? (mmax + __log2f(lsum)) * kLn2 : -INFINITY;
     const int pr = it.m0 + r;
-    const int t = pr / G, g = pr - t * G;
+    const int t = group_div(p, pr), g = pr - t * G;
     if (it.slot < 0) {
       const int head = kvh * G + g;
       T* out = static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head;
@@ -952,8 +975,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
   extern __shared__ __align__(128) char smem[];
   const int num_units = (p.counts[0] + (p.general_runs_prefill ? p.counts[2] : 0)) * p.num_kv_heads;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-    const WorkItem it = p.items[u / p.num_kv_heads];
-    const int kvh = u % p.num_kv_heads;
+    const int item = kv_heads_div(p, u);
+    const WorkItem it = p.items[item];
+    const int kvh = u - item * p.num_kv_heads;
     using Sh = TileShapes<D>;
     if (it.kind == kRows16) {
       attend_tile<T, KV, D, typename Sh::S16>(p, it, kvh, smem);
@@ -988,8 +1012,9 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
   const int Hkv = p.num_kv_heads;
   const int num_units = p.counts[1] * Hkv;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-    const MergeItem mi = p.merges[u / Hkv];
-    const int kvh = u % Hkv;
+    const int item = kv_heads_div(p, u);
+    const MergeItem mi = p.merges[item];
+    const int kvh = u - item * Hkv;
     const int n = mi.num_splits;
     const int rows_valid = min(mi.rows, mi.q_len * G - mi.m0);
     for (int r = warp; r < rows_valid; r += kThreads / 32) {
@@ -1036,7 +1061,7 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
       __syncwarp();  // w_s is rewritten for the warp's next row
       const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
       const int pr = mi.m0 + r;
-      const int t = pr / G, g = pr - t * G;
+      const int t = group_div(p, pr), g = pr - t * G;
       const int head = kvh * G + g;
       T* out = static_cast<T*>(p.out) + int64_t(mi.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head +
                lane * kPerLane;

@@ -65,7 +65,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
 
   const int warp_row0 = warp * 32;
   auto acc_row = [&](int i) { return warp_row0 + (i >> 1) * 16 + (lane >> 2) + (i & 1) * 8; };
-  auto acc_t = [&](int i) { return min((it.m0 + acc_row(i)) / G, it.q_len - 1); };
+  auto acc_t = [&](int i) { return min(group_div(p, it.m0 + acc_row(i)), it.q_len - 1); };
 
   // ---- Q tile -> shared (zero rows past the sequence)
   {
@@ -235,7 +235,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
           pack2<T>(o[i >> 1][dn][2 * h] * inv, o[i >> 1][dn][2 * h + 1] * inv);
     if ((lane & 3) == 0 && p.lse != nullptr && r < geo.rows_valid) {
       const int pr = it.m0 + r;
-      const int t = pr / G, g = pr - t * G;
+      const int t = group_div(p, pr), g = pr - t * G;
       p.lse[int64_t(it.q_start + t) * p.lse_stride_tok + int64_t(kvh * G + g) * p.lse_stride_head] =
           l_run[i] > 0.f ? (m_run[i] + __log2f(l_run[i])) * kLn2 : -INFINITY;
     }
@@ -245,7 +245,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
     const int r = warp_row0 + i / kChunks, c = i % kChunks;
     if (r >= geo.rows_valid) break;  // rows ascend with i
     const int pr = it.m0 + r;
-    const int t = pr / G, g = pr - t * G;
+    const int t = group_div(p, pr), g = pr - t * G;
     T* out =
         static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(kvh * G + g) * p.out_stride_head;
     *reinterpret_cast<uint4*>(out + c * 8) = *reinterpret_cast<const uint4*>(q_s + swz<D>(r, c));
@@ -261,8 +261,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(const __
   const int first = p.counts[3];
   const int num_units = p.counts[2] * p.num_kv_heads;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-    const WorkItem it = p.items[first + u / p.num_kv_heads];
-    prefill_tile<T, D>(p, it, u % p.num_kv_heads, smem);
+    const int item = kv_heads_div(p, u);
+    const WorkItem it = p.items[first + item];
+    prefill_tile<T, D>(p, it, u - item * p.num_kv_heads, smem);
     __syncthreads();
   }
 }

@@ -138,8 +138,9 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
   uint32_t phase = 0;
   int local = 0;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
-    const WorkItem it = p.items[first + u / p.num_kv_heads];
-    const int kvh = u % p.num_kv_heads;
+    const int item = kv_heads_div(p, u);
+    const WorkItem it = p.items[first + item];
+    const int kvh = u - item * p.num_kv_heads;
     const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
 
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
@@ -221,16 +222,17 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 #pragma unroll
   for (int i = 0; i < kNi; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
-    const WorkItem it = p.items[first + u / p.num_kv_heads];
-    const int kvh = u % p.num_kv_heads;
+    const int item = kv_heads_div(p, u);
+    const WorkItem it = p.items[first + item];
+    const int kvh = u - item * p.num_kv_heads;
     const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
     const int qb = local % L::kQBufs;
     const uint32_t q_empty = bars + 8 * (2 * kStages + L::kQBufs + qb);
     mbar_wait(bars + 8 * (2 * kStages + qb), (local / L::kQBufs) & 1);  // q_full
     if (g.n_blocks == 0) mbar_arrive(q_empty);
     const uint32_t q_addr = base + qb * L::kQBytes + 64 * wg * 128;
-    const int ta = min((it.m0 + row_a) / G, it.q_len - 1);
-    const int tb = min((it.m0 + row_b) / G, it.q_len - 1);
+    const int ta = min(group_div(p, it.m0 + row_a), it.q_len - 1);
+    const int tb = min(group_div(p, it.m0 + row_b), it.q_len - 1);
     // fp8 pages: S is scaled by the kv head's K scale before the softmax, O by its V scale.
     const float k_scale = kv_is_fp8<KV>() ? p.k_scale[kvh] : 1.f;
     const float v_scale = kv_is_fp8<KV>() ? p.v_scale[kvh] : 1.f;
@@ -388,7 +390,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
       const float m = h == 0 ? m0 : m1;
       const float inv = l > 0.f ? v_scale / l : 0.f;
       const int pr = it.m0 + r;
-      const int t = pr / G, gg = pr - t * G;
+      const int t = group_div(p, pr), gg = pr - t * G;
       const int head = kvh * G + gg;
       T* out = static_cast<T*>(p.out) + int64_t(it.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head +
                2 * (lane & 3);
