@@ -176,9 +176,9 @@ run_all() {
     --config ${NCU_CFG:-$CFG} --backend cuda --kv-cache-memory 20GiB --skip-throughput --decode-tokens 40 \
     > $OUT/raw/decode_ncu.csv && python3 tools/ncu_summary.py $OUT/raw/decode_ncu.csv"
   # Where small-batch decode attention's time goes (issue #16 item 2: B1 kv 8k/32k and B8 kv8k at
-  # 1.1x cuDNN's time): each row's kernels as one call launches them, their
+  # 1.1x cuDNN's time): each row's kernels as one call launches them (main and merge), their
   # durations, and speed of light, memory workload, warp states and scheduler (two launches after
-  # the first four). Only when named in STEPS (attn_ncu).
+  # the first four: one call's main and merge kernels). Only when named in STEPS (attn_ncu).
   if [[ " ${STEPS:-} " == *" attn_ncu "* ]]; then
     local row
     for row in "decode B1 kv8192 page16" "decode B1 kv32768 page16" "decode B8 kv8192 page16"; do

@@ -1,5 +1,5 @@
 // Host side of the one attention kernel: the per-step plan (tiles, KV splits, their order) written
-// into buffers allocated once, and the per-layer launch of the prefill and main kernels.
+// into buffers allocated once, and the per-layer launch of the main and merge kernels.
 // Device code lives in attention_kernel.cuh. Nothing here allocates after the constructor, and
 // run() only reads the plan, so CUDA graphs captured around run() stay valid across plans.
 #include <algorithm>
@@ -83,7 +83,7 @@ int current_device_smem_optin() {
 struct WorkspaceLayout {
   int item_capacity = 0;
   int merge_capacity = 0;
-  size_t meta = 0, merges = 0, partial_o = 0, partial_lse = 0, arrivals = 0, bytes = 0;  // byte offsets, total
+  size_t meta = 0, merges = 0, partial_o = 0, partial_lse = 0, bytes = 0;  // byte offsets, total
 
   WorkspaceLayout(int max_total_q, int max_num_seqs, int num_sms) {
     // Tiles are at most num_seqs + total_q * group / 16 (group <= 128; 16-row tiles are the
@@ -97,10 +97,7 @@ struct WorkspaceLayout {
     merges = align(meta + meta_bytes());
     partial_o = align(merges + size_t(merge_capacity) * sizeof(attn::MergeItem));
     partial_lse = align(partial_o + kPartialFloats * sizeof(float));
-    arrivals = align(partial_lse + kPartialFloats / 64 * sizeof(float));
-    // One arrival count per partial row at head_dim 64 (the most rows): a split tile's count sits
-    // at split 0's first row for the kv head (KernelParams::arrivals).
-    bytes = align(arrivals + kPartialFloats / 64 * sizeof(int));
+    bytes = align(partial_lse + kPartialFloats / 64 * sizeof(float));
   }
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -125,7 +122,6 @@ struct AttentionPlanState {
   attn::MergeItem* d_merges = nullptr;
   float* d_partial_o = nullptr;
   float* d_partial_lse = nullptr;
-  int* d_arrivals = nullptr;  // zero between kernels (each merging CTA resets its count)
   // Pinned staging, double-buffered: a plan never overwrites memory an earlier upload still reads.
   char* h_meta[2] = {nullptr, nullptr};
   attn::MergeItem* h_merges[2] = {nullptr, nullptr};
@@ -133,8 +129,9 @@ struct AttentionPlanState {
   int next_staging = 0;
   // The current plan.
   bool planned = false;
-  int num_items = 0;             // items of the general kernel (items[0, num_items))
-  int num_prefill = 0;           // items of the prefill kernel (items[num_items, num_items + num_prefill))
+  int num_items = 0;    // items of the general kernel (items[0, num_items))
+  int num_prefill = 0;  // items of the prefill kernel (items[num_items, num_items + num_prefill))
+  int num_merges = 0;
   bool prefill_kernel = true;    // give unsplit 128-row tiles to a prefill kernel
   bool wgmma_available = false;  // this build has sm_90a code and the device is sm_90
   bool wgmma = false;            // the prefill kernel is attention_wgmma_kernel (else the mma.sync one)
@@ -166,10 +163,8 @@ AttentionKernel::AttentionKernel(int max_total_q, int max_num_seqs, void* worksp
   s.d_merges = reinterpret_cast<attn::MergeItem*>(base + w.merges);
   s.d_partial_o = reinterpret_cast<float*>(base + w.partial_o);
   s.d_partial_lse = reinterpret_cast<float*>(base + w.partial_lse);
-  s.d_arrivals = reinterpret_cast<int*>(base + w.arrivals);
   FG_ATTN_CUDA(cudaMemset(s.d_meta, 0, kHeaderInts * sizeof(int)));
-  FG_ATTN_CUDA(cudaMemset(s.d_arrivals, 0, kPartialFloats / 64 * sizeof(int)));
-  // The memsets run on the legacy stream; finish them before any plan uploads on the caller's
+  // The memset runs on the legacy stream; finish it before any plan uploads on the caller's
   // (possibly non-blocking) stream, or it could land after the upload and zero the counts.
   FG_ATTN_CUDA(cudaDeviceSynchronize());
   for (int i = 0; i < 2; ++i) {
@@ -211,7 +206,8 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
   FG_CHECK(bounds.num_seqs > 0 && num_kv_heads > 0, "attention begin_capture: empty bounds");
   // The widest partition a batch within the bounds can get: as many full-length sequences as
   // still get split-KV (plan() splits only while tiles x kv heads stay under 8/9 of the resident
-  // CTA slots), so the main grid covers about one wave of CTAs.
+  // CTA slots), so the main grid covers about one wave of CTAs and the merge grid one CTA per
+  // split tile.
   const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
   const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(head_dim);
   const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
@@ -388,14 +384,14 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
              "attention plan: a 128-row tile at head_dim 256 that the wgmma kernel does not take");
     if (n == 1 && prefill_pages && t.kind == attn::kRows128) {
       keyed_prefill.push_back(
-          {t.extent, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, -1, {0, 0}}});
+          {t.extent, {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
       continue;
     }
     // Larger tiles do more math per key (the 16- and 32-row kinds are bound by reading K/V).
     const int64_t row_weight = t.kind == attn::kRows128 ? 4 : t.kind == attn::kRows64 ? 2 : 1;
     if (n == 1) {
       keyed.push_back({int64_t(t.extent) * row_weight,
-                       {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, -1, {0, 0}}});
+                       {t.seq, t.q_start, t.q_len, t.kv_len, t.m0, 0, t.kv_len, -1, t.kind, {0, 0, 0}}});
       continue;
     }
     FG_CHECK(n_merges < s.merge_capacity, "attention plan: merge list overflow");
@@ -417,8 +413,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
                         end,
                         next_slot + i * num_kv_heads * rows,
                         t.kind,
-                        n_merges - 1,
-                        {0, 0}}});
+                        {0, 0, 0}}});
     }
     next_slot += n * num_kv_heads * rows;
   }
@@ -447,6 +442,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   s.planned = true;
   s.num_items = n_general;
   s.num_prefill = n_items - n_general;
+  s.num_merges = n_merges;
   s.plan_wgmma = wgmma;
   s.plan_max_q_len = max_q_len;
   s.plan_max_kv_len = max_kv_len;
@@ -464,7 +460,8 @@ namespace {
 // prefill_grid 0 unless the prefill kernel is the wgmma one). KV as in set_smem_attr (fp8 pages
 // never go to the mma.sync prefill kernel: run() sets its grid to 0).
 template <typename T, typename KV, int D>
-void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, cudaStream_t stream) {
+void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
+            cudaStream_t stream) {
   if (prefill_grid > 0 && wgmma) {
 #if defined(FG_WGMMA)
     launch_kernel(attn::attention_wgmma_kernel<T, KV, D>, prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes,
@@ -480,18 +477,21 @@ void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main
     launch_kernel(attn::attention_kernel<T, KV, D>, main_grid, attn::kThreads,
                   attn::SmemLayout<D, int(sizeof(KV))>::kBytes, stream, kp);
   }
+  if (merge_grid > 0) {
+    launch_kernel(attn::attention_merge_kernel<T, D>, merge_grid, attn::kThreads, 0, stream, kp);
+  }
 }
 
 // d: a head size plan() accepted (64, 128 or 256).
 template <typename T, typename KV>
-void launch_head_dim(int d, const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid,
+void launch_head_dim(int d, const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main_grid, int merge_grid,
                      cudaStream_t stream) {
   if (d == 64)
-    launch<T, KV, 64>(kp, wgmma, prefill_grid, main_grid, stream);
+    launch<T, KV, 64>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else if (d == 128)
-    launch<T, KV, 128>(kp, wgmma, prefill_grid, main_grid, stream);
+    launch<T, KV, 128>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else
-    launch<T, KV, 256>(kp, wgmma, prefill_grid, main_grid, stream);
+    launch<T, KV, 256>(kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 bool aligned16(const void* p) {
@@ -603,7 +603,6 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   kp.merges = s.d_merges;
   kp.partial_o = s.d_partial_o;
   kp.partial_lse = s.d_partial_lse;
-  kp.arrivals = s.d_arrivals;
   if (fp8) {
     kp.k_scale = cache.k_scale.ptr<const float>();
     kp.v_scale = cache.v_scale.ptr<const float>();
@@ -625,6 +624,7 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   int prefill_grid = s.num_prefill * hkv;
   if (wgmma) prefill_grid = std::min(prefill_grid, s.num_sms);
   int main_grid = s.num_items * hkv;
+  int merge_grid = s.num_merges * hkv;
   // fp8 pages and no wgmma kernel: the general kernel runs the prefill items too (its 128-row
   // tile shape), since the mma.sync prefill kernel reads act-dtype pages only.
   if (fp8 && !wgmma) {
@@ -638,19 +638,22 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
                    : wgmma                 ? s.num_sms
                                            : std::max(prefill_grid, 2 * s.num_sms);
     main_grid = std::max(main_grid, 1);
-    // A launch no batch within the graph's bounds can need (see begin_capture): a 128-row tile
-    // needs more than 64 packed rows; batch-invariant plans have no prefill items.
+    merge_grid = std::max(merge_grid, 1);
+    // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
+    // needs more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
     if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
-    if (s.batch_invariant) prefill_grid = 0;
+    if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= kMinSplitKeys) merge_grid = 0;
+    // No plan of batch-invariant mode has prefill items or splits.
+    if (s.batch_invariant) prefill_grid = merge_grid = 0;
   }
   if (!attn::has_wide_tiles(d) && !wgmma) prefill_grid = 0;  // no mma.sync prefill kernel at this head size
 
   if (fp8)
-    launch_head_dim<__nv_bfloat16, __nv_fp8_e4m3>(d, kp, wgmma, prefill_grid, main_grid, stream);
+    launch_head_dim<__nv_bfloat16, __nv_fp8_e4m3>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else if (q.dtype == DType::kBF16)
-    launch_head_dim<__nv_bfloat16, __nv_bfloat16>(d, kp, wgmma, prefill_grid, main_grid, stream);
+    launch_head_dim<__nv_bfloat16, __nv_bfloat16>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
   else
-    launch_head_dim<__half, __half>(d, kp, wgmma, prefill_grid, main_grid, stream);
+    launch_head_dim<__half, __half>(d, kp, wgmma, prefill_grid, main_grid, merge_grid, stream);
 }
 
 }  // namespace fg::cuda

@@ -62,9 +62,10 @@ class AttentionKernel {
 
   // Before a graph is recorded for batches within `bounds`: plans the widest partition such a
   // batch can get (launch widths are fixed at record time and taken from the current plan: about
-  // one wave of CTAs) and makes run() record only the launches such batches can need: no prefill
-  // kernel when max_q_len x group packs at most 64 rows (no 128-row tile can occur). end_capture()
-  // lifts the bounds. Only launch widths depend on this, never results.
+  // one wave of CTAs, one merge CTA per split tile) and makes run() record only the launches such
+  // batches can need: no prefill kernel when max_q_len x group packs at most 64 rows (no 128-row
+  // tile can occur), no merge when max_kv_len is too short to be split. end_capture() lifts the
+  // bounds. Only launch widths depend on this, never results.
   void begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
                      cudaStream_t stream);
   void end_capture();
@@ -72,8 +73,7 @@ class AttentionKernel {
   bool plan_within(const GraphAttentionShape& bounds) const;
 
   // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16. Launches the prefill
-  // kernel (when the plan has tiles for it) and the general kernel, whose last split of each split
-  // tile merges the tile's partial outputs.
+  // kernel (when the plan has tiles for it), the general kernel, and the split-KV merge.
   void run(const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch, const AttentionParams& params,
            Tensor& out, Tensor* lse, cudaStream_t stream) const;
 

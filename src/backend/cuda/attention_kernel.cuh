@@ -1,6 +1,6 @@
 // Device code of the one attention kernel (see attention.h): tile types, the work-list records the
 // host plan writes, the main kernel (FlashAttention-2-style online softmax on mma.sync m16n8k16
-// tensor cores, f32 accumulation), whose last split of a split tile merges the tile's partials.
+// tensor cores, f32 accumulation) and the split-KV merge kernel.
 //
 // A tile's rows are packed (q token of one sequence) x (the q heads sharing one kv head): packed
 // row pr = t * group + g reads q[q_start + t, kv_head * group + g, :]. So decode (q_len 1) with
@@ -44,7 +44,7 @@ namespace fg::cuda::attn {
 
 constexpr int kThreads = 128;    // 4 warps per CTA
 constexpr int kBlockN = 64;      // split granularity in keys; the largest per-iteration block of any tile shape
-constexpr int kMaxSplits = 128;  // splits of one tile (a multiple of 32: the merge holds one lse per lane)
+constexpr int kMaxSplits = 128;  // splits of one tile (a multiple of 32: the merge kernel holds one lse per lane)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -63,14 +63,12 @@ struct alignas(16) WorkItem {
   int m0;        // first packed row of the tile (packed row = token * group + g)
   int kv_begin;  // split range, a multiple of kBlockN
   int kv_end;
-  int slot;   // -1: write out/lse directly; else first partial row of this split (see MergeItem)
-  int kind;   // TileKind
-  int merge;  // split tiles (slot >= 0): the tile's MergeItem
-  int pad[2];
+  int slot;  // -1: write out/lse directly; else first partial row of this split (see MergeItem)
+  int kind;  // TileKind
+  int pad[3];
 };
 
-// One split tile whose partial outputs are combined by the CTA that writes the last of them (per kv
-// head; merge_split_rows).
+// One split tile whose partial outputs the merge kernel combines.
 struct alignas(16) MergeItem {
   int q_start, q_len, m0, rows;
   int num_splits;
@@ -140,9 +138,6 @@ struct KernelParams {
   const MergeItem* merges;
   float* partial_o;
   float* partial_lse;
-  // Per (split tile, kv head), at the index of split 0's first partial row: how many of its splits
-  // have written their partials; the last resets it to 0 (zero between kernels).
-  int* arrivals;
   // fp8 KV cache: [num_kv_heads] f32 scales (null otherwise); and whether attention_kernel also
   // runs the prefill items (items[counts[3], counts[3] + counts[2]), right after its own) because
   // no prefill kernel reads fp8 pages on this device.
@@ -501,80 +496,6 @@ template <int D, int kKvBytes = 2>
 struct SmemLayout {
   static constexpr int kBytes = main_kernel_smem_bytes<D, kKvBytes>();
 };
-
-// Combines the partial outputs of split tile `mi` for kv head kvh by their log-sum-exps, once all of
-// its splits have written them: one warp per packed row. The lanes read the splits' lse (lane,
-// lane + 32, ...) and leave their weights in w_s (shared, [kThreads / 32][kMaxSplits]); the partial
-// rows are then read eight splits at a time with no load waiting on another (a decode tile split
-// 32 ways is 32 reads per row: one after the other they cost a memory latency each). The partials
-// were written by other CTAs: read from the L2 (ld.global.cg), never from this SM's L1.
-template <typename T, int D>
-__device__ __noinline__ void merge_split_rows(const KernelParams& p, const MergeItem& mi, int kvh, float* w_s) {
-  constexpr int kPerLane = D / 32;
-  constexpr int kLseRegs = kMaxSplits / 32;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  float* ws_row = w_s + warp * kMaxSplits;
-  const int G = p.group;
-  const int Hkv = p.num_kv_heads;
-  const int n = mi.num_splits;
-  const int rows_valid = min(mi.rows, mi.q_len * G - mi.m0);
-  for (int r = warp; r < rows_valid; r += kThreads / 32) {
-    auto prow = [&](int s) { return int64_t(mi.slot) + (int64_t(s) * Hkv + kvh) * mi.rows + r; };
-    float w[kLseRegs];
-    float mmax = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kLseRegs; ++k) {
-      const int s = lane + 32 * k;
-      w[k] = s < n ? __ldcg(p.partial_lse + prow(s)) : -INFINITY;
-      mmax = fmaxf(mmax, w[k]);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
-    float lsum = 0.f;
-#pragma unroll
-    for (int k = 0; k < kLseRegs; ++k) {
-      w[k] = mmax == -INFINITY || w[k] == -INFINITY ? 0.f : __expf(w[k] - mmax);
-      lsum += w[k];
-      ws_row[lane + 32 * k] = w[k];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
-    __syncwarp();
-    float acc[kPerLane] = {};
-#pragma unroll 8
-    for (int s = 0; s < n; ++s) {
-      const float ws = ws_row[s];
-      const float* src = p.partial_o + prow(s) * D + lane * kPerLane;
-      if constexpr (kPerLane % 4 == 0) {  // head_dim 128 and 256
-#pragma unroll
-        for (int e = 0; e < kPerLane; e += 4) {
-          const float4 x = __ldcg(reinterpret_cast<const float4*>(src + e));
-          acc[e] += ws * x.x;
-          acc[e + 1] += ws * x.y;
-          acc[e + 2] += ws * x.z;
-          acc[e + 3] += ws * x.w;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < kPerLane; ++e) acc[e] += ws * __ldcg(src + e);
-      }
-    }
-    __syncwarp();  // ws_row is rewritten for the warp's next row
-    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-    const int pr = mi.m0 + r;
-    const int t = group_div(p, pr), g = pr - t * G;
-    const int head = kvh * G + g;
-    T* out = static_cast<T*>(p.out) + int64_t(mi.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head +
-             lane * kPerLane;
-#pragma unroll
-    for (int e = 0; e < kPerLane; e += 2)
-      *reinterpret_cast<uint32_t*>(out + e) = pack2<T>(acc[e] * inv, acc[e + 1] * inv);
-    if (lane == 0 && p.lse != nullptr)
-      p.lse[int64_t(mi.q_start + t) * p.lse_stride_tok + int64_t(head) * p.lse_stride_head] =
-          lsum > 0.f ? mmax + __logf(lsum) : -INFINITY;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // One tile: rows [m0, m0 + S::kRows) of a sequence's packed rows, one kv head.
@@ -1045,22 +966,6 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
       if (c == 0) p.partial_lse[prow] = lse;
     }
   }
-  // A split: count this one's partials in; the CTA whose split arrives last merges the tile's
-  // rows (no separate merge launch, and no waiting on the whole grid).
-  if (it.slot >= 0) {
-    const MergeItem& mi = p.merges[it.merge];
-    const int counter = mi.slot + kvh * mi.rows;  // split 0's first partial row: one per (tile, kv head)
-    __threadfence();                              // this thread's partials, visible before the count
-    __syncthreads();                              // (also: the epilogue's shared buffers are free again)
-    int* last = reinterpret_cast<int*>(smem);
-    if (tid == 0) *last = atomicAdd(p.arrivals + counter, 1) == mi.num_splits - 1;
-    __syncthreads();
-    if (*last) {
-      __threadfence();  // the other splits' counts (and so their partials) before reading them
-      merge_split_rows<T, D>(p, mi, kvh, reinterpret_cast<float*>(smem) + 4);
-      if (tid == 0) p.arrivals[counter] = 0;  // ready for the next kernel
-    }
-  }
 }
 
 // grid.x: work units (item, kv head), strided so that a graph captured with one plan stays
@@ -1088,6 +993,85 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
       attend_tile<T, KV, D, typename Sh::S64>(p, it, kvh, smem);  // plan() makes no 128-row tiles here
     }
     __syncthreads();
+  }
+}
+
+// Combines the partial outputs of split tiles by their log-sum-exps: one warp per packed row. The
+// lanes read the splits' lse (lane, lane + 32, ...) and leave their weights in shared memory; the
+// partial rows are then read eight splits at a time with no load waiting on another (a decode
+// tile split 32 ways is 32 reads per row: one after the other they cost a memory latency each).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_constant__ KernelParams p) {
+  pdl_enter();
+  constexpr int kPerLane = D / 32;
+  constexpr int kLseRegs = kMaxSplits / 32;
+  __shared__ float w_s[kThreads / 32][kMaxSplits];  // each warp's row: the splits' weights
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int G = p.group;
+  const int Hkv = p.num_kv_heads;
+  const int num_units = p.counts[1] * Hkv;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+    const int item = kv_heads_div(p, u);
+    const MergeItem mi = p.merges[item];
+    const int kvh = u - item * Hkv;
+    const int n = mi.num_splits;
+    const int rows_valid = min(mi.rows, mi.q_len * G - mi.m0);
+    for (int r = warp; r < rows_valid; r += kThreads / 32) {
+      auto prow = [&](int s) { return int64_t(mi.slot) + (int64_t(s) * Hkv + kvh) * mi.rows + r; };
+      float w[kLseRegs];
+      float mmax = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kLseRegs; ++k) {
+        const int s = lane + 32 * k;
+        w[k] = s < n ? p.partial_lse[prow(s)] : -INFINITY;
+        mmax = fmaxf(mmax, w[k]);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+      float lsum = 0.f;
+#pragma unroll
+      for (int k = 0; k < kLseRegs; ++k) {
+        w[k] = mmax == -INFINITY || w[k] == -INFINITY ? 0.f : __expf(w[k] - mmax);
+        lsum += w[k];
+        w_s[warp][lane + 32 * k] = w[k];
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+      __syncwarp();
+      float acc[kPerLane] = {};
+#pragma unroll 8
+      for (int s = 0; s < n; ++s) {
+        const float ws = w_s[warp][s];
+        const float* src = p.partial_o + prow(s) * D + lane * kPerLane;
+        if constexpr (kPerLane % 4 == 0) {  // head_dim 128 and 256
+#pragma unroll
+          for (int e = 0; e < kPerLane; e += 4) {
+            const float4 x = *reinterpret_cast<const float4*>(src + e);
+            acc[e] += ws * x.x;
+            acc[e + 1] += ws * x.y;
+            acc[e + 2] += ws * x.z;
+            acc[e + 3] += ws * x.w;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < kPerLane; ++e) acc[e] += ws * src[e];
+        }
+      }
+      __syncwarp();  // w_s is rewritten for the warp's next row
+      const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+      const int pr = mi.m0 + r;
+      const int t = group_div(p, pr), g = pr - t * G;
+      const int head = kvh * G + g;
+      T* out = static_cast<T*>(p.out) + int64_t(mi.q_start + t) * p.out_stride_tok + int64_t(head) * p.out_stride_head +
+               lane * kPerLane;
+#pragma unroll
+      for (int e = 0; e < kPerLane; e += 2)
+        *reinterpret_cast<uint32_t*>(out + e) = pack2<T>(acc[e] * inv, acc[e + 1] * inv);
+      if (lane == 0 && p.lse != nullptr)
+        p.lse[int64_t(mi.q_start + t) * p.lse_stride_tok + int64_t(head) * p.lse_stride_head] =
+            lsum > 0.f ? mmax + __logf(lsum) : -INFINITY;
+    }
   }
 }
 
