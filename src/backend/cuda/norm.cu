@@ -172,10 +172,21 @@ __device__ __forceinline__ void fp8_row_out(const RmsNormParams& p, int64_t r, i
 // half-warp), from the act-dtype values the plain kernel would store.
 template <class T, bool kFused, int kChunks, int kFp8 = 0>
 __global__ void rms_norm_vec_kernel(RmsNormParams p) {
-  pdl_enter();
   constexpr int kVec = 16 / sizeof(T);
   __shared__ float scratch[32];
   const int64_t nvec = p.out.cols / kVec;
+  // This thread's act-dtype weights, the same for every row: loaded before waiting for the kernel
+  // that writes the rows (weights are never written by a step's kernels; launch.cuh), so their
+  // latency hides behind that kernel's end instead of following the row's sum of squares.
+  uint4 wpre[kChunks] = {};
+  if (!p.weight_f32) {
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      const int64_t vi = threadIdx.x + int64_t(k) * blockDim.x;
+      if (vi < nvec) wpre[k] = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.weight) + vi * kVec);
+    }
+  }
+  pdl_enter();
   for (int64_t r = blockIdx.x; r < p.out.rows; r += gridDim.x) {
     float v[kChunks][kVec];
     float acc = 0.0f;
@@ -218,8 +229,7 @@ __global__ void rms_norm_vec_kernel(RmsNormParams p) {
 #pragma unroll
         for (int e = 0; e < kVec; ++e) w[e] = static_cast<const float*>(p.weight)[vi * kVec + e];
       } else {
-        const uint4 wv = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.weight) + vi * kVec);
-        const T* ws = reinterpret_cast<const T*>(&wv);
+        const T* ws = reinterpret_cast<const T*>(&wpre[k]);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) w[e] = to_f32(ws[e]);
       }

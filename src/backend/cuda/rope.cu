@@ -65,7 +65,6 @@ __device__ __forceinline__ void norm_pair(const RopeParams& p, int64_t token, in
 // head).
 template <class T, bool kNorm>
 __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
-  pdl_enter();
   __shared__ float warp_ss[kThreads / 32];  // kNorm: the warps' sums of squares
   extern __shared__ float cs[];             // [half] cos, then [half] sin
   const int half = p.rotary_dim / 2;
@@ -75,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
   const int pairs = write_cache ? p.head_dim / 2 : half;
   const int heads = p.num_q_heads + p.num_kv_heads;
   const int e = int(blockIdx.x) * kThreads + int(threadIdx.x);  // this thread's (head, pair)
-  for (int64_t token = blockIdx.y; token < p.n; token += gridDim.y) {
+  auto cos_sin_table = [&](int64_t token) {
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
       float inv_freq;
       if (p.per_token_base != nullptr) {
@@ -91,6 +90,14 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
       cos_t[i] = float(cd) * p.attention_scaling;
       sin_t[i] = float(sd) * p.attention_scaling;
     }
+  };
+  // The first token's table needs only the step's positions and the model's frequencies (never
+  // written by the step's kernels; launch.cuh): computed before waiting for the kernel that
+  // writes q, k and v, behind that kernel's end.
+  if (blockIdx.y < p.n) cos_sin_table(blockIdx.y);
+  pdl_enter();
+  for (int64_t token = blockIdx.y; token < p.n; token += gridDim.y) {
+    if (token != blockIdx.y) cos_sin_table(token);
     if constexpr (kNorm) norm_pair<T>(p, token, e, heads, pairs, half, warp_ss);
     __syncthreads();
     if (e < heads * pairs) {
