@@ -19,17 +19,19 @@
 //  - kRows128: 128 rows, one warp per 32 rows (two m-tiles, so each K/V fragment read from
 //    shared memory feeds two mma), 32 keys per iteration, Q fragments re-read from shared memory
 //    (prefill).
-// K/V rows are gathered through the block table per key position (any page size >= 1) with
-// 16-byte cp.async copies, 2 or 3 stages deep; each key's page is looked up once, a block ahead,
-// into a ring of row offsets in shared memory that the copying threads read. Head sizes 64, 128 and 256; at 256 the
-// kinds stop at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles, TileShapes<256>). An fp8 KV cache (KV
-// = __nv_fp8_e4m3, act bf16) is copied as stored (half the bytes) into raw stages. At head_dim 128 each warp converts
-// the bytes its own MMA fragments need in registers (fp8_in_registers): K's head dimension and V's output columns are
-// read in permuted orders that make those bytes contiguous, and they become f16 (one instruction per pair), so those
-// tiles run f16 MMAs with Q scaled into f16 by a power of two. At 64 and 256 a pass converts each landed block into one
-// act-dtype K/V block in the layout the MMAs read. The conversion is exact either way (every e4m3 value is an f16 and a
-// bf16 value); the kv head's K scale is folded into the score scale and its V scale into the output's 1 / l, so the
-// MMAs never see a scale. This file must never allocate or synchronize the host.
+// K/V rows are gathered through the block table per key position (any page size >= 1) with 16-byte
+// cp.async copies, 2 or 3 stages deep; each key's page is looked up once, a block ahead, into a
+// ring of row offsets in shared memory that the copying threads read. Head sizes 64, 128 and 256;
+// at 256 the kinds stop at 64 rows and only the wgmma prefill kernel exists (has_wide_tiles,
+// TileShapes<256>). An fp8 KV cache (KV = __nv_fp8_e4m3, act bf16) is copied as stored (half the
+// bytes) into raw stages. At head_dim 128 each warp converts the bytes its own MMA fragments need
+// in registers (fp8_in_registers): K's head dimension and V's output columns are read in permuted
+// orders that make those bytes contiguous, and they become f16 (one instruction per pair), so those
+// tiles run f16 MMAs with Q scaled into f16 by a power of two. At 64 and 256 a pass converts each
+// landed block into one act-dtype K/V block in the layout the MMAs read. The conversion is exact
+// either way (every e4m3 value is an f16 and a bf16 value); the kv head's K scale is folded into
+// the score scale and its V scale into the output's 1 / l, so the MMAs never see a scale. This file
+// must never allocate or synchronize the host.
 #pragma once
 
 #include <cuda_bf16.h>
