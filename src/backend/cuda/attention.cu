@@ -583,9 +583,10 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   }
   kp.num_kv_heads = hkv;
   kp.group = hq / hkv;
-  // The kernels divide packed rows (< total_q x group) by the group and work units (< the item
-  // list's capacity x kv heads) by the kv heads with attn::fast_div, exact below 2^32 / divisor.
-  FG_CHECK(int64_t(q.shape[0]) * kp.group * kp.group < (int64_t(1) << 32) &&
+  // The kernels divide packed rows (< total_q x group, plus a tile's 128 rows of padding) by the
+  // group and work units (< the item list's capacity x kv heads) by the kv heads with
+  // attn::fast_div, exact below 2^32 / divisor.
+  FG_CHECK((int64_t(q.shape[0]) * kp.group + 128) * kp.group < (int64_t(1) << 32) &&
                int64_t(std::max(s.item_capacity, s.merge_capacity)) * hkv * hkv < (int64_t(1) << 32),
            "attention: " + std::to_string(q.shape[0]) + " query tokens at group " + std::to_string(kp.group) + " or " +
                std::to_string(hkv) + " kv heads exceed the kernels' index division");

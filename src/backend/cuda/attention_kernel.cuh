@@ -999,9 +999,10 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
 }
 
 // Combines the partial outputs of split tiles by their log-sum-exps: one warp per packed row. The
-// lanes read the splits' lse (lane, lane + 32, ...) and leave their weights in shared memory; the
-// partial rows are then read eight splits at a time with no load waiting on another (a decode
-// tile split 32 ways is 32 reads per row: one after the other they cost a memory latency each).
+// lanes read the splits' lse (lane, lane + 32, ...) at once and leave their weights in shared
+// memory; the loop over the partial rows is unrolled by eight, so no lse load waits on a row's (a
+// decode tile split 32 ways used to cost two dependent memory latencies per split). The compiler
+// keeps only one or two of the eight row loads ahead of their multiply-adds.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_constant__ KernelParams p) {
   pdl_enter();
