@@ -56,6 +56,32 @@ void Backend::gemm_fp8(const Tensor&, const Tensor&, const Tensor&, const Tensor
   FG_CHECK(false, name() + " has no FP8 GEMMs (supports_fp8_gemm() is false)");
 }
 
+void qkv_head_views(const Tensor& qkv, int num_q_heads, int num_kv_heads, Tensor& q, Tensor& k, Tensor& v) {
+  const int heads = num_q_heads + 2 * num_kv_heads;
+  FG_CHECK(qkv.ndim == 2 && num_q_heads > 0 && num_kv_heads >= 0 && qkv.shape[1] % heads == 0,
+           "qkv: expected [n, (num_q_heads + 2 num_kv_heads) * head_dim]: " + qkv.describe());
+  const int64_t d = qkv.shape[1] / heads;
+  auto heads_at = [&](int64_t head0, int count) {
+    Tensor t = qkv;
+    t.data = static_cast<char*>(qkv.data) + head0 * d * qkv.stride[1] * int64_t(dtype_size(qkv.dtype));
+    t.ndim = 3;
+    t.shape = {qkv.shape[0], count, d, 0};
+    t.stride = {qkv.stride[0], d * qkv.stride[1], qkv.stride[1], 0};
+    return t;
+  };
+  q = heads_at(0, num_q_heads);
+  k = heads_at(num_q_heads, num_kv_heads);
+  v = heads_at(num_q_heads + num_kv_heads, num_kv_heads);
+}
+
+void Backend::qkv_rope_kv_write(const Tensor& x, const Tensor& w, const Tensor* bias, int num_q_heads, int num_kv_heads,
+                                const RopeArgs& args, const Tensor& slot_mapping, KvCacheLayer& cache, Tensor& qkv) {
+  gemm(x, w, bias, qkv);
+  Tensor q, k, v;
+  qkv_head_views(qkv, num_q_heads, num_kv_heads, q, k, v);
+  rope_kv_write(q, k, v, args, slot_mapping, cache);
+}
+
 void Backend::add_rms_norm_fp8(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
                                Tensor& codes, Tensor& scales) {
   add_rms_norm(residual, delta, weight, eps, out);

@@ -175,6 +175,10 @@ struct BackendOptions {
   bool batch_invariant = false;
 };
 
+// The [n, heads, head_dim] views of a fused qkv matrix [n, (num_q_heads + 2 num_kv_heads) *
+// head_dim]: q at column 0, k at num_q_heads * head_dim, v after k.
+void qkv_head_views(const Tensor& qkv, int num_q_heads, int num_kv_heads, Tensor& q, Tensor& k, Tensor& v);
+
 // A backend: memory, transfers, and the ops. One instance per device; not thread-safe (the engine
 // thread owns it).
 class Backend {
@@ -336,6 +340,15 @@ class Backend {
     rope(q, k, args);
     kv_write(k, v, slot_mapping, cache);
   }
+
+  // A layer's attention input without q/k norms: qkv = x @ w^T (+ bias) as gemm computes it, then
+  // rope_kv_write on its q, k and v heads ([n, heads, head_dim] views of qkv at columns 0,
+  // num_q_heads * head_dim and (num_q_heads + num_kv_heads) * head_dim; head_dim = qkv's width /
+  // (num_q_heads + 2 num_kv_heads)). The same results as those ops; CUDA rotates and writes the
+  // cache in the decode-sized GEMM's epilogue where that kernel takes the product.
+  virtual void qkv_rope_kv_write(const Tensor& x, const Tensor& w, const Tensor* bias, int num_q_heads,
+                                 int num_kv_heads, const RopeArgs& args, const Tensor& slot_mapping,
+                                 KvCacheLayer& cache, Tensor& qkv);
 
   // The q/k RMSNorms of Qwen3 and Gemma 3 and then rope_kv_write: q = rms_norm(q, q_norm, eps) per
   // head (q_norm: [head_dim], act or f32), k likewise with k_norm, then rope_kv_write(q, k, v, ...).

@@ -467,18 +467,27 @@ void Model::run_layers(const StepTensors& t, KvCache& cache) {
   }
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[size_t(l)];
-    if (l == 0) {
-      backend_.rms_norm(residual, w.input_norm, eps, normed);
-      linear(normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
-    } else {
-      add_norm_linear(residual, delta, w.input_norm, eps, normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
-    }
     const int window = c.layer_sliding_window[size_t(l)];
     const RopeArgs& rope = c.local_rope && window > 0 ? t.rope_local : t.rope;
-    if (c.options.qk_norm)
-      backend_.qk_norm_rope_kv_write(q, k, v, w.q_norm, w.k_norm, eps, rope, t.slots, cache.layer(l));
-    else
-      backend_.rope_kv_write(q, k, v, rope, t.slots, cache.layer(l));
+    if (w.qkv.dtype != DType::kF8E4M3 && !c.options.qk_norm) {  // the projection, RoPE and the KV write together
+      if (l == 0)
+        backend_.rms_norm(residual, w.input_norm, eps, normed);
+      else
+        backend_.add_rms_norm(residual, delta, w.input_norm, eps, normed);
+      backend_.qkv_rope_kv_write(normed, w.qkv, w.qkv_bias.defined() ? &w.qkv_bias : nullptr, c.num_q_heads,
+                                 c.num_kv_heads, rope, t.slots, cache.layer(l), qkv);
+    } else {
+      if (l == 0) {
+        backend_.rms_norm(residual, w.input_norm, eps, normed);
+        linear(normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
+      } else {
+        add_norm_linear(residual, delta, w.input_norm, eps, normed, w.qkv, w.qkv_scale, w.qkv_bias, qkv);
+      }
+      if (c.options.qk_norm)
+        backend_.qk_norm_rope_kv_write(q, k, v, w.q_norm, w.k_norm, eps, rope, t.slots, cache.layer(l));
+      else
+        backend_.rope_kv_write(q, k, v, rope, t.slots, cache.layer(l));
+    }
     AttentionParams params;
     params.scale = attention_scale;
     params.causal = true;

@@ -999,15 +999,16 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const __grid_con
 }
 
 // Combines the partial outputs of split tiles by their log-sum-exps: one warp per packed row. The
-// lanes read the splits' lse (lane, lane + 32, ...) at once and leave their weights in shared
-// memory; the loop over the partial rows is unrolled by eight, so no lse load waits on a row's (a
-// decode tile split 32 ways used to cost two dependent memory latencies per split). The compiler
-// keeps only one or two of the eight row loads ahead of their multiply-adds.
+// lanes read the splits' lse (lane, lane + 32, ...) at once, then the partial rows in batches of
+// kBatch splits whose loads are all issued before any is used (the first batch before the weights
+// are computed), so a decode tile split 32 ways waits for three memory latencies, not one per
+// split. The sum runs over the splits in order (s = 0, 1, ...) whatever the batching.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_constant__ KernelParams p) {
   pdl_enter();
   constexpr int kPerLane = D / 32;
   constexpr int kLseRegs = kMaxSplits / 32;
+  constexpr int kBatch = D <= 128 ? 16 : 8;         // 64 registers of partial rows per lane
   __shared__ float w_s[kThreads / 32][kMaxSplits];  // each warp's row: the splits' weights
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -1023,13 +1024,36 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
     for (int r = warp; r < rows_valid; r += kThreads / 32) {
       auto prow = [&](int s) { return int64_t(mi.slot) + (int64_t(s) * Hkv + kvh) * mi.rows + r; };
       float w[kLseRegs];
-      float mmax = -INFINITY;
 #pragma unroll
       for (int k = 0; k < kLseRegs; ++k) {
         const int s = lane + 32 * k;
         w[k] = s < n ? p.partial_lse[prow(s)] : -INFINITY;
-        mmax = fmaxf(mmax, w[k]);
       }
+      float x[kBatch][kPerLane];
+      auto load_batch = [&](int s0) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const float* src = p.partial_o + prow(s0 + j) * D + lane * kPerLane;
+          const bool in = s0 + j < n;
+          if constexpr (kPerLane % 4 == 0) {  // head_dim 128 and 256
+#pragma unroll
+            for (int e = 0; e < kPerLane; e += 4) {
+              const float4 v = in ? *reinterpret_cast<const float4*>(src + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+              x[j][e] = v.x;
+              x[j][e + 1] = v.y;
+              x[j][e + 2] = v.z;
+              x[j][e + 3] = v.w;
+            }
+          } else {
+#pragma unroll
+            for (int e = 0; e < kPerLane; ++e) x[j][e] = in ? src[e] : 0.f;
+          }
+        }
+      };
+      load_batch(0);  // in flight while the weights are computed
+      float mmax = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kLseRegs; ++k) mmax = fmaxf(mmax, w[k]);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
       float lsum = 0.f;
@@ -1043,23 +1067,18 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
       for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
       __syncwarp();
       float acc[kPerLane] = {};
-#pragma unroll 8
-      for (int s = 0; s < n; ++s) {
-        const float ws = w_s[warp][s];
-        const float* src = p.partial_o + prow(s) * D + lane * kPerLane;
-        if constexpr (kPerLane % 4 == 0) {  // head_dim 128 and 256
+      for (int s0 = 0;;) {
 #pragma unroll
-          for (int e = 0; e < kPerLane; e += 4) {
-            const float4 x = *reinterpret_cast<const float4*>(src + e);
-            acc[e] += ws * x.x;
-            acc[e + 1] += ws * x.y;
-            acc[e + 2] += ws * x.z;
-            acc[e + 3] += ws * x.w;
+        for (int j = 0; j < kBatch; ++j) {
+          if (s0 + j < n) {
+            const float ws = w_s[warp][s0 + j];
+#pragma unroll
+            for (int e = 0; e < kPerLane; ++e) acc[e] += ws * x[j][e];
           }
-        } else {
-#pragma unroll
-          for (int e = 0; e < kPerLane; ++e) acc[e] += ws * src[e];
         }
+        s0 += kBatch;
+        if (s0 >= n) break;
+        load_batch(s0);
       }
       __syncwarp();  // w_s is rewritten for the warp's next row
       const float inv = lsum > 0.f ? 1.f / lsum : 0.f;

@@ -109,6 +109,8 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
   {
     const char* env = std::getenv("FG_GEMV");
     gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");
+    if (const char* mb = std::getenv("FG_GEMV_MAX_MB"); mb != nullptr && std::atoll(mb) > 0)
+      gemv_max_weight_bytes_ = std::atoll(mb) << 20;
   }
   ensure_sample_capacity(256);
 }
@@ -478,6 +480,36 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   launch_rope(p, q.dtype, stream_);
 }
 
+void CudaBackend::qkv_rope_kv_write(const Tensor& x, const Tensor& w, const Tensor* bias, int num_q_heads,
+                                    int num_kv_heads, const RopeArgs& args, const Tensor& slot_mapping,
+                                    KvCacheLayer& cache, Tensor& qkv) {
+  // The fused kernel is the decode-sized GEMM's: where gemm() would not run that kernel (batch-
+  // invariant mode, wider products), nor would this.
+  const bool plain =
+      !options_.batch_invariant && gemv_ && x.ndim == 2 && w.ndim == 2 && qkv.ndim == 2 && w.dtype == x.dtype &&
+      qkv.dtype == x.dtype && (x.dtype == DType::kBF16 || x.dtype == DType::kF16) && x.shape[1] == w.shape[1] &&
+      qkv.shape[0] == x.shape[0] && qkv.shape[1] == w.shape[0] && x.stride[1] == 1 && w.stride[1] == 1 &&
+      qkv.stride[1] == 1 && args.rotary_dim > 0 &&
+      (bias == nullptr || (bias->dtype == x.dtype && bias->numel() == w.shape[0] && bias->is_contiguous()));
+  if (plain) {
+    check_on_device(x, "qkv_rope_kv_write x");
+    check_on_device(w, "qkv_rope_kv_write w");
+    check_on_device(qkv, "qkv_rope_kv_write qkv");
+    if (bias != nullptr) check_on_device(*bias, "qkv_rope_kv_write bias");
+    Tensor q, k, v;
+    qkv_head_views(qkv, num_q_heads, num_kv_heads, q, k, v);
+    GemvRopeParams p;
+    static_cast<GemvParams&>(p) = gemv_params(x, w, bias != nullptr ? bias->data : nullptr, qkv);
+    p.rope = rope_params(q, k, args);
+    p.rope.kv = kv_write_params(k, v, slot_mapping, cache);
+    if (gemv_rope_fits(p)) {
+      launch_gemv_rope(p, x.dtype, stream_);
+      return;
+    }
+  }
+  Backend::qkv_rope_kv_write(x, w, bias, num_q_heads, num_kv_heads, args, slot_mapping, cache, qkv);
+}
+
 // ---- GEMM
 
 void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
@@ -518,7 +550,7 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Ten
   // keeps one algorithm for every m.
   if (!options_.batch_invariant) {
     const GemvParams gp = gemv_params(x, w, bias_ptr, out);
-    if (gemv_ && gemv_fits(gp)) {
+    if (gemv_ && gemv_fits(gp, gemv_max_weight_bytes_)) {
       launch_gemv(gp, x.dtype, out.dtype, stream_);
       return;
     }

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/gemv.h"
 
 namespace fg::cuda {
 
@@ -78,6 +79,9 @@ class CudaBackend final : public Backend {
                      KvCacheLayer& cache) override;
   void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                              float eps, const RopeArgs& args, const Tensor& slot_mapping, KvCacheLayer& cache) override;
+  // In the decode-sized GEMM's epilogue where it takes the product (gemv.h, launch_gemv_rope).
+  void qkv_rope_kv_write(const Tensor& x, const Tensor& w, const Tensor* bias, int num_q_heads, int num_kv_heads,
+                         const RopeArgs& args, const Tensor& slot_mapping, KvCacheLayer& cache, Tensor& qkv) override;
   // Plans are AttentionKernels (attention.h) over the caller's workspace.
   Status attention_supports(int head_dim) const override;
   size_t attention_workspace_bytes(const AttentionPlanShape& shape) const override;
@@ -117,7 +121,8 @@ class CudaBackend final : public Backend {
   // decode tiles through the same kernel (moe.cu); FG_GEMV=0 (for measuring them) leaves them to
   // cuBLASLt and the grouped GEMM's 16 x 64 mma tiles.
   bool gemv_ = false;
-  bool gemv_fp8_ = false;  // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
+  int64_t gemv_max_weight_bytes_ = kGemvMaxWeightBytes;  // FG_GEMV_MAX_MB overrides it (measurements)
+  bool gemv_fp8_ = false;                                // decode-sized FP8 products through launch_gemv_fp8 (gemv.h)
   // The Hopper grouped GEMM's persistent CTAs for all but the smallest decode steps
   // (MoeGemmParams::wgmma_ctas; 0 where it cannot run, and with FG_MOE_WGMMA=0 for measuring: the
   // weight stream and mma.sync tiles then).

@@ -1,5 +1,7 @@
 // The decode-sized GEMMs' host side (gemv.h): which devices run them, the checks, the launches
 // of gemv_kernel.cuh's kernel.
+#include <limits>
+
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_kernel.cuh"
 
@@ -12,6 +14,7 @@ using gemv::factor_rows;
 using gemv::Fp8Kind;
 using gemv::gemv_kernel;
 using gemv::kWarps;
+using gemv::QkvRopeKind;
 
 // The __CUDA_ARCH__ of the code the device runs (SASS built for it, or PTX of an older target
 // compiled by the driver): whether a Kind's mma path was compiled in.
@@ -32,6 +35,31 @@ int running_code_arch() {
   return ok ? arch : 0;
 }
 
+// CTAs for `tiles` tiles of 16 weight rows (the kernel loops over tiles blockIdx.x + i gridDim.x):
+// the rounds that the device's resident CTAs need, and the fewest CTAs that take the tiles in that
+// many rounds, each the same number give or take one. (One CTA a tile left a second wave of 120
+// tiles on 264 slots for the qkv projection of Llama-3.1-8B: a third of the SMs' CTAs idle.)
+template <class Kernel>
+unsigned tile_grid(Kernel kernel, int64_t tiles, size_t smem) {
+  static const int sms = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      n = 1;
+    return n > 0 ? n : 1;
+  }();
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem) != cudaSuccess || per_sm < 1)
+    per_sm = 1;
+  const int64_t slots = int64_t(per_sm) * sms, rounds = (tiles + slots - 1) / slots;
+  return unsigned((tiles + rounds - 1) / rounds);
+}
+
+template <class Kernel, class Params>
+void launch_tiles(Kernel kernel, size_t smem, cudaStream_t stream, const Params& p) {
+  launch_kernel(kernel, tile_grid(kernel, (p.n + 15) / 16, smem), kWarps * 32, smem, stream, p);
+}
+
 }  // namespace
 
 bool gemv_supported() {
@@ -42,23 +70,37 @@ bool gemv_fp8_supported() {
   return running_code_arch() >= gemv::kFp8MinArch;
 }
 
-bool gemv_fits(const GemvParams& p) {
+bool gemv_fits(const GemvParams& p, int64_t max_weight_bytes) {
   auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
-  return p.m >= 1 && p.m <= kGemvMaxRows && p.n * p.k * 2 <= kGemvMaxWeightBytes && p.k % 8 == 0 && aligned(p.x) &&
+  return p.m >= 1 && p.m <= kGemvMaxRows && p.n * p.k * 2 <= max_weight_bytes && p.k % 8 == 0 && aligned(p.x) &&
          aligned(p.w) && (p.m == 1 || p.ldx % 8 == 0) && (p.n == 1 || p.ldw % 8 == 0);
 }
 
 void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream) {
   if (p.n == 0) return;
-  FG_CHECK(gemv_fits(p),
-           "gemv: needs 1 <= m <= 8, n * k * 2 <= 64 MiB, k % 8 == 0 and 16-byte aligned rows of x and w");
-  const unsigned grid = unsigned((p.n + 15) / 16);
+  FG_CHECK(gemv_fits(p, std::numeric_limits<int64_t>::max()),
+           "gemv: needs 1 <= m <= 8, k % 8 == 0 and 16-byte aligned rows of x and w");
   dispatch_act(in, [&]<class T>() {
     if (out == DType::kF32)
-      launch_kernel(gemv_kernel<DenseKind<T, float>, 1>, grid, kWarps * 32, 0, stream, p);
+      launch_tiles(gemv_kernel<DenseKind<T, float>, 1>, 0, stream, p);
     else
-      launch_kernel(gemv_kernel<DenseKind<T, T>, 1>, grid, kWarps * 32, 0, stream, p);
+      launch_tiles(gemv_kernel<DenseKind<T, T>, 1>, 0, stream, p);
   });
+}
+
+bool gemv_rope_fits(const GemvRopeParams& p) {
+  const RopeParams& r = p.rope;
+  return gemv_fits(p) && p.m <= 8 && r.head_dim % 16 == 0 && r.rotary_dim == r.head_dim && r.neox &&
+         r.q_norm == nullptr && r.kv.slots != nullptr && r.num_q_heads > 0 && r.num_kv_heads > 0 &&
+         p.n == int64_t(r.num_q_heads + 2 * r.num_kv_heads) * r.head_dim;
+}
+
+void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream) {
+  if (p.n == 0) return;
+  FG_CHECK(gemv_rope_fits(p),
+           "gemv_rope: needs gemv_fits, m <= 8, whole neox rotation of head_dim % 16 == 0, "
+           "the KV write and n = (num_q_heads + 2 num_kv_heads) * head_dim");
+  dispatch_act(act, [&]<class T>() { launch_tiles(gemv_kernel<QkvRopeKind<T>, 1>, 0, stream, p); });
 }
 
 void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
@@ -66,18 +108,17 @@ void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
   FG_CHECK(p.m <= kGemvFp8MaxRows && p.k % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
                reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && (p.w_scale_stride == 0 || p.k <= kGemvFp8MaxBlockK),
            "gemv_fp8: m <= 16, k % 16 == 0 (k <= 65536 with 128-block scales) and 16-byte aligned operands");
-  const unsigned grid = unsigned((p.n + 15) / 16);
   dispatch_act(out, [&]<class O>() {
     if (p.w_scale_stride > 0) {
       const size_t table = size_t(p.m <= 8 ? factor_rows<1>(p.k) * 8 : factor_rows<2>(p.k) * 16) * sizeof(float);
       if (p.m <= 8)
-        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 1>, grid, kWarps * 32, table, stream, p);
+        launch_tiles(gemv_kernel<Fp8Kind<O, true>, 1>, table, stream, p);
       else
-        launch_kernel(gemv_kernel<Fp8Kind<O, true>, 2>, grid, kWarps * 32, table, stream, p);
+        launch_tiles(gemv_kernel<Fp8Kind<O, true>, 2>, table, stream, p);
     } else if (p.m <= 8) {
-      launch_kernel(gemv_kernel<Fp8Kind<O, false>, 1>, grid, kWarps * 32, 0, stream, p);
+      launch_tiles(gemv_kernel<Fp8Kind<O, false>, 1>, 0, stream, p);
     } else {
-      launch_kernel(gemv_kernel<Fp8Kind<O, false>, 2>, grid, kWarps * 32, 0, stream, p);
+      launch_tiles(gemv_kernel<Fp8Kind<O, false>, 2>, 0, stream, p);
     }
   });
 }

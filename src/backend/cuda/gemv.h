@@ -8,6 +8,10 @@
 //    accumulation, out in that dtype or f32; at most kGemvMaxRows rows of x and weights of at most
 //    kGemvMaxWeightBytes: where it beat cuBLASLt on an H200 (docs/perf.md; larger weights stream
 //    faster through cuBLASLt, and at 16 rows the qkv projection did).
+//  - launch_gemv_rope: the qkv projection of a layer with RoPE and the KV write in its epilogue
+//    (GemvRopeParams): a CTA's 16 weight rows are 8 rotated pairs (i, i + head_dim / 2) of one
+//    head, so each pair's two sums meet in one thread, which rounds them as the GEMM's output,
+//    rotates q and k heads as rope.cu does and writes k and v rows into the paged cache.
 //  - launch_gemv_fp8: the FP8 GEMM of fp8_kernels.h's GemmFp8Params (e4m3 x and w, per-channel or
 //    128-block scales) for at most kGemvFp8MaxRows rows, where cuBLASLt's small-m FP8 kernels
 //    read the weights at a fraction of the bandwidth.
@@ -18,6 +22,7 @@
 #include <cstdint>
 
 #include "backend/cuda/fp8_kernels.h"
+#include "backend/cuda/kernels.h"
 #include "core/dtype.h"
 
 namespace fg::cuda {
@@ -38,9 +43,9 @@ struct GemvParams {
 constexpr int64_t kGemvMaxRows = 8;
 constexpr int64_t kGemvMaxWeightBytes = int64_t(64) << 20;
 
-// Whether the kernel takes the problem: 1 <= m <= kGemvMaxRows, n * k * 2 <= kGemvMaxWeightBytes,
+// Whether the kernel takes the problem: 1 <= m <= kGemvMaxRows, n * k * 2 <= max_weight_bytes,
 // k a multiple of 8, x and w rows on 16-byte boundaries.
-bool gemv_fits(const GemvParams& p);
+bool gemv_fits(const GemvParams& p, int64_t max_weight_bytes = kGemvMaxWeightBytes);
 
 // On the current device: the code it runs has the kernel's tensor-core path (sm_80 or newer for
 // bf16/f16, sm_89 or newer for e4m3).
@@ -49,6 +54,17 @@ bool gemv_fp8_supported();
 
 // in: bf16 or f16; out: in or f32. Needs gemv_fits(p) and gemv_supported().
 void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream);
+
+// launch_gemv's problem (out = qkv [m, (num_q_heads + 2 num_kv_heads) * head_dim], act dtype)
+// and rope.cu's parameters for its q, k and v heads (rope.kv: the cache and slots; rope.q / k and
+// kv.k / v are not read: the values come from the product).
+struct GemvRopeParams : GemvParams {
+  RopeParams rope;
+};
+// gemv_fits(p), out in x's dtype, rotary_dim == head_dim, a multiple of 16, neox pairs, no q/k
+// norms, n == (num_q_heads + 2 num_kv_heads) * head_dim.
+bool gemv_rope_fits(const GemvRopeParams& p);
+void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream);
 
 // x, w contiguous with k % 16 == 0 and 16-byte aligned; m <= kGemvFp8MaxRows; with 128-block
 // scales k <= kGemvFp8MaxBlockK; out as launch_gemm_fp8_fallback. Needs gemv_fp8_supported().

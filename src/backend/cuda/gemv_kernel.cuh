@@ -1,9 +1,12 @@
 // Device code of the decode-sized GEMMs (gemv.h), one kernel template for bf16/f16 and e4m3
 // operands and for the grouped expert GEMM (moe.cu), included by those .cu files only.
 //
-// A CTA computes 16 outputs (weight rows n0 .. n0 + 15) for every token of its row tile (8 or 16
-// tokens); its warps split k in chunks of 64 bytes (chunk c to warp c % kWarps). In a chunk, lane
-// (g = lane / 4, t = lane % 4) loads the 16 bytes at offset 16 t of weight rows n0 + g and n0 + g
+// A CTA computes tiles of 16 outputs (weight rows n0 .. n0 + 15) for every token of its row tile
+// (8 or 16 tokens): tiles blockIdx.x, blockIdx.x + gridDim.x, ..., the grid sized so that every CTA
+// is resident at once and takes the same number of tiles give or take one (gemv.cu's tile_grid);
+// the next tile's first weights load during a tile's epilogue. Its warps split k in chunks of 64 bytes (chunk c to warp
+// c % kWarps). In a chunk, lane (g = lane / 4, t = lane % 4) loads the 16 bytes at offset 16 t of weight rows n0 + g
+// and n0 + g
 // + 8 and of token g of each 8-token tile. A dot product may visit k in any order, so those 16
 // bytes feed two tensor-core products (bytes 0-7 the first, 8-15 the second: the k slots {2t, 2t +
 // 1, 2t + 8, 2t + 9} of an m16n8k16 bf16/f16 mma, {4t..4t + 3, 16 + 4t..16 + 4t + 3} of an
@@ -134,6 +137,96 @@ struct Fp8Kind : WholeProduct<GemmFp8Params> {
   }
 };
 
+// A Kind whose epilogue takes the two sums of a CTA's weight rows g and g + 8 at once
+// (store_pair) and first fills a table of kEpilogueFloats floats in shared memory (prepare(),
+// called before the kernel waits for the one that writes x).
+template <class Kind>
+concept PairEpilogue = requires {
+  Kind::kEpilogueFloats;
+};
+template <class Kind>
+constexpr int epilogue_floats() {
+  if constexpr (PairEpilogue<Kind>)
+    return Kind::kEpilogueFloats;
+  else
+    return 1;
+}
+
+// The qkv projection with RoPE and the KV write in the epilogue (gemv.h's launch_gemv_rope): the
+// products of DenseKind<T, T> on a permuted order of the weight rows, so that a CTA's rows g and
+// g + 8 are the two channels (i, i + head_dim / 2) of one rotated pair. The pair's sums are
+// rounded to T as DenseKind::store rounds them, rotated (q and k heads) as rope.cu rotates them,
+// written to out and, for k and v heads, into the paged cache as rope.cu writes them.
+template <class T>
+struct QkvRopeKind : WholeProduct<GemvRopeParams> {
+  static constexpr bool kChunkScales = false;
+  static constexpr int kEpilogueFloats = 2 * 8 * 8;  // cos, then sin: [token][8 pairs], up to 8 tokens
+  // The weight row of the kernel's row r: tile b = r / 16 = h * (head_dim / 16) + j holds pairs
+  // 8 j .. 8 j + 7 of head h, their first channels as rows 0-7, their second as rows 8-15.
+  __device__ static int64_t weight_row(const Params& p, int64_t r) {
+    const int d = p.rope.head_dim;
+    const int64_t b = r >> 4, h = b / (d / 16), j = b - h * (d / 16);
+    return h * d + ((r & 8) != 0 ? d / 2 : 0) + j * 8 + (r & 7);
+  }
+  __device__ static const char* x_row(const Params& p, const Cta&, int64_t token) {
+    return static_cast<const char*>(p.x) + token * p.ldx * int64_t(sizeof(T));
+  }
+  __device__ static const char* w_row(const Params& p, const Cta&, int64_t row) {
+    return static_cast<const char*>(p.w) + weight_row(p, row) * p.ldw * int64_t(sizeof(T));
+  }
+  __device__ static int64_t k_bytes(const Params& p) { return p.k * int64_t(sizeof(T)); }
+  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4], float f0, float f1) {
+    DenseKind<T, T>::mma(a, b0, b1, acc, f0, f1);
+  }
+  // The cos/sin of the CTA's 8 pairs for each token (none for v heads).
+  __device__ static void prepare(const Params& p, const Cta& cta, int64_t n0, float* table) {
+    const int d = p.rope.head_dim;
+    const int64_t first = weight_row(p, n0);
+    const int head = int(first / d), i0 = int(first - int64_t(head) * d);
+    if (head >= p.rope.num_q_heads + p.rope.num_kv_heads) return;
+    for (int e = threadIdx.x; e < cta.m * 8; e += blockDim.x)
+      rope_cos_sin(p.rope, e >> 3, i0 + (e & 7), table[e], table[64 + e]);
+  }
+  __device__ static void store_pair(const Params& p, const Cta&, int64_t token, int64_t r, float lo, float hi,
+                                    const float* table) {
+    const int d = p.rope.head_dim, hq = p.rope.num_q_heads, hkv = p.rope.num_kv_heads;
+    const int64_t row0 = weight_row(p, r), row1 = row0 + d / 2;
+    const int head = int(row0 / d), i = int(row0 - int64_t(head) * d);
+    if (p.bias != nullptr) {
+      lo += to_f32(static_cast<const T*>(p.bias)[row0]);
+      hi += to_f32(static_cast<const T*>(p.bias)[row1]);
+    }
+    T y0 = from_f32<T>(lo), y1 = from_f32<T>(hi);
+    if (head < hq + hkv) {
+      const int e = int(token) * 8 + (i & 7);
+      float a, b;
+      rope_rotate(to_f32(y0), to_f32(y1), table[e], table[64 + e], a, b);
+      y0 = from_f32<T>(a);
+      y1 = from_f32<T>(b);
+    }
+    T* out = static_cast<T*>(p.out) + token * p.ldo;
+    out[row0] = y0;
+    out[row1] = y1;
+    const KvWriteParams& kv = p.rope.kv;
+    if (head < hq || kv.slots[token] < 0) return;
+    const bool is_k = head < hq + hkv;
+    const int kvh = head - hq - (is_k ? 0 : hkv);
+    const int64_t slot = kv.slots[token], page = slot / kv.page_size;
+    const int64_t ce =
+        page * kv.cache_stride_page + (slot - page * kv.page_size) * kv.cache_stride_slot + kvh * kv.cache_stride_head;
+    if (kv.k_scale != nullptr) {  // fp8 cache: the act-rounded value quantized as kv_write does
+      const float sc = is_k ? kv.k_scale[kvh] : kv.v_scale[kvh];
+      uint8_t* c = static_cast<uint8_t*>(is_k ? kv.k_cache : kv.v_cache) + ce;
+      c[i] = to_e4m3(to_f32(y0), sc);
+      c[i + d / 2] = to_e4m3(to_f32(y1), sc);
+    } else {
+      T* c = static_cast<T*>(is_k ? kv.k_cache : kv.v_cache) + ce;
+      c[i] = y0;
+      c[i + d / 2] = y1;
+    }
+  }
+};
+
 // Rows of the factor table (Kind::kChunkScales): one per 128-column group of every chunk the
 // kernel's loop multiplies, past k included (a warp's last group may run past the last chunk).
 template <int kTiles>
@@ -146,6 +239,7 @@ __host__ __device__ constexpr int factor_rows(int64_t k) {
 template <class Kind, int kTiles>
 __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typename Kind::Params p) {
   __shared__ float partial[kWarps][kTiles][32][4];
+  __shared__ float epilogue_table[epilogue_floats<Kind>()];  // PairEpilogue kinds
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   typename Kind::Cta cta;
   if constexpr (Kind::kRouted) {  // which weights and rows: known once the kernel before is done
@@ -154,27 +248,36 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
   } else {
     Kind::begin(p, cta);
   }
-  const int64_t n0 = int64_t(blockIdx.x) * 16;
-  const int64_t row_lo = n0 + g, row_hi = n0 + g + 8;
-  const bool lo_ok = row_lo < p.n, hi_ok = row_hi < p.n;
-  const char* w_lo = Kind::w_row(p, cta, lo_ok ? row_lo : 0);
-  const char* w_hi = Kind::w_row(p, cta, hi_ok ? row_hi : 0);
   const int64_t k_bytes = Kind::k_bytes(p);
-  float acc[kTiles][4] = {};
   const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kUnroll<kTiles>;
+  const int64_t tiles = (p.n + 15) / 16;  // of 16 weight rows; the CTA's: blockIdx.x + i gridDim.x
+  struct Rows {                           // the lane's two weight rows of a tile
+    const char* lo;
+    const char* hi;
+    bool lo_ok, hi_ok;
+  };
+  auto rows_of = [&](int64_t tile) {
+    const int64_t lo = tile * 16 + g, hi = lo + 8;
+    Rows r;
+    r.lo_ok = lo < p.n;
+    r.hi_ok = hi < p.n;
+    r.lo = Kind::w_row(p, cta, r.lo_ok ? lo : 0);
+    r.hi = Kind::w_row(p, cta, r.hi_ok ? hi : 0);
+    return r;
+  };
   struct Group {
     uint4 wl[kUnroll<kTiles>], wh[kUnroll<kTiles>], xv[kUnroll<kTiles>][kTiles];
   };
   // Kind::kChunkScales: the factors of each 128-column group for the CTA's kTiles * 8 token slots.
   extern __shared__ float factors[];
   constexpr int kCols = kTiles * 8;
-  auto load_w = [&](Group& grp, int64_t c0) {
+  auto load_w = [&](Group& grp, const Rows& rw, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll<kTiles>; ++u) {
       const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
       const bool in_k = off < k_bytes;  // k_bytes % 16 == 0: a lane's 16 bytes are all in or all out
-      grp.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
-      grp.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
+      grp.wl[u] = in_k && rw.lo_ok ? __ldcs(reinterpret_cast<const uint4*>(rw.lo + off)) : make_uint4(0, 0, 0, 0);
+      grp.wh[u] = in_k && rw.hi_ok ? __ldcs(reinterpret_cast<const uint4*>(rw.hi + off)) : make_uint4(0, 0, 0, 0);
     }
   };
   auto load_x = [&](Group& grp, int64_t c0) {
@@ -190,6 +293,7 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
       }
     }
   };
+  float acc[kTiles][4];
   auto multiply = [&](const Group& grp, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll<kTiles>; ++u) {
@@ -210,45 +314,80 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
     }
   };
   Group even, odd;
-  int64_t c0 = warp;
+  int64_t tile = blockIdx.x;
+  Rows rw = rows_of(tile);
   // The first group's weights (complete before any step) load while the previous kernel, which
   // writes x, finishes; x and the output wait for it.
-  if (c0 < chunks) load_w(even, c0);
+  if (warp < chunks) load_w(even, rw, warp);
+  if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, tile * 16, epilogue_table);
   pdl_enter();
-  if (c0 < chunks) load_x(even, c0);
-  if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
-    Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
+  for (;;) {
+    const int64_t n0 = tile * 16;
+    int64_t c0 = warp;
+    if (c0 < chunks) load_x(even, c0);
+    if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
+      Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][r] = 0.0f;
+    while (c0 < chunks) {
+      if (c0 + step < chunks) {
+        load_w(odd, rw, c0 + step);
+        load_x(odd, c0 + step);
+      }
+      multiply(even, c0);
+      c0 += step;
+      if (c0 >= chunks) break;
+      if (c0 + step < chunks) {
+        load_w(even, rw, c0 + step);
+        load_x(even, c0 + step);
+      }
+      multiply(odd, c0);
+      c0 += step;
+    }
+    // The next tile's first weights load during this tile's epilogue.
+    const int64_t next = tile + gridDim.x;
+    if (next < tiles) {
+      rw = rows_of(next);
+      if (warp < chunks) load_w(even, rw, warp);
+    }
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) partial[warp][i][lane][r] = acc[i][r];
     __syncthreads();
-  }
-  while (c0 < chunks) {
-    if (c0 + step < chunks) {
-      load_w(odd, c0 + step);
-      load_x(odd, c0 + step);
+    // Accumulator r of lane (g, t) in tile i: weight row n0 + g (+ 8 for r >= 2), token 8 i + 2 t + (r & 1).
+    if constexpr (PairEpilogue<Kind>) {
+      for (int e = threadIdx.x; e < kTiles * 32 * 2; e += blockDim.x) {
+        const int i = e / 64, l = (e / 2) % 32, r = e % 2;
+        const int64_t j = n0 + (l >> 2);
+        const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + r;
+        if (j + 8 >= p.n || token >= cta.m) continue;
+        float lo = 0.0f, hi = 0.0f;
+        for (int w = 0; w < kWarps; ++w) {
+          lo += partial[w][i][l][r];
+          hi += partial[w][i][l][r + 2];
+        }
+        Kind::store_pair(p, cta, token, j, lo, hi, epilogue_table);
+      }
+    } else {
+      for (int e = threadIdx.x; e < kTiles * 32 * 4; e += blockDim.x) {
+        const int i = e / 128, l = (e / 4) % 32, r = e % 4;
+        const int64_t j = n0 + (l >> 2) + (r >= 2 ? 8 : 0);
+        const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + (r & 1);
+        if (j >= p.n || token >= cta.m) continue;
+        float sum = 0.0f;
+        for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][r];
+        Kind::store(p, cta, token, j, sum);
+      }
     }
-    multiply(even, c0);
-    c0 += step;
-    if (c0 >= chunks) break;
-    if (c0 + step < chunks) {
-      load_w(even, c0 + step);
-      load_x(even, c0 + step);
-    }
-    multiply(odd, c0);
-    c0 += step;
-  }
-#pragma unroll
-  for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) partial[warp][i][lane][r] = acc[i][r];
-  __syncthreads();
-  // Accumulator r of lane (g, t) in tile i: weight row n0 + g (+ 8 for r >= 2), token 8 i + 2 t + (r & 1).
-  for (int e = threadIdx.x; e < kTiles * 32 * 4; e += blockDim.x) {
-    const int i = e / 128, l = (e / 4) % 32, r = e % 4;
-    const int64_t j = n0 + (l >> 2) + (r >= 2 ? 8 : 0);
-    const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + (r & 1);
-    if (j >= p.n || token >= cta.m) continue;
-    float sum = 0.0f;
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][r];
-    Kind::store(p, cta, token, j, sum);
+    if (next >= tiles) break;
+    tile = next;
+    __syncthreads();  // partial, the factors and the epilogue's table are the next tile's
+    if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, tile * 16, epilogue_table);
   }
 }
 

@@ -87,6 +87,32 @@ __device__ __forceinline__ uint4 act_mul_vec(const uint4& gate, const uint4& up)
   return out;
 }
 
+// RoPE's cos and sin of token `token`'s pair i (< rotary_dim / 2): the angle in f32, its cos/sin
+// computed in double and rounded once to f32 (positions reach tens of thousands of radians), as
+// the CPU backend does, times attention_scaling. Shared by rope.cu and the decode GEMM's fused
+// RoPE epilogue (gemv_kernel.cuh), so both give the same bits.
+__device__ __forceinline__ void rope_cos_sin(const RopeParams& p, int64_t token, int i, float& c, float& s) {
+  float inv_freq;
+  if (p.per_token_base != nullptr) {
+    inv_freq = 1.0f / powf(p.per_token_base[token], float(2 * i) / float(p.rotary_dim));
+  } else {
+    const int table = p.per_token_table != nullptr ? p.per_token_table[token] : 0;
+    inv_freq = p.inv_freq[table * (p.rotary_dim / 2) + i];
+  }
+  const float angle = float(p.positions[token]) * inv_freq;
+  double sd, cd;
+  sincos(double(angle), &sd, &cd);
+  c = float(cd) * p.attention_scaling;
+  s = float(sd) * p.attention_scaling;
+}
+
+// One rotated pair: (x0 c - x1 s, x1 c + x0 s) in f32, each with one fused multiply-add spelled
+// out (not left to the compiler's contraction, which could differ between two kernels).
+__device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+  y1 = __fmaf_rn(x1, c, __fmul_rn(x0, s));
+}
+
 // Element offset of row r of a RowView.
 __device__ __forceinline__ int64_t row_offset(const RowView& v, int64_t r) {
   return (r / v.inner) * v.stride_outer + (r % v.inner) * v.stride_inner;

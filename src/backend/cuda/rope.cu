@@ -1,7 +1,7 @@
 // Rotary position embedding, in place on q and k (one launch for both). Blocks of a token: each
-// computes the token's cos/sin per rotated pair i < rotary_dim / 2 (angles in f32, their cos/sin in
-// double: positions reach tens of thousands of radians), then each thread rotates one (head, pair)
-// of the token; channels past rotary_dim are left untouched.
+// computes the token's cos/sin per rotated pair i < rotary_dim / 2 (kernel_util.cuh's
+// rope_cos_sin), then each thread rotates one (head, pair) of the token (rope_rotate); channels
+// past rotary_dim are left untouched.
 // With p.kv.slots the same launch writes the new K/V rows into the paged cache (kv_write): the kv
 // heads' threads then cover all head_dim / 2 channel pairs, rotated or not. With p.q_norm too (kNorm:
 // Qwen3's and Gemma 3's per-head q/k RMSNorm) each thread first normalizes its pair's two channels
@@ -75,21 +75,7 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
   const int heads = p.num_q_heads + p.num_kv_heads;
   const int e = int(blockIdx.x) * kThreads + int(threadIdx.x);  // this thread's (head, pair)
   auto cos_sin_table = [&](int64_t token) {
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      float inv_freq;
-      if (p.per_token_base != nullptr) {
-        inv_freq = 1.0f / powf(p.per_token_base[token], float(2 * i) / float(p.rotary_dim));
-      } else {
-        const int table = p.per_token_table != nullptr ? p.per_token_table[token] : 0;
-        inv_freq = p.inv_freq[table * half + i];
-      }
-      const float angle = float(p.positions[token]) * inv_freq;
-      // cos/sin of the f32 angle rounded once to f32 (computed in double), as the CPU backend does.
-      double sd, cd;
-      sincos(double(angle), &sd, &cd);
-      cos_t[i] = float(cd) * p.attention_scaling;
-      sin_t[i] = float(sd) * p.attention_scaling;
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cos_sin(p, token, i, cos_t[i], sin_t[i]);
   };
   // The first token's table needs only the step's positions and the model's frequencies (never
   // written by the step's kernels; launch.cuh): computed before waiting for the kernel that
@@ -113,10 +99,10 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
       const bool act = i < half || !is_q;  // a q pair past rotary_dim: nothing to do (normalized above)
       if (i < half) {                      // (past rotary_dim a k pair is only copied to the cache)
         const float c = cos_t[i], s = sin_t[i];
-        const float x0 = to_f32(x[i0]);
-        const float x1 = to_f32(x[i1]);
-        x[i0] = from_f32<T>(x0 * c - x1 * s);
-        x[i1] = from_f32<T>(x1 * c + x0 * s);
+        float y0, y1;
+        rope_rotate(to_f32(x[i0]), to_f32(x[i1]), c, s, y0, y1);
+        x[i0] = from_f32<T>(y0);
+        x[i1] = from_f32<T>(y1);
       }
       if (act && slot >= 0) {
         const int64_t page = slot / p.kv.page_size;

@@ -486,6 +486,63 @@ TEST(BackendParity, QkNormRopeKvWriteMatchesTheFourOps) {
   }
 }
 
+// The qkv projection with RoPE and the KV write in one op (CUDA: in the decode-sized GEMM's
+// epilogue, up to 8 rows) against the same GPU's gemm then rope_kv_write, bit for bit (qkv and
+// both caches), and against the CPU's ops within bf16 error: heads of 64 and 128, a bias, pages of
+// 1, 3 and 16, skipped slots; 12 rows take the two ops.
+TEST(BackendParity, QkvRopeKvWriteIsGemmThenRopeKvWrite) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(19);
+  struct Case {
+    int64_t m, head_dim;
+    int page_size;
+    bool bias;
+  };
+  const Case cases[] = {{1, 128, 16, false}, {5, 128, 1, true}, {8, 64, 3, false}, {12, 128, 16, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("rows " + std::to_string(c.m) + " head_dim " + std::to_string(c.head_dim) + " page " +
+                 std::to_string(c.page_size) + (c.bias ? " bias" : ""));
+    const int hq = 8, hk = 2;
+    const int64_t hidden = 512, width = (hq + 2 * hk) * c.head_dim, pages = c.m / c.page_size + 3;
+    Twin x({c.m, hidden}, DType::kBF16), w({width, hidden}, DType::kBF16), bias({width}, DType::kBF16);
+    x.fill_random(rng, -1.0f, 1.0f);
+    w.fill_random(rng, -0.1f, 0.1f);
+    bias.fill_random(rng, -0.5f, 0.5f);
+    const std::vector<int64_t> cache_shape = {pages, c.page_size, hk, c.head_dim};
+    Twin kc(cache_shape, DType::kBF16), vc(cache_shape, DType::kBF16);
+    Twin kc2(cache_shape, DType::kBF16), vc2(cache_shape, DType::kBF16);  // the two ops' caches
+    kc.fill_random(rng, -1.0f, 1.0f);
+    vc.fill_random(rng, -1.0f, 1.0f);
+    kc2.set(kc.cpu_values());
+    vc2.set(vc.cpu_values());
+    Twin slot_map({c.m}, DType::kI32, DType::kI32);
+    slot_map.set(random_slots(rng, pages * c.page_size, c.m, 1, 3));
+    const RopeInputs r(rng, c.m, {c.head_dim, int(c.head_dim), true, false, 1.0f}, 500000.0f);
+    Twin qkv({c.m, width}, DType::kBF16), qkv2({c.m, width}, DType::kBF16);
+    qkv.poison();
+    qkv2.poison();
+    KvCacheLayer cache_cpu{kc.cpu, vc.cpu}, cache_gpu{kc.gpu, vc.gpu}, cache_gpu2{kc2.gpu, vc2.gpu};
+    cpu().qkv_rope_kv_write(x.cpu, w.cpu, c.bias ? &bias.cpu : nullptr, hq, hk, r.cpu, slot_map.cpu, cache_cpu,
+                            qkv.cpu);
+    gpu().qkv_rope_kv_write(x.gpu, w.gpu, c.bias ? &bias.gpu : nullptr, hq, hk, r.gpu, slot_map.gpu, cache_gpu,
+                            qkv.gpu);
+    gpu().gemm(x.gpu, w.gpu, c.bias ? &bias.gpu : nullptr, qkv2.gpu);
+    Tensor q, k, v;
+    qkv_head_views(qkv2.gpu, hq, hk, q, k, v);
+    gpu().rope_kv_write(q, k, v, r.gpu, slot_map.gpu, cache_gpu2);
+    gpu().synchronize();
+    EXPECT_EQ(qkv.gpu_values(), qkv2.gpu_values());
+    EXPECT_EQ(kc.gpu_values(), kc2.gpu_values());
+    EXPECT_EQ(vc.gpu_values(), vc2.gpu_values());
+    EXPECT_LT(rel_error(qkv.gpu_values(), qkv.cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(kc.gpu_values(), kc.cpu_values()), kBf16Tol);
+    EXPECT_LT(rel_error(vc.gpu_values(), vc.cpu_values()), kBf16Tol);
+    qkv.check_guards("qkv", true);
+    kc.check_guards("k cache", false);
+    vc.check_guards("v cache", false);
+  }
+}
+
 // ---- GEMM
 
 struct GemmCase {
