@@ -35,29 +35,9 @@ int running_code_arch() {
   return ok ? arch : 0;
 }
 
-// CTAs for `tiles` tiles of 16 weight rows (the kernel loops over tiles blockIdx.x + i gridDim.x):
-// the rounds that the device's resident CTAs need, and the fewest CTAs that take the tiles in that
-// many rounds, each the same number give or take one. (One CTA a tile left a second wave of 120
-// tiles on 264 slots for the qkv projection of Llama-3.1-8B: a third of the SMs' CTAs idle.)
-template <class Kernel>
-unsigned tile_grid(Kernel kernel, int64_t tiles, size_t smem) {
-  static const int sms = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      n = 1;
-    return n > 0 ? n : 1;
-  }();
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem) != cudaSuccess || per_sm < 1)
-    per_sm = 1;
-  const int64_t slots = int64_t(per_sm) * sms, rounds = (tiles + slots - 1) / slots;
-  return unsigned((tiles + rounds - 1) / rounds);
-}
-
 template <class Kernel, class Params>
-void launch_tiles(Kernel kernel, size_t smem, cudaStream_t stream, const Params& p) {
-  launch_kernel(kernel, tile_grid(kernel, (p.n + 15) / 16, smem), kWarps * 32, smem, stream, p);
+void launch_tiles(Kernel kernel, size_t smem, cudaStream_t stream, const Params& p) {  // a CTA per 16 weight rows
+  launch_kernel(kernel, unsigned((p.n + 15) / 16), kWarps * 32, smem, stream, p);
 }
 
 }  // namespace

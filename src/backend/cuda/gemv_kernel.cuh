@@ -1,10 +1,8 @@
 // Device code of the decode-sized GEMMs (gemv.h), one kernel template for bf16/f16 and e4m3
 // operands and for the grouped expert GEMM (moe.cu), included by those .cu files only.
 //
-// A CTA computes tiles of 16 outputs (weight rows n0 .. n0 + 15) for every token of its row tile
-// (8 or 16 tokens): tiles blockIdx.x, blockIdx.x + gridDim.x, ..., the grid sized so that every CTA
-// is resident at once and takes the same number of tiles give or take one (gemv.cu's tile_grid);
-// the next tile's first weights load during a tile's epilogue. Its warps split k in chunks of 64 bytes (chunk c to warp
+// A CTA computes 16 outputs (weight rows n0 .. n0 + 15) for every token of its row tile (8 or 16
+// tokens); its warps split k in chunks of 64 bytes (chunk c to warp
 // c % kWarps). In a chunk, lane (g = lane / 4, t = lane % 4) loads the 16 bytes at offset 16 t of weight rows n0 + g
 // and n0 + g
 // + 8 and of token g of each 8-token tile. A dot product may visit k in any order, so those 16
@@ -248,36 +246,27 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
   } else {
     Kind::begin(p, cta);
   }
+  const int64_t n0 = int64_t(blockIdx.x) * 16;
+  const int64_t row_lo = n0 + g, row_hi = n0 + g + 8;
+  const bool lo_ok = row_lo < p.n, hi_ok = row_hi < p.n;
+  const char* w_lo = Kind::w_row(p, cta, lo_ok ? row_lo : 0);
+  const char* w_hi = Kind::w_row(p, cta, hi_ok ? row_hi : 0);
   const int64_t k_bytes = Kind::k_bytes(p);
+  float acc[kTiles][4] = {};
   const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kUnroll<kTiles>;
-  const int64_t tiles = (p.n + 15) / 16;  // of 16 weight rows; the CTA's: blockIdx.x + i gridDim.x
-  struct Rows {                           // the lane's two weight rows of a tile
-    const char* lo;
-    const char* hi;
-    bool lo_ok, hi_ok;
-  };
-  auto rows_of = [&](int64_t tile) {
-    const int64_t lo = tile * 16 + g, hi = lo + 8;
-    Rows r;
-    r.lo_ok = lo < p.n;
-    r.hi_ok = hi < p.n;
-    r.lo = Kind::w_row(p, cta, r.lo_ok ? lo : 0);
-    r.hi = Kind::w_row(p, cta, r.hi_ok ? hi : 0);
-    return r;
-  };
   struct Group {
     uint4 wl[kUnroll<kTiles>], wh[kUnroll<kTiles>], xv[kUnroll<kTiles>][kTiles];
   };
   // Kind::kChunkScales: the factors of each 128-column group for the CTA's kTiles * 8 token slots.
   extern __shared__ float factors[];
   constexpr int kCols = kTiles * 8;
-  auto load_w = [&](Group& grp, const Rows& rw, int64_t c0) {
+  auto load_w = [&](Group& grp, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll<kTiles>; ++u) {
       const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
       const bool in_k = off < k_bytes;  // k_bytes % 16 == 0: a lane's 16 bytes are all in or all out
-      grp.wl[u] = in_k && rw.lo_ok ? __ldcs(reinterpret_cast<const uint4*>(rw.lo + off)) : make_uint4(0, 0, 0, 0);
-      grp.wh[u] = in_k && rw.hi_ok ? __ldcs(reinterpret_cast<const uint4*>(rw.hi + off)) : make_uint4(0, 0, 0, 0);
+      grp.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
+      grp.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
     }
   };
   auto load_x = [&](Group& grp, int64_t c0) {
@@ -293,7 +282,6 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
       }
     }
   };
-  float acc[kTiles][4];
   auto multiply = [&](const Group& grp, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll<kTiles>; ++u) {
@@ -314,80 +302,61 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
     }
   };
   Group even, odd;
-  int64_t tile = blockIdx.x;
-  Rows rw = rows_of(tile);
+  int64_t c0 = warp;
   // The first group's weights (complete before any step) load while the previous kernel, which
   // writes x, finishes; x and the output wait for it.
-  if (warp < chunks) load_w(even, rw, warp);
-  if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, tile * 16, epilogue_table);
+  if (c0 < chunks) load_w(even, c0);
+  if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, n0, epilogue_table);
   pdl_enter();
-  for (;;) {
-    const int64_t n0 = tile * 16;
-    int64_t c0 = warp;
-    if (c0 < chunks) load_x(even, c0);
-    if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
-      Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
-      __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[i][r] = 0.0f;
-    while (c0 < chunks) {
-      if (c0 + step < chunks) {
-        load_w(odd, rw, c0 + step);
-        load_x(odd, c0 + step);
-      }
-      multiply(even, c0);
-      c0 += step;
-      if (c0 >= chunks) break;
-      if (c0 + step < chunks) {
-        load_w(even, rw, c0 + step);
-        load_x(even, c0 + step);
-      }
-      multiply(odd, c0);
-      c0 += step;
-    }
-    // The next tile's first weights load during this tile's epilogue.
-    const int64_t next = tile + gridDim.x;
-    if (next < tiles) {
-      rw = rows_of(next);
-      if (warp < chunks) load_w(even, rw, warp);
-    }
-#pragma unroll
-    for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) partial[warp][i][lane][r] = acc[i][r];
+  if (c0 < chunks) load_x(even, c0);
+  if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
+    Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
     __syncthreads();
-    // Accumulator r of lane (g, t) in tile i: weight row n0 + g (+ 8 for r >= 2), token 8 i + 2 t + (r & 1).
-    if constexpr (PairEpilogue<Kind>) {
-      for (int e = threadIdx.x; e < kTiles * 32 * 2; e += blockDim.x) {
-        const int i = e / 64, l = (e / 2) % 32, r = e % 2;
-        const int64_t j = n0 + (l >> 2);
-        const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + r;
-        if (j + 8 >= p.n || token >= cta.m) continue;
-        float lo = 0.0f, hi = 0.0f;
-        for (int w = 0; w < kWarps; ++w) {
-          lo += partial[w][i][l][r];
-          hi += partial[w][i][l][r + 2];
-        }
-        Kind::store_pair(p, cta, token, j, lo, hi, epilogue_table);
-      }
-    } else {
-      for (int e = threadIdx.x; e < kTiles * 32 * 4; e += blockDim.x) {
-        const int i = e / 128, l = (e / 4) % 32, r = e % 4;
-        const int64_t j = n0 + (l >> 2) + (r >= 2 ? 8 : 0);
-        const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + (r & 1);
-        if (j >= p.n || token >= cta.m) continue;
-        float sum = 0.0f;
-        for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][r];
-        Kind::store(p, cta, token, j, sum);
-      }
+  }
+  while (c0 < chunks) {
+    if (c0 + step < chunks) {
+      load_w(odd, c0 + step);
+      load_x(odd, c0 + step);
     }
-    if (next >= tiles) break;
-    tile = next;
-    __syncthreads();  // partial, the factors and the epilogue's table are the next tile's
-    if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, tile * 16, epilogue_table);
+    multiply(even, c0);
+    c0 += step;
+    if (c0 >= chunks) break;
+    if (c0 + step < chunks) {
+      load_w(even, c0 + step);
+      load_x(even, c0 + step);
+    }
+    multiply(odd, c0);
+    c0 += step;
+  }
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) partial[warp][i][lane][r] = acc[i][r];
+  __syncthreads();
+  // Accumulator r of lane (g, t) in tile i: weight row n0 + g (+ 8 for r >= 2), token 8 i + 2 t + (r & 1).
+  if constexpr (PairEpilogue<Kind>) {
+    for (int e = threadIdx.x; e < kTiles * 32 * 2; e += blockDim.x) {
+      const int i = e / 64, l = (e / 2) % 32, r = e % 2;
+      const int64_t j = n0 + (l >> 2);
+      const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + r;
+      if (j + 8 >= p.n || token >= cta.m) continue;
+      float lo = 0.0f, hi = 0.0f;
+      for (int w = 0; w < kWarps; ++w) {
+        lo += partial[w][i][l][r];
+        hi += partial[w][i][l][r + 2];
+      }
+      Kind::store_pair(p, cta, token, j, lo, hi, epilogue_table);
+    }
+  } else {
+    for (int e = threadIdx.x; e < kTiles * 32 * 4; e += blockDim.x) {
+      const int i = e / 128, l = (e / 4) % 32, r = e % 4;
+      const int64_t j = n0 + (l >> 2) + (r >= 2 ? 8 : 0);
+      const int64_t token = int64_t(i) * 8 + (l & 3) * 2 + (r & 1);
+      if (j >= p.n || token >= cta.m) continue;
+      float sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][r];
+      Kind::store(p, cta, token, j, sum);
+    }
   }
 }
 
