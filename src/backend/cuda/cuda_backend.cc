@@ -502,7 +502,7 @@ void CudaBackend::qkv_rope_kv_write(const Tensor& x, const Tensor& w, const Tens
     static_cast<GemvParams&>(p) = gemv_params(x, w, bias != nullptr ? bias->data : nullptr, qkv);
     p.rope = rope_params(q, k, args);
     p.rope.kv = kv_write_params(k, v, slot_mapping, cache);
-    if (gemv_rope_fits(p)) {
+    if (gemv_rope_fits(p, gemv_max_weight_bytes_)) {
       launch_gemv_rope(p, x.dtype, stream_);
       return;
     }

@@ -68,16 +68,16 @@ void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream) 
   });
 }
 
-bool gemv_rope_fits(const GemvRopeParams& p) {
+bool gemv_rope_fits(const GemvRopeParams& p, int64_t max_weight_bytes) {
   const RopeParams& r = p.rope;
-  return gemv_fits(p) && p.m <= 8 && r.head_dim % 16 == 0 && r.rotary_dim == r.head_dim && r.neox &&
+  return gemv_fits(p, max_weight_bytes) && p.m <= 8 && r.head_dim % 16 == 0 && r.rotary_dim == r.head_dim && r.neox &&
          r.q_norm == nullptr && r.kv.slots != nullptr && r.num_q_heads > 0 && r.num_kv_heads > 0 &&
          p.n == int64_t(r.num_q_heads + 2 * r.num_kv_heads) * r.head_dim;
 }
 
 void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream) {
   if (p.n == 0) return;
-  FG_CHECK(gemv_rope_fits(p),
+  FG_CHECK(gemv_rope_fits(p, std::numeric_limits<int64_t>::max()),
            "gemv_rope: needs gemv_fits, m <= 8, whole neox rotation of head_dim % 16 == 0, "
            "the KV write and n = (num_q_heads + 2 num_kv_heads) * head_dim");
   dispatch_act(act, [&]<class T>() { launch_tiles(gemv_kernel<QkvRopeKind<T>, 1>, 0, stream, p); });

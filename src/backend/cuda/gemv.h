@@ -61,9 +61,9 @@ void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream);
 struct GemvRopeParams : GemvParams {
   RopeParams rope;
 };
-// gemv_fits(p), out in x's dtype, rotary_dim == head_dim, a multiple of 16, neox pairs, no q/k
+// gemv_fits(p, max_weight_bytes), out in x's dtype, rotary_dim == head_dim, a multiple of 16, neox pairs, no q/k
 // norms, n == (num_q_heads + 2 num_kv_heads) * head_dim.
-bool gemv_rope_fits(const GemvRopeParams& p);
+bool gemv_rope_fits(const GemvRopeParams& p, int64_t max_weight_bytes = kGemvMaxWeightBytes);
 void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream);
 
 // x, w contiguous with k % 16 == 0 and 16-byte aligned; m <= kGemvFp8MaxRows; with 128-block

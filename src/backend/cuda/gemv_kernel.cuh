@@ -2,9 +2,8 @@
 // operands and for the grouped expert GEMM (moe.cu), included by those .cu files only.
 //
 // A CTA computes 16 outputs (weight rows n0 .. n0 + 15) for every token of its row tile (8 or 16
-// tokens); its warps split k in chunks of 64 bytes (chunk c to warp
-// c % kWarps). In a chunk, lane (g = lane / 4, t = lane % 4) loads the 16 bytes at offset 16 t of weight rows n0 + g
-// and n0 + g
+// tokens); its warps split k in chunks of 64 bytes (chunk c to warp c % kWarps). In a chunk, lane
+// (g = lane / 4, t = lane % 4) loads the 16 bytes at offset 16 t of weight rows n0 + g and n0 + g
 // + 8 and of token g of each 8-token tile. A dot product may visit k in any order, so those 16
 // bytes feed two tensor-core products (bytes 0-7 the first, 8-15 the second: the k slots {2t, 2t +
 // 1, 2t + 8, 2t + 9} of an m16n8k16 bf16/f16 mma, {4t..4t + 3, 16 + 4t..16 + 4t + 3} of an
@@ -156,8 +155,8 @@ constexpr int epilogue_floats() {
 // rounded to T as DenseKind::store rounds them, rotated (q and k heads) as rope.cu rotates them,
 // written to out and, for k and v heads, into the paged cache as rope.cu writes them.
 template <class T>
-struct QkvRopeKind : WholeProduct<GemvRopeParams> {
-  static constexpr bool kChunkScales = false;
+struct QkvRopeKind : DenseKind<T, T> {
+  using Params = GemvRopeParams;
   static constexpr int kEpilogueFloats = 2 * 8 * 8;  // cos, then sin: [token][8 pairs], up to 8 tokens
   // The weight row of the kernel's row r: tile b = r / 16 = h * (head_dim / 16) + j holds pairs
   // 8 j .. 8 j + 7 of head h, their first channels as rows 0-7, their second as rows 8-15.
@@ -166,18 +165,11 @@ struct QkvRopeKind : WholeProduct<GemvRopeParams> {
     const int64_t b = r >> 4, h = b / (d / 16), j = b - h * (d / 16);
     return h * d + ((r & 8) != 0 ? d / 2 : 0) + j * 8 + (r & 7);
   }
-  __device__ static const char* x_row(const Params& p, const Cta&, int64_t token) {
-    return static_cast<const char*>(p.x) + token * p.ldx * int64_t(sizeof(T));
-  }
-  __device__ static const char* w_row(const Params& p, const Cta&, int64_t row) {
+  __device__ static const char* w_row(const Params& p, const typename DenseKind<T, T>::Cta&, int64_t row) {
     return static_cast<const char*>(p.w) + weight_row(p, row) * p.ldw * int64_t(sizeof(T));
   }
-  __device__ static int64_t k_bytes(const Params& p) { return p.k * int64_t(sizeof(T)); }
-  __device__ static void mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&acc)[4], float f0, float f1) {
-    DenseKind<T, T>::mma(a, b0, b1, acc, f0, f1);
-  }
   // The cos/sin of the CTA's 8 pairs for each token (none for v heads).
-  __device__ static void prepare(const Params& p, const Cta& cta, int64_t n0, float* table) {
+  __device__ static void prepare(const Params& p, const typename DenseKind<T, T>::Cta& cta, int64_t n0, float* table) {
     const int d = p.rope.head_dim;
     const int64_t first = weight_row(p, n0);
     const int head = int(first / d), i0 = int(first - int64_t(head) * d);
@@ -185,8 +177,8 @@ struct QkvRopeKind : WholeProduct<GemvRopeParams> {
     for (int e = threadIdx.x; e < cta.m * 8; e += blockDim.x)
       rope_cos_sin(p.rope, e >> 3, i0 + (e & 7), table[e], table[64 + e]);
   }
-  __device__ static void store_pair(const Params& p, const Cta&, int64_t token, int64_t r, float lo, float hi,
-                                    const float* table) {
+  __device__ static void store_pair(const Params& p, const typename DenseKind<T, T>::Cta&, int64_t token, int64_t r,
+                                    float lo, float hi, const float* table) {
     const int d = p.rope.head_dim, hq = p.rope.num_q_heads, hkv = p.rope.num_kv_heads;
     const int64_t row0 = weight_row(p, r), row1 = row0 + d / 2;
     const int head = int(row0 / d), i = int(row0 - int64_t(head) * d);
@@ -209,19 +201,8 @@ struct QkvRopeKind : WholeProduct<GemvRopeParams> {
     if (head < hq || kv.slots[token] < 0) return;
     const bool is_k = head < hq + hkv;
     const int kvh = head - hq - (is_k ? 0 : hkv);
-    const int64_t slot = kv.slots[token], page = slot / kv.page_size;
-    const int64_t ce =
-        page * kv.cache_stride_page + (slot - page * kv.page_size) * kv.cache_stride_slot + kvh * kv.cache_stride_head;
-    if (kv.k_scale != nullptr) {  // fp8 cache: the act-rounded value quantized as kv_write does
-      const float sc = is_k ? kv.k_scale[kvh] : kv.v_scale[kvh];
-      uint8_t* c = static_cast<uint8_t*>(is_k ? kv.k_cache : kv.v_cache) + ce;
-      c[i] = to_e4m3(to_f32(y0), sc);
-      c[i + d / 2] = to_e4m3(to_f32(y1), sc);
-    } else {
-      T* c = static_cast<T*>(is_k ? kv.k_cache : kv.v_cache) + ce;
-      c[i] = y0;
-      c[i + d / 2] = y1;
-    }
+    kv_cache_store_pair<T>(is_k ? kv.k_cache : kv.v_cache, kv_cache_row(kv, kv.slots[token], kvh),
+                           is_k ? kv.k_scale : kv.v_scale, kvh, i, i + d / 2, y0, y1);
   }
 };
 

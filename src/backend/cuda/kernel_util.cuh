@@ -113,6 +113,29 @@ __device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s
   y1 = __fmaf_rn(x1, c, __fmul_rn(x0, s));
 }
 
+// Element offset of kv head `head`'s row at cache slot `slot` (page * page_size + offset) in a
+// paged cache of KvWriteParams' layout (k_cache and v_cache alike).
+__device__ __forceinline__ int64_t kv_cache_row(const KvWriteParams& p, int64_t slot, int64_t head) {
+  const int64_t page = slot / p.page_size;
+  return page * p.cache_stride_page + (slot - page * p.page_size) * p.cache_stride_slot + head * p.cache_stride_head;
+}
+
+// Channels c0 and c1 of a cache row (`row`: kv_cache_row's offset into `cache`) from act-dtype
+// values: copied, or with `scales` ([num_kv_heads] f32: an fp8 cache) quantized as kv_write does.
+template <class T>
+__device__ __forceinline__ void kv_cache_store_pair(void* cache, int64_t row, const float* scales, int head, int c0,
+                                                    int c1, T y0, T y1) {
+  if (scales != nullptr) {
+    uint8_t* c = static_cast<uint8_t*>(cache) + row;
+    c[c0] = to_e4m3(to_f32(y0), scales[head]);
+    c[c1] = to_e4m3(to_f32(y1), scales[head]);
+  } else {
+    T* c = static_cast<T*>(cache) + row;
+    c[c0] = y0;
+    c[c1] = y1;
+  }
+}
+
 // Element offset of row r of a RowView.
 __device__ __forceinline__ int64_t row_offset(const RowView& v, int64_t r) {
   return (r / v.inner) * v.stride_outer + (r % v.inner) * v.stride_inner;

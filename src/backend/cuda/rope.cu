@@ -104,28 +104,11 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
         x[i0] = from_f32<T>(y0);
         x[i1] = from_f32<T>(y1);
       }
-      if (act && slot >= 0) {
-        const int64_t page = slot / p.kv.page_size;
-        const int64_t offset = slot - page * p.kv.page_size;
-        const int64_t ce =
-            page * p.kv.cache_stride_page + offset * p.kv.cache_stride_slot + kvh * p.kv.cache_stride_head;
+      if (act && slot >= 0) {  // the rotated, act-rounded k and the v row
+        const int64_t ce = kv_cache_row(p.kv, slot, kvh);
         const T* v = static_cast<const T*>(p.kv.v) + token * p.kv.v_stride_token + int64_t(kvh) * p.kv.v_stride_head;
-        if (p.kv.k_scale != nullptr) {  // fp8 cache: the rotated, act-rounded k quantized as kv_write does
-          const float ks = p.kv.k_scale[kvh], vs = p.kv.v_scale[kvh];
-          uint8_t* kc = static_cast<uint8_t*>(p.kv.k_cache) + ce;
-          uint8_t* vc = static_cast<uint8_t*>(p.kv.v_cache) + ce;
-          kc[i0] = to_e4m3(to_f32(x[i0]), ks);
-          kc[i1] = to_e4m3(to_f32(x[i1]), ks);
-          vc[i0] = to_e4m3(to_f32(v[i0]), vs);
-          vc[i1] = to_e4m3(to_f32(v[i1]), vs);
-        } else {
-          T* kc = static_cast<T*>(p.kv.k_cache) + ce;
-          T* vc = static_cast<T*>(p.kv.v_cache) + ce;
-          kc[i0] = x[i0];
-          kc[i1] = x[i1];
-          vc[i0] = v[i0];
-          vc[i1] = v[i1];
-        }
+        kv_cache_store_pair<T>(p.kv.k_cache, ce, p.kv.k_scale, kvh, i0, i1, x[i0], x[i1]);
+        kv_cache_store_pair<T>(p.kv.v_cache, ce, p.kv.v_scale, kvh, i0, i1, v[i0], v[i1]);
       }
     }
     __syncthreads();  // the next token's table overwrites this one

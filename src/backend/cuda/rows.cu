@@ -88,9 +88,7 @@ __global__ void kv_write_kernel(KvWriteParams p) {
     int64_t head = row - token * p.num_kv_heads;
     int32_t slot = p.slots[token];
     if (slot < 0) continue;
-    int64_t page = slot / p.page_size;
-    int64_t offset = slot - page * p.page_size;
-    int64_t cache_elem = page * p.cache_stride_page + offset * p.cache_stride_slot + head * p.cache_stride_head;
+    int64_t cache_elem = kv_cache_row(p, slot, head);
     int64_t k_elem = token * p.k_stride_token + head * p.k_stride_head;
     int64_t v_elem = token * p.v_stride_token + head * p.v_stride_head;
     const C* ks = reinterpret_cast<const C*>(static_cast<const char*>(p.k) + k_elem * p.elem_bytes);
@@ -114,9 +112,7 @@ __global__ void kv_write_fp8_kernel(KvWriteParams p) {
     const int head = int(row - token * p.num_kv_heads);
     const int32_t slot = p.slots[token];
     if (slot < 0) continue;
-    const int64_t page = slot / p.page_size;
-    const int64_t offset = slot - page * p.page_size;
-    const int64_t ce = page * p.cache_stride_page + offset * p.cache_stride_slot + head * p.cache_stride_head + d;
+    const int64_t ce = kv_cache_row(p, slot, head) + d;
     const T k = static_cast<const T*>(p.k)[token * p.k_stride_token + head * p.k_stride_head + d];
     const T v = static_cast<const T*>(p.v)[token * p.v_stride_token + head * p.v_stride_head + d];
     static_cast<uint8_t*>(p.k_cache)[ce] = to_e4m3(to_f32(k), p.k_scale[head]);
