@@ -140,6 +140,7 @@ struct AttentionPlanState {
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
   int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
   int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
+  int graph_main_units = 0;  // (tile, kv head) units of the bounds' largest unsplit batch (begin_capture)
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -207,8 +208,16 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
   // The widest partition a batch within the bounds can get: as many full-length sequences as
   // still get split-KV (plan() splits only while tiles x kv heads stay under 8/9 of the resident
   // CTA slots), so the main grid covers about one wave of CTAs and the merge grid one CTA per
-  // split tile.
+  // split tile. run() also gives the main grid a CTA for every (tile, kv head) of the bounds'
+  // unsplit batches (graph_main_units): a batch of more sequences than the split limit has more
+  // units than the widest split plan, and on fewer CTAs the grid stride would run some of them
+  // after the others (32 sequences x 8 kv heads were 256 units on 232 CTAs: two rounds).
   const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
+  const int rows = max_q * (num_q_heads / num_kv_heads);
+  const int64_t tiles_per_seq = s.batch_invariant ? ceil_div(rows, 16) : rows <= 64 ? 1 : ceil_div(rows, 64);
+  const int64_t units = int64_t(bounds.num_seqs) * tiles_per_seq * num_kv_heads;
+  FG_CHECK(units < (int64_t(1) << 31), "attention begin_capture: bounds too large for one grid");
+  s.graph_main_units = int(units);
   const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(head_dim);
   const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
   const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(bounds.num_seqs, split_limit)));
@@ -230,6 +239,7 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
 void AttentionKernel::end_capture() {
   state_->graph_max_q_len = 0;
   state_->graph_max_kv_len = 0;
+  state_->graph_main_units = 0;
 }
 
 bool AttentionKernel::plan_within(const GraphAttentionShape& b) const {
@@ -638,7 +648,7 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
                    : s.num_prefill == 0    ? 1
                    : wgmma                 ? s.num_sms
                                            : std::max(prefill_grid, 2 * s.num_sms);
-    main_grid = std::max(main_grid, 1);
+    main_grid = std::max({main_grid, s.graph_main_units, 1});
     merge_grid = std::max(merge_grid, 1);
     // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
     // needs more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
