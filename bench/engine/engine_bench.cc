@@ -5,6 +5,7 @@
 //      sliding-window layer only its window of the KV;
 //  (b) throughput: N requests (prompt P, output O, ignore_eos) submitted at once; output tokens/s,
 //      steps, preemptions, and where the step time went (schedule / build / forward / sample / post).
+//  (a) and (b) sample greedily unless --temperature (with --top-p / --top-k) is given.
 // Prints a table; --json FILE also writes the figures. Never part of the test suite.
 //
 //   engine_bench --config bench/configs/llama-3.1-8b --backend cuda --kv-cache-memory 60GiB
@@ -53,6 +54,10 @@ struct Args {
   int decode_prompt_len = 128;
   int decode_tokens = 128;
   int decode_batch = 1;
+  // (a) and (b): every request's sampling (default greedy)
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
   bool skip_decode = false;
   bool skip_throughput = false;
   // (c) structured output: a share of the throughput requests follow a JSON schema (needs the
@@ -66,6 +71,19 @@ struct Args {
   int tensor_parallel_size = 1;
   std::string json_path;
 };
+
+std::string sampling_name(const Args& a) {
+  if (!(a.temperature > 0.0f)) return "greedy";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "temperature %g, top_p %g, top_k %d", a.temperature, a.top_p, a.top_k);
+  return buf;
+}
+
+void set_sampling(fg::SamplingParams& params, const Args& a) {
+  params.temperature = a.temperature;
+  params.top_p = a.top_p;
+  params.top_k = a.top_k;
+}
 
 [[noreturn]] void die(const std::string& m) {
   std::fprintf(stderr, "engine_bench: %s\n", m.c_str());
@@ -114,6 +132,10 @@ int main(int argc, char** argv) {
   app.add_option("--decode-batch", a.decode_batch,
                  "decode: sequences decoding together (their prompts are one prefill step)")
       ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--temperature", a.temperature, "(a), (b): sampling temperature (0: greedy)")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-p", a.top_p, "(a), (b): nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--top-k", a.top_k, "(a), (b): keep the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
   app.add_flag("--skip-decode", a.skip_decode, "skip (a)");
   app.add_flag("--skip-throughput", a.skip_throughput, "skip (b)");
   app.add_option("--tokenizer", a.tokenizer_dir, "(c): the model's tokenizer folder (structured requests)");
@@ -203,7 +225,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < a.decode_batch; ++i) {
       fg::Request r;
       r.prompt_ids = random_prompt(a.decode_prompt_len, vocab, rng);
-      r.params.temperature = 0.0f;
+      set_sampling(r.params, a);
       r.params.max_new_tokens = a.decode_tokens;
       r.params.ignore_eos = true;
       auto h = core.submit(r);
@@ -240,7 +262,8 @@ int main(int argc, char** argv) {
     // layer, counted once whatever the batch) and every sequence's KV cross the memory bus once
     // per step, at the rate a device copy moves bytes (read + write counted).
     const double floor_s = double(active_bytes + kv_read) / bw;
-    std::printf("\n(a) batch-%d decode, prompt %d, %d tokens\n", a.decode_batch, a.decode_prompt_len, a.decode_tokens);
+    std::printf("\n(a) batch-%d decode, prompt %d, %d tokens, %s\n", a.decode_batch, a.decode_prompt_len,
+                a.decode_tokens, sampling_name(a).c_str());
     std::printf("  copy bandwidth        %10.1f GB/s (read + write)\n", bw / 1e9);
     std::printf("  floor per step        %10.3f ms  (weights read %s + mean KV read %s, at the copy rate)\n",
                 1e3 * floor_s, fg::format_byte_size(active_bytes).c_str(), fg::format_byte_size(kv_read).c_str());
@@ -248,10 +271,10 @@ int main(int argc, char** argv) {
                 floor_s > 0 ? 100.0 * (median / floor_s - 1.0) : 0.0);
     std::printf("  measured mean         %10.3f ms  (%.1f tok/s)\n", 1e3 * mean,
                 mean > 0 ? a.decode_batch / mean : 0.0);
-    out["decode"] = {{"batch", a.decode_batch},   {"prompt_len", a.decode_prompt_len},
-                     {"tokens", a.decode_tokens}, {"copy_bandwidth_gbps", bw / 1e9},
-                     {"floor_ms", 1e3 * floor_s}, {"kv_read_bytes", kv_read},
-                     {"median_ms", 1e3 * median}, {"mean_ms", 1e3 * mean}};
+    out["decode"] = {
+        {"batch", a.decode_batch},   {"sampling", sampling_name(a)},    {"prompt_len", a.decode_prompt_len},
+        {"tokens", a.decode_tokens}, {"copy_bandwidth_gbps", bw / 1e9}, {"floor_ms", 1e3 * floor_s},
+        {"kv_read_bytes", kv_read},  {"median_ms", 1e3 * median},       {"mean_ms", 1e3 * mean}};
   }
 
   if (!a.skip_throughput) {
@@ -261,7 +284,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < a.num_requests; ++i) {
       fg::Request r;
       r.prompt_ids = random_prompt(a.prompt_len, vocab, rng);
-      r.params.temperature = 0.0f;
+      set_sampling(r.params, a);
       r.params.max_new_tokens = a.output_len;
       r.params.ignore_eos = true;
       auto h = core.submit(r);
@@ -281,8 +304,8 @@ int main(int argc, char** argv) {
     auto ms_per_step = [&](double total, double prev) {
       return steps > 0 ? 1e3 * (total - prev) / double(steps) : 0.0;
     };
-    std::printf("\n(b) offline throughput: %d requests, prompt %d, output %d (ignore_eos)\n", a.num_requests,
-                a.prompt_len, a.output_len);
+    std::printf("\n(b) offline throughput: %d requests, prompt %d, output %d (ignore_eos), %s\n", a.num_requests,
+                a.prompt_len, a.output_len, sampling_name(a).c_str());
     std::printf("  output tokens/s       %10.1f  (%lld tokens in %.2f s)\n", double(tokens) / wall,
                 static_cast<long long>(tokens), wall);
     std::printf("  total tokens/s        %10.1f  (prompt + output)\n",
