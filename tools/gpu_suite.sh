@@ -106,6 +106,15 @@ run_all() {
 
   OUT=$OUT/raw step parity 420 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --json "$OUT/engine.json"
+  # Issue #16 item 1's batch-32 figure (32 sequences decoding together against their floor), and
+  # decode with sampling (temperature 1, top-p 0.9) at batch 1 and 32 beside the greedy runs.
+  step engine_b32 90 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --skip-throughput \
+    --decode-batch 32 --json "$OUT/raw/engine_b32.json"
+  local b
+  for b in 1 32; do
+    step "engine_sampled:b$b" 90 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 \
+      --skip-throughput --decode-batch $b --temperature 1 --top-p 0.9 --json "$OUT/raw/engine_sampled_b$b.json"
+  done
   # Batch-invariant mode's cost (docs/perf.md): the same throughput run without and with
   # --batch-invariant (its GEMM algorithms chosen at 256 and at 64 rows), back to back.
   step batch_invariant 480 env REF_MS="256 64" tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" \
