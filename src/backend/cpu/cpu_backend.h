@@ -13,6 +13,7 @@
 // Not thread-safe, like every Backend: one engine thread owns it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -27,6 +28,10 @@ namespace fg {
 struct CpuSampleScratch {
   std::vector<float> probs;    // [vocab] softmax of logits / temperature
   std::vector<int32_t> order;  // candidate ids, sorted lazily into the sampling rule's order
+  // The candidates' count and mass by the exponent of p (p >= 0: its bits >> 23), so the sort can
+  // start on the few exponents that hold a prefix of the order (cpu_sample.cc's narrow()).
+  std::array<int64_t, 256> exp_count{};
+  std::array<double, 256> exp_mass{};
 };
 
 class CpuBackend : public Backend {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -289,6 +290,51 @@ TEST(CpuSample, LargeVocabMatchesNaiveRuleExactly) {
           << "t " << c.t << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p << " counter "
           << counter;
     }
+  }
+}
+
+// Rows shaped like a language model's (a few dozen logits far above a broad bulk): the candidates
+// of the highest exponents of p are sorted first (narrow()), and a top-p boundary, a top-k cut or
+// the walk may fall inside the front or past it. Every draw is still the naive rule's, and the
+// distribution is p / kept mass on exactly the kept candidates.
+TEST(CpuSample, PeakedRowsMatchNaiveRuleExactly) {
+  const int64_t vocab = 50021;
+  std::vector<float> logits = test::random_floats(size_t(vocab), 8, -3.0f, 3.0f);
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+  std::uniform_real_distribution<float> high(7.0f, 12.0f);
+  for (int i = 0; i < 40; ++i) logits[size_t(pick(rng))] = high(rng);
+  logits[size_t(pick(rng))] = 12.5f;
+  logits[7] = logits[9] = 12.5f;  // ties at the top: lower id first
+  CpuSampleScratch scratch;
+  std::vector<float> dist(static_cast<size_t>(vocab));
+  struct Case {
+    float t;
+    int top_k;
+    float top_p, min_p;
+  };
+  for (const Case& c :
+       {Case{1.0f, 0, 1.0f, 0.0f}, Case{1.0f, 1, 1.0f, 0.0f}, Case{1.0f, 3, 1.0f, 0.0f}, Case{0.8f, 50, 1.0f, 0.0f},
+        Case{1.0f, 0, 0.5f, 0.0f}, Case{1.0f, 0, 0.9f, 0.0f}, Case{1.0f, 0, 0.999f, 0.0f}, Case{2.0f, 0, 0.95f, 0.0f},
+        Case{1.0f, 20, 0.9f, 0.05f}, Case{1.5f, 0, 1.0f, 0.001f}}) {
+    SCOPED_TRACE("t " + std::to_string(c.t) + " top_k " + std::to_string(c.top_k) + " top_p " +
+                 std::to_string(c.top_p) + " min_p " + std::to_string(c.min_p));
+    for (uint64_t counter = 0; counter < 32; ++counter) {
+      SamplingRow row{c.t, c.top_k, c.top_p, c.min_p, 91, counter};
+      ASSERT_EQ(cpu_sample_row(logits.data(), vocab, row, scratch), naive_sample(logits, row)) << counter;
+    }
+    SamplingRow row{c.t, c.top_k, c.top_p, c.min_p, 91, 0};
+    cpu_sampling_distribution(logits.data(), vocab, row, scratch, dist.data());
+    const std::vector<float> p = rule_probs(logits, c.t);
+    const std::vector<int32_t> kept = naive_kept(p, row);
+    double mass = 0.0;
+    for (int32_t id : kept) mass += p[size_t(id)];
+    std::vector<float> want(size_t(vocab), 0.0f);
+    for (int32_t id : kept) want[size_t(id)] = float(double(p[size_t(id)]) / mass);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < vocab; ++i) differ += (want[size_t(i)] == 0.0f) != (dist[size_t(i)] == 0.0f);
+    EXPECT_EQ(differ, 0) << "the distribution's support is the kept set";
+    for (int32_t id : kept) EXPECT_NEAR(dist[size_t(id)], want[size_t(id)], 1e-6f * want[size_t(id)] + 1e-12f);
   }
 }
 
