@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -190,8 +191,34 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
       return internal_error("the backend sampled token " + std::to_string(ids_host[i]) + " outside the vocabulary");
   }
 
+  // The distributions of every row sampled verification reads, in group order.
+  std::vector<int32_t> dist_rows;
+  {
+    int32_t r = 0;
+    for (const SampleGroup& g : groups) {
+      if (verified_on_host(g))
+        for (int32_t j = 0; j < g.rows(); ++j) dist_rows.push_back(r + j);
+      r += g.rows();
+    }
+  }
+  if (!dist_rows.empty()) {
+    if (!host_pool_) {
+      host_pool_ = std::make_unique<cpu::WorkerPool>(int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+      host_scratch_.resize(size_t(host_pool_->threads()));
+    }
+    dist_.resize(dist_rows.size() * V);
+    host_pool_->parallel_for(int64_t(dist_rows.size()), 1, [&](int64_t begin, int64_t end, int worker) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int32_t r = dist_rows[size_t(i)];
+        cpu_sampling_distribution(host + size_t(r) * V, vocab_, rows_[size_t(r)], host_scratch_[size_t(worker)],
+                                  dist_.data() + size_t(i) * V);
+      }
+    });
+  }
+
   int32_t r0 = 0;
-  int64_t lp0 = 0;  // the group's first entry in lp_rows_
+  int64_t lp0 = 0;   // the group's first entry in lp_rows_
+  size_t dist0 = 0;  // the group's first row in dist_
   for (const SampleGroup& g : groups) {
     const Sequence& s = *g.seq;
     SampleOutcome o;
@@ -203,13 +230,9 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
       tokens = std::move(v.tokens);
       o.accepted = v.accepted;
     } else {
-      dist_.resize(size_t(g.rows()) * V);
       std::vector<const float*> p, q;
-      for (int32_t j = 0; j < g.rows(); ++j) {
-        cpu_sampling_distribution(host + size_t(r0 + j) * V, vocab_, rows_[size_t(r0 + j)], scratch_,
-                                  dist_.data() + size_t(j) * V);
-        p.push_back(dist_.data() + size_t(j) * V);
-      }
+      for (int32_t j = 0; j < g.rows(); ++j) p.push_back(dist_.data() + (dist0 + size_t(j)) * V);
+      dist0 += size_t(g.rows());
       if (!g.draft_probs.empty()) {
         if (g.draft_probs.size() != g.draft.size() * V) return internal_error("draft distributions of the wrong size");
         for (size_t j = 0; j < g.draft.size(); ++j) q.push_back(g.draft_probs.data() + j * V);

@@ -26,11 +26,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"  // the sampling rule's distribution on the host
+#include "backend/cpu/cpu_pool.h"
 #include "engine/sequence.h"
 
 namespace fg {
@@ -89,10 +91,14 @@ class Sampler {
   Buffer ids_device_;   // [max_rows] i32
   Buffer ids_host_;     // [max_rows] i32 pinned
   std::vector<SamplingRow> rows_;
-  std::vector<float> dist_;  // [rows, vocab] scratch of sampled verification
+  // Sampled verification: the rule's distribution of each verified row ([rows, vocab]), computed
+  // for all of a step's verified rows at once on a pool made at the first such step (a row costs
+  // about a millisecond at 128k logits), with a scratch per worker.
+  std::vector<float> dist_;
+  std::unique_ptr<cpu::WorkerPool> host_pool_;
+  std::vector<CpuSampleScratch> host_scratch_;
   // Token masks of constrained rows (engine/token_constraint.h), pinned and on the device.
   Buffer mask_host_, mask_device_, mask_rows_host_, mask_rows_device_;
-  CpuSampleScratch scratch_;
   // Backend::logprobs: the rows that ask (pinned and on the device), and its outputs for up to
   // max_rows rows, [stats (r, 2) f32 | top ids (r, n) i32 | top logprobs (r, n) f32] in 4-byte words.
   static constexpr size_t kLpWords = 2 + 2 * size_t(Backend::kMaxTopLogprobs);
