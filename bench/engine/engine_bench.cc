@@ -79,12 +79,6 @@ std::string sampling_name(const Args& a) {
   return buf;
 }
 
-void set_sampling(fg::SamplingParams& params, const Args& a) {
-  params.temperature = a.temperature;
-  params.top_p = a.top_p;
-  params.top_k = a.top_k;
-}
-
 [[noreturn]] void die(const std::string& m) {
   std::fprintf(stderr, "engine_bench: %s\n", m.c_str());
   std::exit(1);
@@ -214,6 +208,19 @@ int main(int argc, char** argv) {
   config.scheduler.max_running = a.max_running;
   fg::EngineCore core(config, *runner);
   std::mt19937 rng(1234);
+  // (a) and (b)'s requests: a random prompt, exactly `output` tokens, the run's sampling.
+  auto submit = [&](int prompt_len, int output) {
+    fg::Request r;
+    r.prompt_ids = random_prompt(prompt_len, vocab, rng);
+    r.params.temperature = a.temperature;
+    r.params.top_p = a.top_p;
+    r.params.top_k = a.top_k;
+    r.params.max_new_tokens = output;
+    r.params.ignore_eos = true;
+    auto h = core.submit(r);
+    if (!h.is_ok()) die(h.status().to_string());
+    return *h;
+  };
 
   if (!a.skip_decode) {
     // Every step after the first is a decode of all decode_batch sequences: their prompts are one
@@ -222,15 +229,7 @@ int main(int argc, char** argv) {
       die("--decode-batch: needs decode_batch <= --max-running and decode_batch * --decode-prompt-len <= "
           "--max-batch-tokens (the prompts are one prefill step)");
     const double bw = copy_bandwidth(backend, size_t(1) << 30);
-    for (int i = 0; i < a.decode_batch; ++i) {
-      fg::Request r;
-      r.prompt_ids = random_prompt(a.decode_prompt_len, vocab, rng);
-      set_sampling(r.params, a);
-      r.params.max_new_tokens = a.decode_tokens;
-      r.params.ignore_eos = true;
-      auto h = core.submit(r);
-      if (!h.is_ok()) die(h.status().to_string());
-    }
+    for (int i = 0; i < a.decode_batch; ++i) submit(a.decode_prompt_len, a.decode_tokens);
     std::vector<double> decode_steps;
     bool first = true;
     while (core.has_work()) {
@@ -281,16 +280,7 @@ int main(int argc, char** argv) {
     const fg::EngineStats before = core.stats();
     std::vector<fg::RequestHandle> handles;
     auto t0 = Clock::now();
-    for (int i = 0; i < a.num_requests; ++i) {
-      fg::Request r;
-      r.prompt_ids = random_prompt(a.prompt_len, vocab, rng);
-      set_sampling(r.params, a);
-      r.params.max_new_tokens = a.output_len;
-      r.params.ignore_eos = true;
-      auto h = core.submit(r);
-      if (!h.is_ok()) die(h.status().to_string());
-      handles.push_back(*h);
-    }
+    for (int i = 0; i < a.num_requests; ++i) handles.push_back(submit(a.prompt_len, a.output_len));
     double first_token_s = 0.0;
     while (core.has_work()) {
       fg::Status st = core.step();

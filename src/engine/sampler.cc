@@ -69,12 +69,16 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   // entries any of them wants.
   lp_rows_.clear();
   int top_n = 0;
+  // The rows sampled verification reads the distributions of, in group order.
+  std::vector<int32_t> dist_rows;
   {
     int32_t r = 0;
     for (const SampleGroup& g : groups) {
       const bool adjusted = adjusts(*g.seq, 0);  // row 0 adjusts whenever a later row of the group does
       any_adjusted |= adjusted;
       any_host |= adjusted || verified_on_host(g);
+      if (verified_on_host(g))
+        for (int32_t j = 0; j < g.rows(); ++j) dist_rows.push_back(r + j);
       constrained += g.seq->constraint ? 1 : 0;
       if (g.seq->params.wants_logprobs()) {
         for (int32_t j = 0; j < g.rows(); ++j) lp_rows_.push_back(r + j);
@@ -191,16 +195,6 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
       return internal_error("the backend sampled token " + std::to_string(ids_host[i]) + " outside the vocabulary");
   }
 
-  // The distributions of every row sampled verification reads, in group order.
-  std::vector<int32_t> dist_rows;
-  {
-    int32_t r = 0;
-    for (const SampleGroup& g : groups) {
-      if (verified_on_host(g))
-        for (int32_t j = 0; j < g.rows(); ++j) dist_rows.push_back(r + j);
-      r += g.rows();
-    }
-  }
   if (!dist_rows.empty()) {
     if (!host_pool_) {
       host_pool_ = std::make_unique<cpu::WorkerPool>(int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));

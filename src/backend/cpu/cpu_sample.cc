@@ -114,7 +114,6 @@ namespace {
 struct Kept {
   int64_t keep = 0;
   double mass = 0.0;
-  bool whole = false;  // every min_p survivor is kept: the first `keep` ids, in any order
 };
 bool kept_candidates(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
                      LazyOrder& order_out, Kept& kept) {
@@ -182,7 +181,6 @@ bool kept_candidates(const float* logits, int64_t vocab, const SamplingRow& row,
   }
   kept.keep = keep;
   kept.mass = kept_mass;
-  kept.whole = keep == count;
   return true;
 }
 
@@ -197,7 +195,7 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
   const float* p = scratch.probs.data();
   // Rule step 4: walk the kept candidates in order until the cumulative p exceeds u * kept mass.
   const double target = double(sample_uniform(row.seed, row.counter)) * kept.mass;
-  if (kept.whole) narrow(order, scratch, p, 0, target);  // not yet sorted: the walk needs only the top
+  if (kept.keep == order.size()) narrow(order, scratch, p, 0, target);  // unsorted yet: the walk needs the top
   double cum = 0.0;
   for (int64_t i = 0; i < kept.keep; ++i) {
     const int32_t id = order.at(i);
@@ -218,11 +216,11 @@ void cpu_sampling_distribution(const float* logits, int64_t vocab, const Samplin
     return;
   }
   // Each kept candidate's share depends on it alone, so a row that keeps every survivor (top_p 1,
-  // no top_k below the survivors: the API's defaults) takes them in id order, without the sort
-  // the rule's order would cost (15 ms a row of 128k logits).
+  // no top_k below the survivors: the API's defaults) takes them as the ids stand, without the
+  // sort the rule's order would cost (15 ms a row of 128k logits).
   const float* p = scratch.probs.data();
   for (int64_t i = 0; i < kept.keep; ++i) {
-    const int32_t id = kept.whole ? scratch.order[size_t(i)] : order.at(i);
+    const int32_t id = kept.keep == order.size() ? order.ids()[i] : order.at(i);
     dist[id] = float(double(p[id]) / kept.mass);
   }
 }

@@ -31,6 +31,16 @@ int ceil_div(int64_t a, int64_t b) {
   return int((a + b - 1) / b);
 }
 
+// The tile kind plan() gives a sequence of `rows` packed query rows (query tokens x group): the
+// narrowest that holds them up to 64 rows, then 64-row tiles, or 128-row ones where plan() uses
+// wide tiles; batch-invariant mode cuts every sequence into 16-row tiles.
+int tile_kind_for(int rows, bool batch_invariant, bool use_wide) {
+  return rows <= 16 || batch_invariant ? attn::kRows16
+         : rows <= 32                  ? attn::kRows32
+         : rows <= 64 || !use_wide     ? attn::kRows64
+                                       : attn::kRows128;
+}
+
 // KV: the cache element, T itself or __nv_fp8_e4m3 (no mma.sync prefill kernel reads fp8 pages).
 // wgmma: the device runs the wgmma kernel (other devices may not offer its shared memory).
 template <typename T, typename KV, int D>
@@ -213,8 +223,9 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
   // units than the widest split plan, and on fewer CTAs the grid stride would run some of them
   // after the others (32 sequences x 8 kv heads were 256 units on 232 CTAs: two rounds).
   const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
+  // A sequence's tiles at most: 64-row tiles where plan() could also use wider ones.
   const int rows = max_q * (num_q_heads / num_kv_heads);
-  const int64_t tiles_per_seq = s.batch_invariant ? ceil_div(rows, 16) : rows <= 64 ? 1 : ceil_div(rows, 64);
+  const int64_t tiles_per_seq = ceil_div(rows, attn::tile_rows(tile_kind_for(rows, s.batch_invariant, false)));
   const int64_t units = int64_t(bounds.num_seqs) * tiles_per_seq * num_kv_heads;
   FG_CHECK(units < (int64_t(1) << 31), "attention begin_capture: bounds too large for one grid");
   s.graph_main_units = int(units);
@@ -324,10 +335,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     FG_CHECK(kv_len >= q_len, "attention plan: sequence " + std::to_string(q) + " has seqlens_kv " +
                                   std::to_string(kv_len) + " < its " + std::to_string(q_len) + " new tokens");
     const int rows = q_len * group;
-    const int kind = rows <= 16 || s.batch_invariant ? attn::kRows16
-                     : rows <= 32                    ? attn::kRows32
-                     : rows <= 64 || !use_wide       ? attn::kRows64
-                                                     : attn::kRows128;
+    const int kind = tile_kind_for(rows, s.batch_invariant, use_wide);
     const int tr = attn::tile_rows(kind);
     for (int m0 = 0; m0 < rows; m0 += tr) {
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
