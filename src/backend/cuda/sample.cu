@@ -8,7 +8,11 @@
 // 256-bucket histogram (count and probability mass) of the candidates that share the key bits
 // fixed so far, and picks the bucket where the condition first holds. Eight passes isolate one
 // candidate. Three descents at most (top-p boundary, kept mass, the sampled token) plus a few
-// reductions: O(vocab) reads per pass and no full sort, whatever top_k is.
+// reductions, and no full sort, whatever top_k is. A pass over the vocabulary recomputes each
+// candidate's p (a division in double among others): once a descent's prefix leaves at most
+// kListCap candidates, one more pass gathers their keys into shared memory and its remaining
+// passes read only those (the histograms, integer sums, come out the same).
+// Greedy rows take the arg-max alone.
 //
 // Probability mass is accumulated in 2^-62 fixed point with integer atomics, so sums do not
 // depend on the order threads add them in: the same inputs give the same token on every run.
@@ -73,7 +77,14 @@ struct Descent {
   bool found;
 };
 
+// Candidates a descent may gather into shared memory (their keys) once its prefix narrows the
+// row to at most this many: the rest of its passes then read the list instead of recomputing every
+// candidate's p over the whole vocabulary.
+constexpr int kListCap = 4096;
+
 struct Shared {
+  unsigned long long list[kListCap];
+  unsigned int list_len;
   unsigned int count[kBuckets];
   unsigned long long mass[kBuckets];
   unsigned int count0[kBuckets];  // the first pass's histogram, the same for every descent
@@ -104,6 +115,41 @@ __device__ void build_histogram(const float* logits, int vocab, const RowStats& 
   __syncthreads();
 }
 
+// build_histogram over the gathered keys (the candidates whose higher bits equal `prefix`'s are
+// all in the list): the same counts and fixed-point masses, since p is the key's high word.
+__device__ void build_list_histogram(const Shared& sh, int shift, uint64_t prefix, unsigned int* count,
+                                     unsigned long long* mass) {
+  for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
+    count[b] = 0;
+    mass[b] = 0;
+  }
+  __syncthreads();
+  const unsigned int n = sh.list_len;
+  for (unsigned int i = threadIdx.x; i < n; i += blockDim.x) {
+    const uint64_t key = sh.list[i];
+    if ((key >> (shift + 8)) != (prefix >> (shift + 8))) continue;
+    const int b = int((key >> shift) & 0xff);
+    atomicAdd(&count[b], 1u);
+    atomicAdd(&mass[b], (unsigned long long)fixed_mass(__uint_as_float(uint32_t(key >> 32))));
+  }
+  __syncthreads();
+}
+
+// The keys of every candidate whose bits from `shift` up equal `prefix`'s, in any order (the
+// histograms built from them do not depend on it). The caller knows there are at most kListCap.
+__device__ void gather_list(const float* logits, int vocab, const RowStats& st, int shift, uint64_t prefix,
+                            Shared& sh) {
+  if (threadIdx.x == 0) sh.list_len = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const uint64_t key = candidate_key(candidate_p(logits[i], st), i);
+    if ((key >> shift) != (prefix >> shift)) continue;
+    const unsigned int slot = atomicAdd(&sh.list_len, 1u);
+    if (slot < unsigned(kListCap)) sh.list[slot] = key;  // always: the histogram counted them
+  }
+  __syncthreads();
+}
+
 __device__ bool stop_holds(Stop stop, uint64_t target, uint64_t count, uint64_t mass) {
   switch (stop) {
     case Stop::kCountAtLeast: return count >= target;
@@ -120,12 +166,16 @@ __device__ Descent descend(const float* logits, int vocab, const RowStats& st, S
     sh.above_count = 0;
     sh.above_mass = 0;
   }
+  bool listed = false;  // the candidates under the prefix are in sh.list
   for (int pass = 0; pass < 8; ++pass) {
     int shift = 56 - 8 * pass;
     const unsigned int* count = sh.count0;
     const unsigned long long* mass = sh.mass0;
     if (pass > 0) {
-      build_histogram(logits, vocab, st, shift, prefix, false, sh.count, sh.mass);
+      if (listed)
+        build_list_histogram(sh, shift, prefix, sh.count, sh.mass);
+      else
+        build_histogram(logits, vocab, st, shift, prefix, false, sh.count, sh.mass);
       count = sh.count;
       mass = sh.mass;
     }
@@ -152,7 +202,12 @@ __device__ Descent descend(const float* logits, int vocab, const RowStats& st, S
     int chosen = sh.chosen_bucket;
     if (chosen < 0) return Descent{0, 0, 0, false};  // uniform across the block
     prefix |= uint64_t(chosen) << shift;
+    const bool gather = !listed && pass < 7 && count[chosen] <= unsigned(kListCap);
     __syncthreads();  // everyone has read the histogram before the next pass rebuilds it
+    if (gather) {
+      gather_list(logits, vocab, st, shift, prefix, sh);
+      listed = true;
+    }
   }
   // The last pass isolated one candidate (keys are unique): add it to the prefix before it.
   Descent d{prefix, sh.above_count + 1, sh.above_mass + fixed_mass(__uint_as_float(uint32_t(prefix >> 32))), true};

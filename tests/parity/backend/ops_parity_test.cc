@@ -752,6 +752,22 @@ TEST(BackendParity, SampleMatchesCpuOnRandomLogits) {
   }
 }
 
+// Every logit equal over a large vocabulary: the descents' candidates share p, so only the id bits
+// of the keys separate them and a descent narrows to at most the gathered list's size late (after
+// six of its eight passes); a few rows with a small vocabulary gather after the first pass.
+TEST(BackendParity, SampleFlatRowsNarrowLate) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(13);
+  for (int64_t vocab : {151936, 1000}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    const int m = 16;
+    Twin logits({m, vocab}, DType::kF32);
+    logits.set(std::vector<float>(size_t(m * vocab), 0.25f));
+    std::vector<SamplingRow> rows = sampling_rows(m, rng);
+    expect_same_tokens(logits, rows, 0);
+  }
+}
+
 TEST(BackendParity, SampleTiesAndMaskedLogits) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(12);
