@@ -32,20 +32,38 @@ bool pdl_enabled();
 // FG_WGMMA, and the device is sm_90), else 0.
 int wgmma_sms();
 
+// launch_kernel with thread-block clusters of `cluster` CTAs along x (sm_90 and newer; 1: none).
 template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
-                   Args&&... args) {
+void launch_kernel_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                             unsigned cluster, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (pdl_enabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
   config.attrs = attr;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
+  config.numAttrs = n;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+template <class... Params, class... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  launch_kernel_clustered(kernel, grid, block, smem_bytes, stream, 1u, std::forward<Args>(args)...);
 }
 
 // Device side: no-ops where the instructions do not exist (a launch without the attribute has no

@@ -1,5 +1,7 @@
-// Token sampling on the device, exactly the rule of backend/sampling_rule.h, one block per logits
-// row, without sorting the vocabulary.
+// Token sampling on the device, exactly the rule of backend/sampling_rule.h, without sorting the
+// vocabulary. Each row is sampled by a cluster of kCluster CTAs (thread-block clusters, sm_90; one
+// CTA elsewhere), each over a slice of the vocabulary, exchanging partial results through
+// distributed shared memory.
 //
 // Every candidate gets a 64-bit key (its probability's f32 bits, then the bitwise complement of
 // its id) whose descending order is the rule's order (p descending, lower id first); keys are
@@ -7,34 +9,88 @@
 // a target" then become radix descents over the key bits, 8 bits per pass: each pass builds a
 // 256-bucket histogram (count and probability mass) of the candidates that share the key bits
 // fixed so far, and picks the bucket where the condition first holds. Eight passes isolate one
-// candidate. Three descents at most (top-p boundary, kept mass, the sampled token) plus a few
-// reductions, and no full sort, whatever top_k is. A pass over the vocabulary recomputes each
+// candidate. A descent is run only where the rule needs its answer (the top-p boundary, the kept
+// set when top-k or min-p cut it, the sampled token); a pass over the vocabulary recomputes each
 // candidate's p (a division in double among others): once a descent's prefix leaves at most
-// kListCap candidates, one more pass gathers their keys into shared memory and its remaining
-// passes read only those (the histograms, integer sums, come out the same).
+// kListCap candidates in every slice, one more pass gathers their keys into shared memory and its
+// remaining passes read only those. A warp adds into the histogram once per distinct bucket among
+// its lanes (most candidates of a row share the first passes' buckets, where one atomic per
+// candidate on one shared address serialised every pass).
 // Greedy rows take the arg-max alone.
 //
-// Probability mass is accumulated in 2^-62 fixed point with integer atomics, so sums do not
-// depend on the order threads add them in: the same inputs give the same token on every run.
-// p is computed as on the CPU backend (f32 terms, double sum); only the order of that sum and
-// fixed-point vs double cumulative sums differ, so only near-ties can pick a different token.
+// Probability mass is accumulated in 2^-62 fixed point with integers, so histograms do not depend
+// on the order anything is added in: the same inputs give the same token on every run. p is
+// computed as on the CPU backend (f32 terms, double sum); only the order of that sum (fixed: per
+// CTA, then the cluster's CTAs in rank order, whatever the batch) and fixed-point vs double
+// cumulative sums differ, so only near-ties can pick a different token.
+#include <cooperative_groups.h>
+
 #include <climits>
 
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/sampling_rule.h"
 
 namespace fg::cuda {
 
 namespace {
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 1024;       // mask_logits
+constexpr int kSampleThreads = 512;  // a sampling CTA
+constexpr int kCluster = 8;          // CTAs per row where clusters exist
 constexpr int kBuckets = 256;
 constexpr float kMassScale = 0x1p62f;
+// Keys a CTA may gather into shared memory: a descent gathers once its prefix leaves at most this
+// many candidates in every CTA's slice.
+constexpr int kListCap = 2048;
+
+// The row's CTAs: rank, barrier and peers' shared memory. C == 1: the block alone.
+template <int C>
+struct Cluster {
+  __device__ static unsigned rank() {
+    if constexpr (C > 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      return cooperative_groups::this_cluster().block_rank();
+#endif
+    }
+    return 0;
+  }
+  // A barrier of every thread of the cluster whose shared-memory writes before it are visible
+  // to every peer after it.
+  __device__ static void sync() {
+    if constexpr (C == 1) {
+      __syncthreads();
+    } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      cooperative_groups::this_cluster().sync();
+#else
+      __trap();
+#endif
+    }
+  }
+  template <class T>
+  __device__ static const T* peer(const T* p, unsigned r) {
+    if constexpr (C > 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      return cooperative_groups::this_cluster().map_shared_rank(const_cast<T*>(p), r);
+#else
+      __trap();
+#endif
+    }
+    return p;
+  }
+};
 
 struct RowStats {
   float temperature;
   float z_max;   // max of logits / temperature
   double z_sum;  // sum of exp(logit / temperature - z_max), each term f32, summed in double
+};
+
+// This CTA's slice of a row's logits.
+struct Slice {
+  const float* logits;  // the row
+  int begin, end;
 };
 
 // p of candidate i as the CPU backend computes it: f32 terms, the quotient by the double sum
@@ -77,18 +133,26 @@ struct Descent {
   bool found;
 };
 
-// Candidates a descent may gather into shared memory (their keys) once its prefix narrows the
-// row to at most this many: the rest of its passes then read the list instead of recomputing every
-// candidate's p over the whole vocabulary.
-constexpr int kListCap = 4096;
+struct Hist {
+  unsigned int count[kBuckets];
+  unsigned long long mass[kBuckets];
+};
 
 struct Shared {
   unsigned long long list[kListCap];
   unsigned int list_len;
-  unsigned int count[kBuckets];
-  unsigned long long mass[kBuckets];
-  unsigned int count0[kBuckets];  // the first pass's histogram, the same for every descent
-  unsigned long long mass0[kBuckets];
+  Hist local[2];                // this CTA's histogram of a pass; alternate passes alternate (peers read it)
+  Hist total;                   // the cluster's sums of the current pass
+  unsigned int most[kBuckets];  // the largest CTA count of each bucket in the current pass
+  Hist total0;                  // the first pass's, the same for every descent
+  unsigned int most0[kBuckets];
+  unsigned long long total0_mass;  // the row's whole mass
+  // Values peers read, each written once per launch.
+  float x_max;
+  double x_sum;
+  unsigned int x_count;
+  float x_best;
+  int x_best_id;
   float scratch[32];
   double scratch_f64[32];
   int chosen_bucket;
@@ -96,56 +160,115 @@ struct Shared {
   unsigned long long above_mass;
 };
 
-// Histogram of the 8 key bits at `shift` over the candidates whose higher bits equal `prefix`'s.
-__device__ void build_histogram(const float* logits, int vocab, const RowStats& st, int shift, uint64_t prefix,
-                                bool all, unsigned int* count, unsigned long long* mass) {
-  for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
-    count[b] = 0;
-    mass[b] = 0;
+// Adds the lanes that `take` into bucket b of h with one pair of atomics per distinct bucket of
+// the warp. Every lane of the warp calls it (converged); the sums are integers, so the result does
+// not depend on how lanes group. A mass is below 2^62: three 21-bit parts of 32 lanes fit 32 bits.
+__device__ __forceinline__ void hist_add(Hist& h, bool take, int b, uint64_t m) {
+  const unsigned takers = __ballot_sync(0xffffffffu, take);
+  if (!take) return;
+  const unsigned group = __match_any_sync(takers, b);
+  const unsigned lo = __reduce_add_sync(group, unsigned(m) & 0x1fffffu);
+  const unsigned mid = __reduce_add_sync(group, unsigned(m >> 21) & 0x1fffffu);
+  const unsigned hi = __reduce_add_sync(group, unsigned(m >> 42));
+  if (int(threadIdx.x & 31) == __ffs(group) - 1) {
+    atomicAdd(&h.count[b], unsigned(__popc(group)));
+    atomicAdd(&h.mass[b], (unsigned long long)lo + ((unsigned long long)mid << 21) + ((unsigned long long)hi << 42));
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-    float p = candidate_p(logits[i], st);
-    uint64_t key = candidate_key(p, i);
-    if (!all && (key >> (shift + 8)) != (prefix >> (shift + 8))) continue;
-    int b = int((key >> shift) & 0xff);
-    atomicAdd(&count[b], 1u);
-    atomicAdd(&mass[b], (unsigned long long)fixed_mass(p));
+}
+
+__device__ __forceinline__ void clear_hist(Hist& h) {
+  for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
+    h.count[b] = 0;
+    h.mass[b] = 0;
   }
   __syncthreads();
 }
 
-// build_histogram over the gathered keys (the candidates whose higher bits equal `prefix`'s are
-// all in the list): the same counts and fixed-point masses, since p is the key's high word.
-__device__ void build_list_histogram(const Shared& sh, int shift, uint64_t prefix, unsigned int* count,
-                                     unsigned long long* mass) {
-  for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
-    count[b] = 0;
-    mass[b] = 0;
+// Calls f(i, logit) for each candidate of the slice, every lane of a warp the same number of
+// times (i = -1 past the end), four loads in flight per thread.
+template <class F>
+__device__ __forceinline__ void for_slice(const Slice& s, F&& f) {
+  constexpr int kUnroll = 4;
+  const int stride = int(blockDim.x);
+  for (int i0 = s.begin + int(threadIdx.x & ~31u); i0 < s.end; i0 += kUnroll * stride) {
+    const int lane_i = i0 + int(threadIdx.x & 31);
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = lane_i + u * stride;
+      v[u] = i < s.end ? s.logits[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = lane_i + u * stride;
+      f(i < s.end ? i : -1, v[u]);
+    }
   }
-  __syncthreads();
-  const unsigned int n = sh.list_len;
-  for (unsigned int i = threadIdx.x; i < n; i += blockDim.x) {
-    const uint64_t key = sh.list[i];
-    if ((key >> (shift + 8)) != (prefix >> (shift + 8))) continue;
-    const int b = int((key >> shift) & 0xff);
-    atomicAdd(&count[b], 1u);
-    atomicAdd(&mass[b], (unsigned long long)fixed_mass(__uint_as_float(uint32_t(key >> 32))));
-  }
-  __syncthreads();
 }
 
-// The keys of every candidate whose bits from `shift` up equal `prefix`'s, in any order (the
-// histograms built from them do not depend on it). The caller knows there are at most kListCap.
-__device__ void gather_list(const float* logits, int vocab, const RowStats& st, int shift, uint64_t prefix,
-                            Shared& sh) {
+// This CTA's histogram of the 8 key bits at `shift` over its slice's candidates whose higher bits
+// equal `prefix`'s (all of them when `all`).
+__device__ void build_histogram(const Slice& s, const RowStats& st, int shift, uint64_t prefix, bool all, Hist& h) {
+  clear_hist(h);
+  for_slice(s, [&](int i, float logit) {
+    const float p = candidate_p(logit, st);
+    const uint64_t key = candidate_key(p, i);
+    const bool take = i >= 0 && (all || (key >> (shift + 8)) == (prefix >> (shift + 8)));
+    hist_add(h, take, int((key >> shift) & 0xff), fixed_mass(p));
+  });
+}
+
+// build_histogram over the gathered keys (the slice's candidates whose higher bits equal
+// `prefix`'s are all in the list): the same counts and masses, since p is the key's high word.
+__device__ void build_list_histogram(const Shared& sh, int shift, uint64_t prefix, Hist& h) {
+  clear_hist(h);
+  const int n = int(sh.list_len);
+  for (int i0 = int(threadIdx.x & ~31u); i0 < n; i0 += int(blockDim.x)) {
+    const int i = i0 + int(threadIdx.x & 31);
+    const uint64_t key = i < n ? sh.list[i] : 0;
+    const bool take = i < n && (key >> (shift + 8)) == (prefix >> (shift + 8));
+    hist_add(h, take, int((key >> shift) & 0xff), fixed_mass(__uint_as_float(uint32_t(key >> 32))));
+  }
+}
+
+// The keys of every candidate of the slice whose bits from `shift` up equal `prefix`'s, in any
+// order (the histograms built from them do not depend on it). The caller knows there are at most
+// kListCap.
+__device__ void gather_list(const Slice& s, const RowStats& st, int shift, uint64_t prefix, Shared& sh) {
   if (threadIdx.x == 0) sh.list_len = 0;
   __syncthreads();
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const uint64_t key = candidate_key(candidate_p(logits[i], st), i);
-    if ((key >> shift) != (prefix >> shift)) continue;
-    const unsigned int slot = atomicAdd(&sh.list_len, 1u);
-    if (slot < unsigned(kListCap)) sh.list[slot] = key;  // always: the histogram counted them
+  for_slice(s, [&](int i, float logit) {
+    const uint64_t key = candidate_key(candidate_p(logit, st), i);
+    const bool take = i >= 0 && (key >> shift) == (prefix >> shift);
+    const unsigned takers = __ballot_sync(0xffffffffu, take);
+    if (takers == 0) return;
+    const int lane = int(threadIdx.x & 31), leader = __ffs(takers) - 1;
+    unsigned base = 0;
+    if (lane == leader) base = atomicAdd(&sh.list_len, unsigned(__popc(takers)));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    const unsigned slot = base + unsigned(__popc(takers & ((1u << lane) - 1u)));
+    if (take && slot < unsigned(kListCap)) sh.list[slot] = key;  // always: the histogram counted them
+  });
+  __syncthreads();
+}
+
+// The cluster's sums of every CTA's local[buf] into `out`, and each bucket's largest CTA count.
+template <int C>
+__device__ void reduce_hist(Shared& sh, int buf, Hist& out, unsigned int* most) {
+  Cluster<C>::sync();  // every CTA's histogram is complete
+  for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
+    unsigned int c = 0, m1 = 0;
+    unsigned long long m = 0;
+    for (unsigned r = 0; r < unsigned(C); ++r) {
+      const Hist* h = Cluster<C>::peer(&sh.local[buf], r);
+      const unsigned int n = h->count[b];
+      c += n;
+      m1 = max(m1, n);
+      m += h->mass[b];
+    }
+    out.count[b] = c;
+    out.mass[b] = m;
+    most[b] = m1;
   }
   __syncthreads();
 }
@@ -159,53 +282,86 @@ __device__ bool stop_holds(Stop stop, uint64_t target, uint64_t count, uint64_t 
   return false;
 }
 
+// Walks t's non-empty buckets from the highest, after sh.above_count / above_mass candidates and
+// mass, to the first where `stop` holds for the prefix through it: sh.chosen_bucket (-1 if none)
+// and the count and mass above it. Warp 0's lanes take 8 buckets each.
+__device__ void choose_bucket(const Hist& t, Stop stop, uint64_t target, Shared& sh) {
+  if (threadIdx.x < 32) {
+    const int lane = int(threadIdx.x);
+    const int top = kBuckets - 1 - 8 * lane;
+    uint64_t c = 0, m = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      c += t.count[top - j];
+      m += t.mass[top - j];
+    }
+    uint64_t ic = c, im = m;  // inclusive prefix over lanes (lane 0 holds the highest buckets)
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint64_t xc = __shfl_up_sync(0xffffffffu, ic, o), xm = __shfl_up_sync(0xffffffffu, im, o);
+      if (lane >= o) {
+        ic += xc;
+        im += xm;
+      }
+    }
+    uint64_t cc = sh.above_count + ic - c, cm = sh.above_mass + im - m;
+    int hit = -1;
+    for (int j = 0; j < 8; ++j) {
+      const int b = top - j;
+      const unsigned int n = t.count[b];
+      if (n == 0) continue;
+      if (stop_holds(stop, target, cc + n, cm + t.mass[b])) {
+        hit = b;
+        break;
+      }
+      cc += n;
+      cm += t.mass[b];
+    }
+    const unsigned hits = __ballot_sync(0xffffffffu, hit >= 0);
+    if (hits == 0) {
+      if (lane == 0) sh.chosen_bucket = -1;
+    } else if (lane == __ffs(hits) - 1) {
+      sh.chosen_bucket = hit;
+      sh.above_count = cc;
+      sh.above_mass = cm;
+    }
+  }
+  __syncthreads();
+}
+
 // The first candidate in the rule's order at which `stop` holds for the prefix through it.
-__device__ Descent descend(const float* logits, int vocab, const RowStats& st, Stop stop, uint64_t target, Shared& sh) {
+// `phase` counts the cluster's histogram passes (which local buffer a pass fills).
+template <int C>
+__device__ Descent descend(const Slice& s, const RowStats& st, Stop stop, uint64_t target, Shared& sh,
+                           unsigned& phase) {
   uint64_t prefix = 0;
   if (threadIdx.x == 0) {
     sh.above_count = 0;
     sh.above_mass = 0;
   }
-  bool listed = false;  // the candidates under the prefix are in sh.list
+  __syncthreads();
+  bool listed = false;  // the slice's candidates under the prefix are in sh.list
   for (int pass = 0; pass < 8; ++pass) {
-    int shift = 56 - 8 * pass;
-    const unsigned int* count = sh.count0;
-    const unsigned long long* mass = sh.mass0;
+    const int shift = 56 - 8 * pass;
+    const Hist* t = &sh.total0;
+    const unsigned int* most = sh.most0;
     if (pass > 0) {
+      const int buf = int(phase++ & 1u);
       if (listed)
-        build_list_histogram(sh, shift, prefix, sh.count, sh.mass);
+        build_list_histogram(sh, shift, prefix, sh.local[buf]);
       else
-        build_histogram(logits, vocab, st, shift, prefix, false, sh.count, sh.mass);
-      count = sh.count;
-      mass = sh.mass;
+        build_histogram(s, st, shift, prefix, false, sh.local[buf]);
+      reduce_hist<C>(sh, buf, sh.total, sh.most);
+      t = &sh.total;
+      most = sh.most;
     }
-    if (threadIdx.x == 0) {
-      uint64_t c = sh.above_count;
-      uint64_t m = sh.above_mass;
-      int chosen = -1;
-      for (int b = kBuckets - 1; b >= 0; --b) {
-        if (count[b] == 0) continue;
-        if (stop_holds(stop, target, c + count[b], m + mass[b])) {
-          chosen = b;
-          break;
-        }
-        c += count[b];
-        m += mass[b];
-      }
-      sh.chosen_bucket = chosen;
-      if (chosen >= 0) {
-        sh.above_count = c;
-        sh.above_mass = m;
-      }
-    }
-    __syncthreads();
-    int chosen = sh.chosen_bucket;
-    if (chosen < 0) return Descent{0, 0, 0, false};  // uniform across the block
+    choose_bucket(*t, stop, target, sh);
+    const int chosen = sh.chosen_bucket;
+    if (chosen < 0) return Descent{0, 0, 0, false};  // uniform across the cluster
     prefix |= uint64_t(chosen) << shift;
-    const bool gather = !listed && pass < 7 && count[chosen] <= unsigned(kListCap);
+    const bool gather = !listed && pass < 7 && most[chosen] <= unsigned(kListCap);
     __syncthreads();  // everyone has read the histogram before the next pass rebuilds it
     if (gather) {
-      gather_list(logits, vocab, st, shift, prefix, sh);
+      gather_list(s, st, shift, prefix, sh);
       listed = true;
     }
   }
@@ -215,24 +371,30 @@ __device__ Descent descend(const float* logits, int vocab, const RowStats& st, S
   return d;
 }
 
+__device__ __forceinline__ bool better(float v, int i, float best, int best_id) {
+  return v > best || (v == best && i < best_id);
+}
+
 // The row's largest logit, the lowest id among equals (NaN never wins; all NaN: id 0). The
 // choice does not depend on the order candidates are visited in, so a thread reads 16-byte
-// vectors four at a time (16 logits in flight, where one scalar load per step left a row of
-// 128k logits waiting on ~125 memory latencies in a row) and the tail one by one.
-__device__ int argmax_lowest_id(const float* logits, int vocab, Shared& sh) {
+// vectors four at a time (16 logits in flight) and the tail one by one; each CTA takes its slice,
+// then every CTA combines the cluster's answers.
+template <int C>
+__device__ int argmax_lowest_id(const Slice& s, Shared& sh) {
   float best = -INFINITY;
   int best_id = INT_MAX;
   auto consider = [&](float v, int i) {
-    if (v > best || (v == best && i < best_id)) {
+    if (better(v, i, best, best_id)) {
       best = v;
       best_id = i;
     }
   };
-  int tail = 0;
-  if ((reinterpret_cast<uintptr_t>(logits) & 15) == 0) {
-    const int n4 = vocab / 4;
+  int tail = s.begin;
+  const float* base = s.logits + s.begin;
+  if ((reinterpret_cast<uintptr_t>(base) & 15) == 0) {
+    const int n4 = (s.end - s.begin) / 4;
     const int stride = int(blockDim.x);
-    const float4* v4 = reinterpret_cast<const float4*>(logits);
+    const float4* v4 = reinterpret_cast<const float4*>(base);
     int i = int(threadIdx.x);
     for (; i + 3 * stride < n4; i += 4 * stride) {
       float4 a[4];
@@ -240,7 +402,7 @@ __device__ int argmax_lowest_id(const float* logits, int vocab, Shared& sh) {
       for (int u = 0; u < 4; ++u) a[u] = v4[i + u * stride];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        const int id = 4 * (i + u * stride);
+        const int id = s.begin + 4 * (i + u * stride);
         consider(a[u].x, id);
         consider(a[u].y, id + 1);
         consider(a[u].z, id + 2);
@@ -249,99 +411,149 @@ __device__ int argmax_lowest_id(const float* logits, int vocab, Shared& sh) {
     }
     for (; i < n4; i += stride) {
       const float4 a = v4[i];
-      consider(a.x, 4 * i);
-      consider(a.y, 4 * i + 1);
-      consider(a.z, 4 * i + 2);
-      consider(a.w, 4 * i + 3);
+      const int id = s.begin + 4 * i;
+      consider(a.x, id);
+      consider(a.y, id + 1);
+      consider(a.z, id + 2);
+      consider(a.w, id + 3);
     }
-    tail = 4 * n4;
+    tail = s.begin + 4 * n4;
   }
-  for (int i = tail + int(threadIdx.x); i < vocab; i += blockDim.x) consider(logits[i], i);
+  for (int i = tail + int(threadIdx.x); i < s.end; i += blockDim.x) consider(s.logits[i], i);
   for (int o = 16; o > 0; o >>= 1) {
-    float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
-    if (ov > best || (ov == best && oi < best_id)) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
+    if (better(ov, oi, best, best_id)) {
       best = ov;
       best_id = oi;
     }
   }
   __shared__ float warp_best[32];
   __shared__ int warp_id[32];
-  int lane = threadIdx.x & 31;
-  int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
   if (lane == 0) {
     warp_best[warp] = best;
     warp_id[warp] = best_id;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < int(blockDim.x >> 5); ++w) {
-      if (warp_best[w] > best || (warp_best[w] == best && warp_id[w] < best_id)) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+      if (better(warp_best[w], warp_id[w], best, best_id)) {
         best = warp_best[w];
         best_id = warp_id[w];
       }
-    }
-    sh.chosen_bucket = best_id == INT_MAX ? 0 : best_id;  // all NaN: id 0
+    sh.x_best = best;
+    sh.x_best_id = best_id;
   }
-  __syncthreads();
-  return sh.chosen_bucket;
+  Cluster<C>::sync();
+  best = -INFINITY;
+  best_id = INT_MAX;
+  for (unsigned r = 0; r < unsigned(C); ++r) {
+    const float v = *Cluster<C>::peer(&sh.x_best, r);
+    const int i = *Cluster<C>::peer(&sh.x_best_id, r);
+    if (better(v, i, best, best_id)) {
+      best = v;
+      best_id = i;
+    }
+  }
+  return best_id == INT_MAX ? 0 : best_id;  // all NaN: id 0
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
+template <int C>
+__global__ void __launch_bounds__(kSampleThreads, 2) sample_kernel(SampleParams p) {
   pdl_enter();
   __shared__ Shared sh;
-  const int row = blockIdx.x;
+  const int row = int(blockIdx.x) / C;
+  const unsigned rank = Cluster<C>::rank();
   const SampleRowParams s = p.settings[row];
-  const float* logits = p.logits + int64_t(row) * p.row_stride;
   const int vocab = p.vocab;
+  const int per = ((vocab + C - 1) / C + 3) & ~3;  // a multiple of 4: slices start 16-byte aligned
+  Slice slice{p.logits + int64_t(row) * p.row_stride, min(vocab, int(rank) * per), min(vocab, int(rank + 1) * per)};
+  int out = -1;
 
   if (!(s.temperature > 0.0f)) {
-    int id = argmax_lowest_id(logits, vocab, sh);
-    if (threadIdx.x == 0) p.out[row] = id;
-    return;
-  }
+    out = argmax_lowest_id<C>(slice, sh);
+  } else {
+    RowStats st{s.temperature, 0.0f, 1.0};
+    float local_max = -INFINITY;
+    for (int i = slice.begin + int(threadIdx.x); i < slice.end; i += blockDim.x)
+      local_max = fmaxf(local_max, __fdiv_rn(slice.logits[i], st.temperature));
+    local_max = block_max(local_max, sh.scratch);
+    if (threadIdx.x == 0) sh.x_max = local_max;
+    Cluster<C>::sync();
+    st.z_max = -INFINITY;
+    for (unsigned r = 0; r < unsigned(C); ++r) st.z_max = fmaxf(st.z_max, *Cluster<C>::peer(&sh.x_max, r));
+    if (!isfinite(st.z_max)) {
+      // No distribution (all -inf, or a +inf): the greedy rule, as on the CPU backend.
+      out = argmax_lowest_id<C>(slice, sh);
+    } else {
+      double local_sum = 0.0;
+      for (int i = slice.begin + int(threadIdx.x); i < slice.end; i += blockDim.x)
+        local_sum += double(expf(__fsub_rn(__fdiv_rn(slice.logits[i], st.temperature), st.z_max)));
+      local_sum = block_sum_f64(local_sum, sh.scratch_f64);
+      if (threadIdx.x == 0) sh.x_sum = local_sum;
+      Cluster<C>::sync();
+      st.z_sum = 0.0;
+      for (unsigned r = 0; r < unsigned(C); ++r) st.z_sum += *Cluster<C>::peer(&sh.x_sum, r);
 
-  RowStats st{s.temperature, 0.0f, 1.0};
-  float local_max = -INFINITY;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-    local_max = fmaxf(local_max, __fdiv_rn(logits[i], st.temperature));
-  st.z_max = block_max(local_max, sh.scratch);
-  if (!isfinite(st.z_max)) {
-    // No distribution (all -inf, or a +inf): the greedy rule, as on the CPU backend.
-    int id = argmax_lowest_id(logits, vocab, sh);
-    if (threadIdx.x == 0) p.out[row] = id;
-    return;
-  }
-  double local_sum = 0.0;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-    local_sum += double(expf(__fsub_rn(__fdiv_rn(logits[i], st.temperature), st.z_max)));
-  st.z_sum = block_sum_f64(local_sum, sh.scratch_f64);
+      unsigned phase = 0;
+      build_histogram(slice, st, 56, 0, true, sh.local[0]);
+      ++phase;
+      reduce_hist<C>(sh, 0, sh.total0, sh.most0);
+      if (threadIdx.x < 32) {
+        uint64_t m = 0;
+        for (int b = int(threadIdx.x); b < kBuckets; b += 32) m += sh.total0.mass[b];
+        for (int o = 16; o > 0; o >>= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
+        if (threadIdx.x == 0) sh.total0_mass = m;
+      }
+      __syncthreads();
 
-  build_histogram(logits, vocab, st, 56, 0, true, sh.count0, sh.mass0);
-
-  uint64_t kept = uint64_t(vocab);
-  if (s.top_k > 0 && uint64_t(s.top_k) < kept) kept = uint64_t(s.top_k);
-  if (s.top_p < 1.0f) {
-    Descent d = descend(logits, vocab, st, Stop::kMassAtLeast, fixed_mass(s.top_p), sh);
-    if (d.found && d.count < kept) kept = d.count;
+      // The kept prefix: its size, and its last candidate and mass where known without a descent.
+      uint64_t kept = uint64_t(vocab);
+      Descent last{0, uint64_t(vocab), sh.total0_mass, true};  // every candidate kept
+      if (s.top_k > 0 && uint64_t(s.top_k) < kept) {
+        kept = uint64_t(s.top_k);
+        last.found = false;
+      }
+      if (s.top_p < 1.0f) {
+        const Descent d = descend<C>(slice, st, Stop::kMassAtLeast, fixed_mass(s.top_p), sh, phase);
+        if (d.found && d.count < kept) {
+          kept = d.count;
+          last = d;  // the top-p boundary is the last kept candidate
+        }
+      }
+      if (s.min_p > 0.0f) {
+        // p_max is the arg-max candidate's p: exp(0) / z_sum.
+        const float threshold = s.min_p * __double2float_rn(__ddiv_rn(1.0, st.z_sum));
+        float local = 0.0f;
+        for (int i = slice.begin + int(threadIdx.x); i < slice.end; i += blockDim.x)
+          local += candidate_p(slice.logits[i], st) >= threshold ? 1.0f : 0.0f;
+        local = block_sum(local, sh.scratch);  // exact: at most a slice's count
+        if (threadIdx.x == 0) sh.x_count = unsigned(local);
+        Cluster<C>::sync();
+        uint64_t n_min = 0;
+        for (unsigned r = 0; r < unsigned(C); ++r) n_min += *Cluster<C>::peer(&sh.x_count, r);
+        if (n_min < kept) {
+          kept = n_min;
+          last.found = false;
+        }
+      }
+      if (kept < 1) {
+        kept = 1;
+        last.found = false;
+      }
+      if (!last.found) last = descend<C>(slice, st, Stop::kCountAtLeast, kept, sh, phase);
+      const uint64_t u24 = uint64_t(sample_uniform(s.seed, s.counter) * 16777216.0f);
+      const uint64_t target = __umul64hi(last.mass, u24 << 40);  // floor(kept_mass * u)
+      const Descent pick = descend<C>(slice, st, Stop::kMassAbove, target, sh, phase);
+      // (target < the kept mass, so the walk always stops; last.key is 0 only when every candidate
+      // is kept, where it stops inside the kept set.)
+      out = key_id((pick.found && pick.count <= kept) ? pick.key : last.key);
+    }
   }
-  if (s.min_p > 0.0f) {
-    // p_max is the arg-max candidate's p: exp(0) / z_sum.
-    float threshold = s.min_p * __double2float_rn(__ddiv_rn(1.0, st.z_sum));
-    float local = 0.0f;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-      local += candidate_p(logits[i], st) >= threshold ? 1.0f : 0.0f;
-    uint64_t n_min = uint64_t(block_sum(local, sh.scratch));
-    if (n_min < kept) kept = n_min;
-  }
-  if (kept < 1) kept = 1;
-
-  Descent last = descend(logits, vocab, st, Stop::kCountAtLeast, kept, sh);
-  uint64_t u24 = uint64_t(sample_uniform(s.seed, s.counter) * 16777216.0f);
-  uint64_t target = __umul64hi(last.mass, u24 << 40);  // floor(kept_mass * u)
-  Descent pick = descend(logits, vocab, st, Stop::kMassAbove, target, sh);
-  uint64_t key = (pick.found && pick.count <= kept) ? pick.key : last.key;
-  if (threadIdx.x == 0) p.out[row] = key_id(key);
+  if (rank == 0 && threadIdx.x == 0) p.out[row] = out;
+  Cluster<C>::sync();  // no CTA leaves while a peer may still read its shared memory
 }
 
 // One block per masked row; each thread clears the tokens of whole 32-bit mask words.
@@ -438,10 +650,24 @@ void launch_mask_logits(const MaskLogitsParams& p, cudaStream_t stream) {
   launch_kernel(mask_logits_kernel, unsigned(p.num_rows), kThreads, 0, stream, p);
 }
 
+namespace {
+
+// Clusters where the build has sm_90a code and runs on sm_90 (the sm_80 code has no clusters).
+bool sample_in_clusters() {
+  static const bool clusters = wgmma_sms() > 0;
+  return clusters;
+}
+
+}  // namespace
+
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   FG_CHECK(p.vocab > 0, "sample: empty vocabulary");
-  launch_kernel(sample_kernel, unsigned(p.rows), kThreads, 0, stream, p);
+  if (sample_in_clusters())
+    launch_kernel_clustered(sample_kernel<kCluster>, unsigned(p.rows) * kCluster, kSampleThreads, 0, stream,
+                            unsigned(kCluster), p);
+  else
+    launch_kernel(sample_kernel<1>, unsigned(p.rows), kSampleThreads, 0, stream, p);
 }
 
 }  // namespace fg::cuda

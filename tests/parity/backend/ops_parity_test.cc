@@ -742,7 +742,7 @@ void expect_same_tokens(const Twin& logits, std::span<const SamplingRow> rows, i
 TEST(BackendParity, SampleMatchesCpuOnRandomLogits) {
   FG_REQUIRE_GPU();
   std::mt19937_64 rng(11);
-  for (int64_t vocab : {1000, 32003, 151936}) {
+  for (int64_t vocab : {13, 1000, 32003, 151936}) {  // 13: some CTAs of a row's cluster have no slice
     SCOPED_TRACE("vocab " + std::to_string(vocab));
     const int m = 64;
     Twin logits({m, vocab}, DType::kF32, DType::kF32, {vocab + 5, 1});
@@ -923,6 +923,15 @@ TEST(BackendParity, SampleIsDeterministicAndSeeded) {
   gpu().synchronize();
   std::vector<float> ta = a.gpu_values(), tb = b.gpu_values();
   EXPECT_EQ(ta, tb) << "same seeds and logits gave different tokens";
+  // A row sampled alone gives the token it gets among others (nothing a row's CTAs compute
+  // depends on its batch).
+  for (int i : {0, 17, 31}) {
+    Tensor row = logits.gpu.slice(i, i + 1);
+    Twin one({1}, DType::kI32, DType::kI32);
+    gpu().sample(row, std::span<const SamplingRow>(&rows[size_t(i)], 1), one.gpu);
+    gpu().synchronize();
+    EXPECT_EQ(one.gpu_values()[0], ta[size_t(i)]) << "row " << i << " alone";
+  }
   // Different counters over flat-ish logits must not all pick one token.
   std::sort(ta.begin(), ta.end());
   EXPECT_GT(std::unique(ta.begin(), ta.end()) - ta.begin(), m / 2);
