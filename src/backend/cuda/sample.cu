@@ -8,15 +8,15 @@
 // unique. "Keep a prefix of that order" and "walk the kept prefix until the cumulative p exceeds
 // a target" then become radix descents over the key bits, 8 bits per pass: each pass builds a
 // 256-bucket histogram (count and probability mass) of the candidates that share the key bits
-// fixed so far, and picks the bucket where the condition first holds. Eight passes isolate one
-// candidate. A descent is run only where the rule needs its answer (the top-p boundary, the kept
-// set when top-k or min-p cut it, the sampled token); a pass over the vocabulary recomputes each
-// candidate's p (a division in double among others): once a descent's prefix leaves at most
-// kListCap candidates in every slice, one more pass gathers their keys into shared memory and its
-// remaining passes read only those. A warp adds into the histogram once per distinct bucket among
-// its lanes (most candidates of a row share the first passes' buckets, where one atomic per
-// candidate on one shared address serialised every pass).
-// Greedy rows take the arg-max alone.
+// fixed so far, and picks the bucket where the condition first holds (eight passes would isolate
+// one candidate; the list below ends a descent by the seventh). A descent is run only where the rule needs its answer
+// (the top-p boundary, the kept set when top-k or min-p cut it, the sampled token). Each CTA keeps its slice's p in
+// shared memory from the first histogram on (where the slice fits; else every pass recomputes p, a division in double
+// among others). Once a descent's prefix leaves at most kListCap candidates, the CTAs gather their keys into the first
+// CTA's shared memory, which sorts them and finds the answer by a prefix sum instead of the remaining passes. A warp
+// adds into a histogram once per distinct bucket among its lanes (most candidates of a row share the first passes'
+// buckets, where one atomic per candidate on one shared address serialised every pass). Greedy rows take the arg-max
+// alone.
 //
 // Probability mass is accumulated in 2^-62 fixed point with integers, so histograms do not depend
 // on the order anything is added in: the same inputs give the same token on every run. p is
@@ -35,13 +35,12 @@ namespace fg::cuda {
 
 namespace {
 
-constexpr int kThreads = 1024;       // mask_logits
-constexpr int kSampleThreads = 512;  // a sampling CTA
-constexpr int kCluster = 8;          // CTAs per row where clusters exist
+constexpr int kThreads = 1024;        // mask_logits
+constexpr int kSampleThreads = 1024;  // a sampling CTA
+constexpr int kCluster = 8;           // CTAs per row where clusters exist
 constexpr int kBuckets = 256;
 constexpr float kMassScale = 0x1p62f;
-// Keys a CTA may gather into shared memory: a descent gathers once its prefix leaves at most this
-// many candidates in every CTA's slice.
+// A descent's candidates the first CTA sorts: gathered once the prefix leaves at most this many.
 constexpr int kListCap = 2048;
 
 // The row's CTAs: rank, barrier and peers' shared memory. C == 1: the block alone.
@@ -69,10 +68,10 @@ struct Cluster {
     }
   }
   template <class T>
-  __device__ static const T* peer(const T* p, unsigned r) {
+  __device__ static T* peer(T* p, unsigned r) {
     if constexpr (C > 1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      return cooperative_groups::this_cluster().map_shared_rank(const_cast<T*>(p), r);
+      return cooperative_groups::this_cluster().map_shared_rank(p, r);
 #else
       __trap();
 #endif
@@ -87,10 +86,13 @@ struct RowStats {
   double z_sum;  // sum of exp(logit / temperature - z_max), each term f32, summed in double
 };
 
-// This CTA's slice of a row's logits.
+// This CTA's slice of a row's logits, and its candidates' p once computed (shared memory, or null
+// where the slice does not fit: then p is recomputed from the logits).
 struct Slice {
   const float* logits;  // the row
   int begin, end;
+  float* p;     // [end - begin]
+  bool cached;  // p holds the slice's values
 };
 
 // p of candidate i as the CPU backend computes it: f32 terms, the quotient by the double sum
@@ -138,14 +140,24 @@ struct Hist {
   unsigned long long mass[kBuckets];
 };
 
+// A CTA's histogram while warps add into it: the mass as two 32-bit words, the low word's
+// carries added into the high one (shared memory has 32-bit atomic adds; a 64-bit add is a
+// compare-and-swap loop, which warps adding into the same bucket kept retrying).
+struct LocalHist {
+  unsigned int count[kBuckets];
+  unsigned int mass_lo[kBuckets];
+  unsigned int mass_hi[kBuckets];
+};
+
 struct Shared {
-  unsigned long long list[kListCap];
+  unsigned long long list[kListCap];  // the first CTA's: a descent's last candidates
+  unsigned long long scan[kSampleThreads / 32];
   unsigned int list_len;
-  Hist local[2];                // this CTA's histogram of a pass; alternate passes alternate (peers read it)
-  Hist total;                   // the cluster's sums of the current pass
-  unsigned int most[kBuckets];  // the largest CTA count of each bucket in the current pass
-  Hist total0;                  // the first pass's, the same for every descent
-  unsigned int most0[kBuckets];
+  int list_hit;
+  Descent result;                  // the first CTA's: the descent's answer
+  LocalHist local[2];              // this CTA's histogram of a pass; alternate passes alternate (peers read it)
+  Hist total;                      // the cluster's sums of the current pass
+  Hist total0;                     // the first pass's, the same for every descent
   unsigned long long total0_mass;  // the row's whole mass
   // Values peers read, each written once per launch.
   float x_max;
@@ -160,34 +172,57 @@ struct Shared {
   unsigned long long above_mass;
 };
 
-// Adds the lanes that `take` into bucket b of h with one pair of atomics per distinct bucket of
-// the warp. Every lane of the warp calls it (converged); the sums are integers, so the result does
-// not depend on how lanes group. A mass is below 2^62: three 21-bit parts of 32 lanes fit 32 bits.
-__device__ __forceinline__ void hist_add(Hist& h, bool take, int b, uint64_t m) {
+// Adds the lanes that `take` into bucket b of h with one set of atomics per distinct bucket of
+// the warp (one match where the takers do not all share a bucket). Every lane of the warp calls it
+// (converged); the sums are integers, so the result does not depend on how lanes group. A mass is
+// below 2^62: three 21-bit parts of 32 lanes fit 32 bits.
+__device__ __forceinline__ void hist_add(LocalHist& h, bool take, int b, uint64_t m) {
   const unsigned takers = __ballot_sync(0xffffffffu, take);
   if (!take) return;
-  const unsigned group = __match_any_sync(takers, b);
+  const int first = __ffs(takers) - 1;
+  unsigned group = takers;
+  if (!__all_sync(takers, b == __shfl_sync(takers, b, first))) group = __match_any_sync(takers, b);
   const unsigned lo = __reduce_add_sync(group, unsigned(m) & 0x1fffffu);
   const unsigned mid = __reduce_add_sync(group, unsigned(m >> 21) & 0x1fffffu);
   const unsigned hi = __reduce_add_sync(group, unsigned(m >> 42));
   if (int(threadIdx.x & 31) == __ffs(group) - 1) {
     atomicAdd(&h.count[b], unsigned(__popc(group)));
-    atomicAdd(&h.mass[b], (unsigned long long)lo + ((unsigned long long)mid << 21) + ((unsigned long long)hi << 42));
+    const uint64_t sum = uint64_t(lo) + (uint64_t(mid) << 21) + (uint64_t(hi) << 42);
+    const unsigned add_lo = unsigned(sum), old = atomicAdd(&h.mass_lo[b], add_lo);
+    atomicAdd(&h.mass_hi[b], unsigned(sum >> 32) + (old + add_lo < old ? 1u : 0u));
   }
 }
 
-__device__ __forceinline__ void clear_hist(Hist& h) {
+__device__ __forceinline__ void clear_hist(LocalHist& h) {
   for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
     h.count[b] = 0;
-    h.mass[b] = 0;
+    h.mass_lo[b] = 0;
+    h.mass_hi[b] = 0;
   }
   __syncthreads();
 }
 
-// Calls f(i, logit) for each candidate of the slice, every lane of a warp the same number of
-// times (i = -1 past the end), four loads in flight per thread.
+// Calls f(logit) for each logit of the slice, four loads in flight per thread.
 template <class F>
-__device__ __forceinline__ void for_slice(const Slice& s, F&& f) {
+__device__ __forceinline__ void for_logits(const Slice& s, F&& f) {
+  constexpr int kUnroll = 4;
+  const int stride = int(blockDim.x);
+  int i = s.begin + int(threadIdx.x);
+  for (; i + (kUnroll - 1) * stride < s.end; i += kUnroll * stride) {
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = s.logits[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) f(v[u]);
+  }
+  for (; i < s.end; i += stride) f(s.logits[i]);
+}
+
+// Calls f(i, p) for each candidate i of the slice, every lane of a warp the same number of times
+// (i = -1 past the end), four loads in flight per thread. `store`: the pass that computes p keeps
+// it in s.p (where the slice fits).
+template <class F>
+__device__ __forceinline__ void for_candidates(const Slice& s, const RowStats& st, bool store, F&& f) {
   constexpr int kUnroll = 4;
   const int stride = int(blockDim.x);
   for (int i0 = s.begin + int(threadIdx.x & ~31u); i0 < s.end; i0 += kUnroll * stride) {
@@ -196,79 +231,73 @@ __device__ __forceinline__ void for_slice(const Slice& s, F&& f) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int i = lane_i + u * stride;
-      v[u] = i < s.end ? s.logits[i] : 0.0f;
+      v[u] = i >= s.end ? 0.0f : s.cached ? s.p[i - s.begin] : s.logits[i];
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int i = lane_i + u * stride;
-      f(i < s.end ? i : -1, v[u]);
+      float p = v[u];
+      if (!s.cached) {
+        p = candidate_p(v[u], st);
+        if (store && s.p != nullptr && i < s.end) s.p[i - s.begin] = p;
+      }
+      f(i < s.end ? i : -1, p);
     }
   }
 }
 
 // This CTA's histogram of the 8 key bits at `shift` over its slice's candidates whose higher bits
-// equal `prefix`'s (all of them when `all`).
-__device__ void build_histogram(const Slice& s, const RowStats& st, int shift, uint64_t prefix, bool all, Hist& h) {
+// equal `prefix`'s (all of them when `all`: the first pass, which keeps p where the slice fits).
+__device__ void build_histogram(const Slice& s, const RowStats& st, int shift, uint64_t prefix, bool all,
+                                LocalHist& h) {
   clear_hist(h);
-  for_slice(s, [&](int i, float logit) {
-    const float p = candidate_p(logit, st);
+  for_candidates(s, st, all, [&](int i, float p) {
     const uint64_t key = candidate_key(p, i);
     const bool take = i >= 0 && (all || (key >> (shift + 8)) == (prefix >> (shift + 8)));
     hist_add(h, take, int((key >> shift) & 0xff), fixed_mass(p));
   });
 }
 
-// build_histogram over the gathered keys (the slice's candidates whose higher bits equal
-// `prefix`'s are all in the list): the same counts and masses, since p is the key's high word.
-__device__ void build_list_histogram(const Shared& sh, int shift, uint64_t prefix, Hist& h) {
-  clear_hist(h);
-  const int n = int(sh.list_len);
-  for (int i0 = int(threadIdx.x & ~31u); i0 < n; i0 += int(blockDim.x)) {
-    const int i = i0 + int(threadIdx.x & 31);
-    const uint64_t key = i < n ? sh.list[i] : 0;
-    const bool take = i < n && (key >> (shift + 8)) == (prefix >> (shift + 8));
-    hist_add(h, take, int((key >> shift) & 0xff), fixed_mass(__uint_as_float(uint32_t(key >> 32))));
-  }
-}
-
-// The keys of every candidate of the slice whose bits from `shift` up equal `prefix`'s, in any
-// order (the histograms built from them do not depend on it). The caller knows there are at most
-// kListCap.
-__device__ void gather_list(const Slice& s, const RowStats& st, int shift, uint64_t prefix, Shared& sh) {
-  if (threadIdx.x == 0) sh.list_len = 0;
-  __syncthreads();
-  for_slice(s, [&](int i, float logit) {
-    const uint64_t key = candidate_key(candidate_p(logit, st), i);
+// The keys of every candidate of the slice whose bits from `shift` up equal `prefix`'s, appended
+// to `root`'s list (the first CTA's; in any order: it sorts them). The caller knows there are at
+// most kListCap in the cluster.
+__device__ void gather_list(const Slice& s, const RowStats& st, int shift, uint64_t prefix, Shared& root) {
+  for_candidates(s, st, false, [&](int i, float p) {
+    const uint64_t key = candidate_key(p, i);
     const bool take = i >= 0 && (key >> shift) == (prefix >> shift);
     const unsigned takers = __ballot_sync(0xffffffffu, take);
     if (takers == 0) return;
     const int lane = int(threadIdx.x & 31), leader = __ffs(takers) - 1;
     unsigned base = 0;
-    if (lane == leader) base = atomicAdd(&sh.list_len, unsigned(__popc(takers)));
+    if (lane == leader) base = atomicAdd(&root.list_len, unsigned(__popc(takers)));
     base = __shfl_sync(0xffffffffu, base, leader);
     const unsigned slot = base + unsigned(__popc(takers & ((1u << lane) - 1u)));
-    if (take && slot < unsigned(kListCap)) sh.list[slot] = key;  // always: the histogram counted them
+    if (take && slot < unsigned(kListCap)) root.list[slot] = key;  // always: the histogram counted them
   });
-  __syncthreads();
 }
 
-// The cluster's sums of every CTA's local[buf] into `out`, and each bucket's largest CTA count.
+// The cluster's sums of every CTA's local[buf] into `out`.
 template <int C>
-__device__ void reduce_hist(Shared& sh, int buf, Hist& out, unsigned int* most) {
+__device__ void reduce_hist(Shared& sh, int buf, Hist& out) {
   Cluster<C>::sync();  // every CTA's histogram is complete
   for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
-    unsigned int c = 0, m1 = 0;
-    unsigned long long m = 0;
-    for (unsigned r = 0; r < unsigned(C); ++r) {
-      const Hist* h = Cluster<C>::peer(&sh.local[buf], r);
-      const unsigned int n = h->count[b];
-      c += n;
-      m1 = max(m1, n);
-      m += h->mass[b];
+    unsigned int n[C];
+    unsigned long long m[C];
+#pragma unroll
+    for (int r = 0; r < C; ++r) {  // every load first: peers' memory is far
+      const LocalHist* h = Cluster<C>::peer(&sh.local[buf], unsigned(r));
+      n[r] = h->count[b];
+      m[r] = (uint64_t(h->mass_hi[b]) << 32) | h->mass_lo[b];
+    }
+    unsigned int c = 0;
+    unsigned long long mass = 0;
+#pragma unroll
+    for (int r = 0; r < C; ++r) {
+      c += n[r];
+      mass += m[r];
     }
     out.count[b] = c;
-    out.mass[b] = m;
-    most[b] = m1;
+    out.mass[b] = mass;
   }
   __syncthreads();
 }
@@ -328,6 +357,71 @@ __device__ void choose_bucket(const Hist& t, Stop stop, uint64_t target, Shared&
   __syncthreads();
 }
 
+// The first CTA's end of a descent: its list (the candidates under the prefix, after
+// sh.above_count / above_mass in the rule's order) sorted by key descending, their masses summed
+// in that order, and the first where `stop` holds: sh.result. Empties the list.
+__device__ void finish_list(Shared& sh, Stop stop, uint64_t target) {
+  const int n = int(sh.list_len);
+  int size = 1;
+  while (size < n) size <<= 1;
+  for (int i = n + int(threadIdx.x); i < size; i += blockDim.x) sh.list[i] = 0;  // no key is 0
+  if (threadIdx.x == 0) sh.list_hit = INT_MAX;
+  __syncthreads();
+  for (int k = 2; k <= size; k <<= 1) {  // bitonic sort, descending
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < size; i += blockDim.x) {
+        const int o = i ^ j;
+        if (o <= i) continue;
+        const unsigned long long a = sh.list[i], b = sh.list[o];
+        if (((i & k) == 0) ? a < b : a > b) {
+          sh.list[i] = b;
+          sh.list[o] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  // Thread t takes entries [kPer t, kPer (t + 1)): their masses, then the block's exclusive prefix.
+  constexpr int kPer = kListCap / kSampleThreads;
+  const int first = kPer * int(threadIdx.x);
+  uint64_t m[kPer], own = 0;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    m[u] = first + u < n ? fixed_mass(__uint_as_float(uint32_t(sh.list[first + u] >> 32))) : 0;
+    own += m[u];
+  }
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  uint64_t incl = own;
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint64_t x = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += x;
+  }
+  if (lane == 31) sh.scan[warp] = incl;
+  __syncthreads();
+  uint64_t before = incl - own;
+  for (int w = 0; w < warp; ++w) before += sh.scan[w];
+  uint64_t c = sh.above_count + uint64_t(first), mass = sh.above_mass + before;
+  int hit = -1;
+  uint64_t hit_mass = 0;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    if (hit < 0 && first + u < n && stop_holds(stop, target, c + 1, mass + m[u])) {
+      hit = first + u;
+      hit_mass = mass + m[u];
+    }
+    ++c;
+    mass += m[u];
+  }
+  if (hit >= 0) atomicMin(&sh.list_hit, hit);
+  __syncthreads();
+  if (hit >= 0 && hit == sh.list_hit)
+    sh.result = Descent{sh.list[hit], sh.above_count + uint64_t(hit) + 1, hit_mass, true};
+  if (threadIdx.x == 0) {
+    if (sh.list_hit == INT_MAX) sh.result = Descent{0, 0, 0, false};
+    sh.list_len = 0;
+  }
+}
+
 // The first candidate in the rule's order at which `stop` holds for the prefix through it.
 // `phase` counts the cluster's histogram passes (which local buffer a pass fills).
 template <int C>
@@ -339,36 +433,30 @@ __device__ Descent descend(const Slice& s, const RowStats& st, Stop stop, uint64
     sh.above_mass = 0;
   }
   __syncthreads();
-  bool listed = false;  // the slice's candidates under the prefix are in sh.list
-  for (int pass = 0; pass < 8; ++pass) {
-    const int shift = 56 - 8 * pass;
+  int shift = 56;
+  for (int pass = 0;; ++pass) {  // ends by pass 6: its bucket holds at most 256 candidates
+    shift = 56 - 8 * pass;
     const Hist* t = &sh.total0;
-    const unsigned int* most = sh.most0;
     if (pass > 0) {
       const int buf = int(phase++ & 1u);
-      if (listed)
-        build_list_histogram(sh, shift, prefix, sh.local[buf]);
-      else
-        build_histogram(s, st, shift, prefix, false, sh.local[buf]);
-      reduce_hist<C>(sh, buf, sh.total, sh.most);
+      build_histogram(s, st, shift, prefix, false, sh.local[buf]);
+      reduce_hist<C>(sh, buf, sh.total);
       t = &sh.total;
-      most = sh.most;
     }
     choose_bucket(*t, stop, target, sh);
     const int chosen = sh.chosen_bucket;
     if (chosen < 0) return Descent{0, 0, 0, false};  // uniform across the cluster
     prefix |= uint64_t(chosen) << shift;
-    const bool gather = !listed && pass < 7 && most[chosen] <= unsigned(kListCap);
-    __syncthreads();  // everyone has read the histogram before the next pass rebuilds it
-    if (gather) {
-      gather_list(s, st, shift, prefix, sh);
-      listed = true;
-    }
+    if (t->count[chosen] <= unsigned(kListCap)) break;
   }
-  // The last pass isolated one candidate (keys are unique): add it to the prefix before it.
-  Descent d{prefix, sh.above_count + 1, sh.above_mass + fixed_mass(__uint_as_float(uint32_t(prefix >> 32))), true};
-  __syncthreads();
-  return d;
+  // The first CTA's list is empty: it emptied it before the barrier that ended the last descent
+  // (or the kernel's first barrier).
+  Shared& root = *Cluster<C>::peer(&sh, 0);
+  gather_list(s, st, shift, prefix, root);
+  Cluster<C>::sync();
+  if (Cluster<C>::rank() == 0) finish_list(sh, stop, target);
+  Cluster<C>::sync();
+  return root.result;
 }
 
 __device__ __forceinline__ bool better(float v, int i, float best, int best_id) {
@@ -460,16 +548,23 @@ __device__ int argmax_lowest_id(const Slice& s, Shared& sh) {
   return best_id == INT_MAX ? 0 : best_id;  // all NaN: id 0
 }
 
+// cache_p: the dynamic shared memory holds a slice's p (one float per candidate).
 template <int C>
-__global__ void __launch_bounds__(kSampleThreads, 2) sample_kernel(SampleParams p) {
+__global__ void __launch_bounds__(kSampleThreads) sample_kernel(SampleParams p, int cache_p) {
   pdl_enter();
   __shared__ Shared sh;
+  extern __shared__ float slice_p[];
   const int row = int(blockIdx.x) / C;
   const unsigned rank = Cluster<C>::rank();
   const SampleRowParams s = p.settings[row];
   const int vocab = p.vocab;
   const int per = ((vocab + C - 1) / C + 3) & ~3;  // a multiple of 4: slices start 16-byte aligned
-  Slice slice{p.logits + int64_t(row) * p.row_stride, min(vocab, int(rank) * per), min(vocab, int(rank + 1) * per)};
+  Slice slice{p.logits + int64_t(row) * p.row_stride, min(vocab, int(rank) * per), min(vocab, int(rank + 1) * per),
+              cache_p ? slice_p : nullptr, false};
+  if (threadIdx.x == 0) {  // before the first cluster barrier
+    sh.list_len = 0;
+    sh.x_count = 0;
+  }
   int out = -1;
 
   if (!(s.temperature > 0.0f)) {
@@ -477,8 +572,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_kernel(SampleParams 
   } else {
     RowStats st{s.temperature, 0.0f, 1.0};
     float local_max = -INFINITY;
-    for (int i = slice.begin + int(threadIdx.x); i < slice.end; i += blockDim.x)
-      local_max = fmaxf(local_max, __fdiv_rn(slice.logits[i], st.temperature));
+    for_logits(slice, [&](float v) { local_max = fmaxf(local_max, __fdiv_rn(v, st.temperature)); });
     local_max = block_max(local_max, sh.scratch);
     if (threadIdx.x == 0) sh.x_max = local_max;
     Cluster<C>::sync();
@@ -489,8 +583,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_kernel(SampleParams 
       out = argmax_lowest_id<C>(slice, sh);
     } else {
       double local_sum = 0.0;
-      for (int i = slice.begin + int(threadIdx.x); i < slice.end; i += blockDim.x)
-        local_sum += double(expf(__fsub_rn(__fdiv_rn(slice.logits[i], st.temperature), st.z_max)));
+      for_logits(slice, [&](float v) { local_sum += double(expf(__fsub_rn(__fdiv_rn(v, st.temperature), st.z_max))); });
       local_sum = block_sum_f64(local_sum, sh.scratch_f64);
       if (threadIdx.x == 0) sh.x_sum = local_sum;
       Cluster<C>::sync();
@@ -498,9 +591,10 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_kernel(SampleParams 
       for (unsigned r = 0; r < unsigned(C); ++r) st.z_sum += *Cluster<C>::peer(&sh.x_sum, r);
 
       unsigned phase = 0;
-      build_histogram(slice, st, 56, 0, true, sh.local[0]);
+      build_histogram(slice, st, 56, 0, true, sh.local[0]);  // keeps p where the slice fits
       ++phase;
-      reduce_hist<C>(sh, 0, sh.total0, sh.most0);
+      slice.cached = slice.p != nullptr;
+      reduce_hist<C>(sh, 0, sh.total0);
       if (threadIdx.x < 32) {
         uint64_t m = 0;
         for (int b = int(threadIdx.x); b < kBuckets; b += 32) m += sh.total0.mass[b];
@@ -526,11 +620,11 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_kernel(SampleParams 
       if (s.min_p > 0.0f) {
         // p_max is the arg-max candidate's p: exp(0) / z_sum.
         const float threshold = s.min_p * __double2float_rn(__ddiv_rn(1.0, st.z_sum));
-        float local = 0.0f;
-        for (int i = slice.begin + int(threadIdx.x); i < slice.end; i += blockDim.x)
-          local += candidate_p(slice.logits[i], st) >= threshold ? 1.0f : 0.0f;
-        local = block_sum(local, sh.scratch);  // exact: at most a slice's count
-        if (threadIdx.x == 0) sh.x_count = unsigned(local);
+        unsigned local = 0;
+        for_candidates(slice, st, false, [&](int i, float pi) {
+          local += unsigned(__popc(__ballot_sync(0xffffffffu, i >= 0 && pi >= threshold)));
+        });
+        if ((threadIdx.x & 31) == 0) atomicAdd(&sh.x_count, local);  // zeroed in the prologue
         Cluster<C>::sync();
         uint64_t n_min = 0;
         for (unsigned r = 0; r < unsigned(C); ++r) n_min += *Cluster<C>::peer(&sh.x_count, r);
@@ -658,16 +752,36 @@ bool sample_in_clusters() {
   return clusters;
 }
 
+// Launches sample_kernel<C> with room for a slice's p in shared memory where it fits.
+template <int C>
+void launch_sample_kernel(const SampleParams& p, cudaStream_t stream) {
+  static int optin = [] {
+    int dev = 0, bytes = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return bytes;
+  }();
+  static size_t allowed = 0;  // the dynamic shared memory the kernel was allowed so far
+  const int per = ((p.vocab + C - 1) / C + 3) & ~3;
+  size_t bytes = size_t(per) * sizeof(float);
+  if (bytes + sizeof(Shared) > size_t(optin)) bytes = 0;
+  if (bytes > allowed) {
+    CUDA_CHECK(cudaFuncSetAttribute(sample_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    allowed = bytes;
+  }
+  launch_kernel_clustered(sample_kernel<C>, unsigned(p.rows) * C, kSampleThreads, bytes, stream, unsigned(C), p,
+                          int(bytes > 0));
+}
+
 }  // namespace
 
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   FG_CHECK(p.vocab > 0, "sample: empty vocabulary");
   if (sample_in_clusters())
-    launch_kernel_clustered(sample_kernel<kCluster>, unsigned(p.rows) * kCluster, kSampleThreads, 0, stream,
-                            unsigned(kCluster), p);
+    launch_sample_kernel<kCluster>(p, stream);
   else
-    launch_kernel(sample_kernel<1>, unsigned(p.rows), kSampleThreads, 0, stream, p);
+    launch_sample_kernel<1>(p, stream);
 }
 
 }  // namespace fg::cuda
