@@ -25,7 +25,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODE=${1:-run}
-BENCH_TARGETS=${PACK_TOOLS-"flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench gemm_fp8_bench gemm_algo_search"}
+BENCH_TARGETS=${PACK_TOOLS-"flashgen engine_bench prefix_cache_bench spec_bench attention_bench moe_gemm_bench tp_bench gemm_fp8_bench gemm_algo_search sample_bench"}
 TEST_TARGETS=${PACK_TESTS-"backend_ops_parity backend_attention_parity backend_family_parity model_parity_tests decode_graph_parity_tests attention_kernel_test batch_invariance_tests tensor_parallel_tests"}
 
 pack() {
@@ -115,6 +115,8 @@ run_all() {
     step "engine_sampled:b$b" 90 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 \
       --skip-throughput --decode-batch $b --temperature 1 --top-p 0.9 --json "$OUT/raw/engine_sampled_b$b.json"
   done
+  # The device sampler alone (µs per call by row shape, settings and batch).
+  step sample_bench 60 $T/sample_bench --json "$OUT/raw/sample_bench.json"
   # Batch-invariant mode's cost (docs/perf.md): the same throughput run without and with
   # --batch-invariant (its GEMM algorithms chosen at 256 and at 64 rows), back to back.
   step batch_invariant 480 env REF_MS="256 64" tools/batch_invariant_bench.sh $T/engine_bench "$OUT/raw" \
