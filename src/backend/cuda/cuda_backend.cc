@@ -941,9 +941,11 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   ensure_sample_capacity(m);
   CUDA_CHECK(cudaEventSynchronize(sample_copied_));  // the previous copy has left the staging rows
   auto* host = static_cast<SampleRowParams*>(sample_host_.data());
+  bool all_greedy = true;
   for (int i = 0; i < m; ++i) {
     host[i] = SampleRowParams{rows[i].temperature, rows[i].top_k, rows[i].top_p,
                               rows[i].min_p,       rows[i].seed,  rows[i].counter};
+    all_greedy = all_greedy && !(rows[i].temperature > 0.0f);
   }
   CUDA_CHECK(cudaMemcpyAsync(sample_device_.data(), host, size_t(m) * sizeof(SampleRowParams), cudaMemcpyHostToDevice,
                              stream_));
@@ -955,6 +957,7 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   p.rows = m;
   p.settings = static_cast<const SampleRowParams*>(sample_device_.data());
   p.out = out.ptr<int32_t>();
+  p.all_greedy = all_greedy;
   launch_sample(p, stream_);
 }
 

@@ -276,6 +276,7 @@ struct SampleParams {
   int rows = 0;
   const SampleRowParams* settings = nullptr;  // [rows], device
   int32_t* out = nullptr;                     // [rows] i32
+  bool all_greedy = false;                    // every row's temperature <= 0 (an arg-max)
 };
 void launch_sample(const SampleParams& p, cudaStream_t stream);
 

@@ -746,10 +746,11 @@ void launch_mask_logits(const MaskLogitsParams& p, cudaStream_t stream) {
 
 namespace {
 
-// Clusters where the build has sm_90a code and runs on sm_90 (the sm_80 code has no clusters).
-bool sample_in_clusters() {
-  static const bool clusters = wgmma_sms() > 0;
-  return clusters;
+// The SMs where the build has sm_90a code and runs on sm_90, else 0: clusters need both (the sm_80
+// code has none).
+int cluster_sms() {
+  static const int sms = wgmma_sms();
+  return sms;
 }
 
 // Launches sample_kernel<C> with room for a slice's p in shared memory where it fits.
@@ -778,7 +779,11 @@ void launch_sample_kernel(const SampleParams& p, cudaStream_t stream) {
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   FG_CHECK(p.vocab > 0, "sample: empty vocabulary");
-  if (sample_in_clusters())
+  // A sampled row is always a cluster's (its sums' order must not depend on the batch); rows of
+  // arg-maxes alone, whose answer does not depend on how the row is split, take a CTA each once
+  // the clusters would not fit on the GPU in one round.
+  const int sms = cluster_sms();
+  if (sms > 0 && !(p.all_greedy && int64_t(p.rows) * kCluster > sms))
     launch_sample_kernel<kCluster>(p, stream);
   else
     launch_sample_kernel<1>(p, stream);

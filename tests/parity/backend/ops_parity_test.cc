@@ -749,6 +749,20 @@ TEST(BackendParity, SampleMatchesCpuOnRandomLogits) {
     logits.fill_random(rng, -8.0f, 8.0f);
     std::vector<SamplingRow> rows = sampling_rows(m, rng);
     expect_same_tokens(logits, rows, 1);
+    // Launches of arg-maxes alone: a CTA a row at 64 rows, a cluster a row at 4 (on sm_90).
+    for (SamplingRow& r : rows) r.temperature = 0.0f;
+    expect_same_tokens(logits, rows, 0);
+    Tensor first4 = logits.gpu.slice(0, 4);
+    Twin out4({4}, DType::kI32, DType::kI32);
+    gpu().sample(first4, std::span<const SamplingRow>(rows.data(), 4), out4.gpu);
+    gpu().synchronize();
+    const std::vector<float> all = [&] {
+      Twin out({m}, DType::kI32, DType::kI32);
+      cpu().sample(logits.cpu, rows, out.cpu);
+      return out.cpu_values();
+    }();
+    const std::vector<float> got4 = out4.gpu_values();
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got4[size_t(i)], all[size_t(i)]) << "greedy row " << i << " of 4";
   }
 }
 
