@@ -42,6 +42,7 @@ constexpr int kBuckets = 256;
 constexpr float kMassScale = 0x1p62f;
 // A descent's candidates the first CTA sorts: gathered once the prefix leaves at most this many.
 constexpr int kListCap = 2048;
+static_assert(kListCap % kSampleThreads == 0, "finish_list gives each thread the same number of entries");
 
 // The row's CTAs: rank, barrier and peers' shared memory. C == 1: the block alone.
 template <int C>
