@@ -144,8 +144,9 @@ struct MoeRouting {
 // Sampling settings of one logits row: the rule's settings (sampling_rule.h; temperature <= 0 is
 // greedy: argmax, lowest id on ties) and where its random draw comes from.
 struct SamplingRow : SamplingRule {
-  uint64_t seed = 0;     // with `counter`, the only source of randomness: same (seed, counter,
-  uint64_t counter = 0;  // logits) -> same token on every backend and in every batch
+  uint64_t seed = 0;      // with `counter`, the only source of randomness: same (seed, counter,
+  uint64_t counter = 0;   // logits) -> same token on every backend and in every batch
+  int32_t dist_row = -1;  // Backend::sample: the row of `dist` that gets this row's distribution
 };
 
 // A recorded sequence of ops that a backend can run again (a CUDA graph), with the same pointers
@@ -390,8 +391,13 @@ class Backend {
   // out[i, :] = x[indices[i], :]. x: [n, h] act; indices: [m] i32; out: [m, h] act.
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
 
-  // logits: [m, vocab] f32 (read-only); rows: m settings (host); out: [m] i32, device.
-  virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) = 0;
+  // logits: [m, vocab] f32 (read-only); rows: m settings (host); out: [m] i32, device. dist, when
+  // given ([r, vocab] f32, device; without it dist_row means nothing): row rows[i].dist_row of it
+  // (each below r; -1: none) gets
+  // the distribution row i's token is drawn from: p / (kept mass) for the tokens the rule keeps, 0
+  // elsewhere; a point mass on the arg-max for greedy rows (speculative decoding's rejection
+  // sampling reads it).
+  virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out, Tensor* dist = nullptr) = 0;
 
   // Log-probabilities of logits rows: the log-softmax of the logits as they stand (after penalties
   // and masks, before temperature). For each of r selected rows i (rows[i] in [0, m)), with

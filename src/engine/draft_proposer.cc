@@ -43,20 +43,27 @@ void DraftModelProposer::draw(const Tensor& logits, std::span<Sequence* const> s
     }
     rows_.push_back(r);
   }
+  Backend& backend = runner_.backend();
+  Tensor ids = Tensor::contiguous(ids_device_.data(), DType::kI32, backend.device(), {m});
   if (any_sampled) {
-    // Sampled requests need the whole distribution q (the target's rejection test divides by it).
+    // Sampled requests need the whole distribution q (the target's rejection test divides by it):
+    // every row's, from the backend (a point mass on the argmax for greedy rows).
     const size_t bytes = size_t(m) * V * sizeof(float);
-    if (host_logits_.bytes() < bytes) host_logits_ = runner_.backend().alloc_host(bytes);
-    auto* host = static_cast<float*>(host_logits_.data());
-    runner_.backend().copy_to_host(host, logits.data, bytes);
-    runner_.backend().synchronize();
+    if (dist_host_.bytes() < bytes) {
+      dist_host_ = backend.alloc_host(bytes);
+      dist_device_ = backend.alloc(bytes);
+    }
+    for (int32_t i = 0; i < m; ++i) rows_[size_t(i)].dist_row = i;
+    Tensor dist = Tensor::contiguous(dist_device_.data(), DType::kF32, backend.device(), {m, int64_t(V)});
+    backend.sample(logits, rows_, ids, &dist);
+    backend.copy_to_host(dist_host_.data(), dist_device_.data(), bytes);
+    backend.synchronize();
+    const auto* dists = static_cast<const float*>(dist_host_.data());
     for (int32_t i = 0; i < m; ++i) {
       Sequence& s = *seqs[size_t(i)];
-      const float* row = host + size_t(i) * V;
       const size_t at = s.draft_probs.size();
-      s.draft_probs.resize(at + V);
-      float* q = s.draft_probs.data() + at;
-      cpu_sampling_distribution(row, vocab_, rows_[size_t(i)], scratch_, q);
+      s.draft_probs.insert(s.draft_probs.end(), dists + size_t(i) * V, dists + size_t(i + 1) * V);
+      const float* q = s.draft_probs.data() + at;
       // A draw from q with the draft's own stream, at the output position the draft stands for.
       const uint64_t pos = uint64_t(s.num_output()) + s.draft.size();
       const double target = double(sample_uniform(s.seed ^ kDraftStream, pos));
@@ -72,11 +79,10 @@ void DraftModelProposer::draw(const Tensor& logits, std::span<Sequence* const> s
     }
     return;
   }
-  Tensor ids = Tensor::contiguous(ids_device_.data(), DType::kI32, runner_.backend().device(), {m});
-  runner_.backend().sample(logits, rows_, ids);
+  backend.sample(logits, rows_, ids);
   auto* ids_host = static_cast<int32_t*>(ids_host_.data());
-  runner_.backend().copy_to_host(ids_host, ids_device_.data(), size_t(m) * sizeof(int32_t));
-  runner_.backend().synchronize();
+  backend.copy_to_host(ids_host, ids_device_.data(), size_t(m) * sizeof(int32_t));
+  backend.synchronize();
   for (int32_t i = 0; i < m; ++i) seqs[size_t(i)]->draft.push_back(ids_host[i]);
 }
 

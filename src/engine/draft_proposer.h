@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "engine/sequence.h"
 #include "engine/step_runner.h"
 #include "kvcache/page_pool.h"
@@ -45,9 +45,9 @@ class DraftModelProposer {
   PagePool pool_;
   int32_t max_batch_tokens_;
   int32_t vocab_;
-  Buffer ids_device_, ids_host_, host_logits_;
+  Buffer ids_device_, ids_host_;
+  Buffer dist_device_, dist_host_;  // sampled draws: every row's distribution q
   std::vector<SamplingRow> rows_;
-  CpuSampleScratch scratch_;
 };
 
 }  // namespace fg

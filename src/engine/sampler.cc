@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -61,8 +60,10 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
                           std::to_string(vocab_) + "], got " + logits.describe());
   }
   const size_t V = size_t(vocab_);
-  // Sampled verification runs on the host; penalties and biases need the rows there too.
-  auto verified_on_host = [](const SampleGroup& g) { return !g.draft.empty() && g.seq->params.temperature > 0.0f; };
+  // Sampled verification reads the rule's distribution of each of the group's rows (the backend's,
+  // copied to the host); penalties and biases need the logits rows on the host, and so does the
+  // logprob of a draft token verification keeps.
+  auto verified_sampled = [](const SampleGroup& g) { return !g.draft.empty() && g.seq->params.temperature > 0.0f; };
   bool any_adjusted = false, any_host = false;  // (adjusts: penalties, biases, min_new_tokens)
   int32_t constrained = 0;
   // Rows whose log-probabilities are asked for (every row of such a group), and the most top
@@ -76,8 +77,8 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
     for (const SampleGroup& g : groups) {
       const bool adjusted = adjusts(*g.seq, 0);  // row 0 adjusts whenever a later row of the group does
       any_adjusted |= adjusted;
-      any_host |= adjusted || verified_on_host(g);
-      if (verified_on_host(g))
+      any_host |= adjusted || (verified_sampled(g) && g.seq->params.wants_logprobs());
+      if (verified_sampled(g))
         for (int32_t j = 0; j < g.rows(); ++j) dist_rows.push_back(r + j);
       constrained += g.seq->constraint ? 1 : 0;
       if (g.seq->params.wants_logprobs()) {
@@ -153,8 +154,19 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
       rows_.push_back(r);
     }
   }
+  const auto n_dist = int64_t(dist_rows.size());
+  Tensor dist;
+  if (n_dist > 0) {
+    const size_t bytes = size_t(n_dist) * V * sizeof(float);
+    if (dist_host_.bytes() < bytes) {
+      dist_host_ = backend_.alloc_host(bytes);
+      dist_device_ = backend_.alloc(bytes);
+    }
+    for (int64_t i = 0; i < n_dist; ++i) rows_[size_t(dist_rows[size_t(i)])].dist_row = int32_t(i);
+    dist = Tensor::contiguous(dist_device_.data(), DType::kF32, backend_.device(), {n_dist, int64_t(V)});
+  }
   Tensor ids = Tensor::contiguous(ids_device_.data(), DType::kI32, backend_.device(), {m});
-  backend_.sample(logits, rows_, ids);
+  backend_.sample(logits, rows_, ids, n_dist > 0 ? &dist : nullptr);
   // Log-probabilities on the backend, from the logits as sampled (penalties, biases and masks applied):
   // the chosen row's value at the sampled id, the log-normalizer and the top entries.
   const auto r_lp = int64_t(lp_rows_.size());
@@ -181,6 +193,7 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
   }
   int32_t* ids_host = static_cast<int32_t*>(ids_host_.data());
   backend_.copy_to_host(ids_host, ids_device_.data(), size_t(m) * sizeof(int32_t));
+  if (n_dist > 0) backend_.copy_to_host(dist_host_.data(), dist_device_.data(), size_t(n_dist) * V * sizeof(float));
   backend_.synchronize();
   const float* lp_stats = nullptr;
   const int32_t* lp_top_ids = nullptr;
@@ -195,21 +208,6 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
       return internal_error("the backend sampled token " + std::to_string(ids_host[i]) + " outside the vocabulary");
   }
 
-  if (!dist_rows.empty()) {
-    if (!host_pool_) {
-      host_pool_ = std::make_unique<cpu::WorkerPool>(int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
-      host_scratch_.resize(size_t(host_pool_->threads()));
-    }
-    dist_.resize(dist_rows.size() * V);
-    host_pool_->parallel_for(int64_t(dist_rows.size()), 1, [&](int64_t begin, int64_t end, int worker) {
-      for (int64_t i = begin; i < end; ++i) {
-        const int32_t r = dist_rows[size_t(i)];
-        cpu_sampling_distribution(host + size_t(r) * V, vocab_, rows_[size_t(r)], host_scratch_[size_t(worker)],
-                                  dist_.data() + size_t(i) * V);
-      }
-    });
-  }
-
   int32_t r0 = 0;
   int64_t lp0 = 0;   // the group's first entry in lp_rows_
   size_t dist0 = 0;  // the group's first row in dist_
@@ -219,13 +217,14 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
     std::vector<int32_t> tokens;
     if (g.draft.empty()) {
       tokens.push_back(ids_host[r0]);
-    } else if (!verified_on_host(g)) {
+    } else if (!verified_sampled(g)) {
       spec::Verdict v = spec::verify_greedy(g.draft, std::span<const int32_t>(ids_host + r0, size_t(g.rows())));
       tokens = std::move(v.tokens);
       o.accepted = v.accepted;
     } else {
       std::vector<const float*> p, q;
-      for (int32_t j = 0; j < g.rows(); ++j) p.push_back(dist_.data() + (dist0 + size_t(j)) * V);
+      const auto* dists = static_cast<const float*>(dist_host_.data());
+      for (int32_t j = 0; j < g.rows(); ++j) p.push_back(dists + (dist0 + size_t(j)) * V);
       dist0 += size_t(g.rows());
       if (!g.draft_probs.empty()) {
         if (g.draft_probs.size() != g.draft.size() * V) return internal_error("draft distributions of the wrong size");

@@ -16,8 +16,9 @@
 // logits after its last token and after each draft). Every row gets the sampling rule with the
 // output position it would have without speculation; greedy requests take the backend's argmax of
 // each row and spec::verify_greedy (so their tokens are exactly the non-speculative ones), sampled
-// requests are verified on the host by rejection sampling against the rule's distribution of each
-// row (spec::verify_sampled). Penalties of row j see the drafts before it as if accepted.
+// requests are verified on the host by rejection sampling (spec::verify_sampled) against the rule's
+// distribution of each row, which the backend computes with the sample (a kernel on CUDA) and
+// copies back. Penalties of row j see the drafts before it as if accepted.
 //
 // Constrained sequences (Sequence::constraint): their token masks are filled on the host while
 // the GPU runs the step, then applied to their rows (Backend::mask_logits, or on the host copy
@@ -26,13 +27,10 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"  // the sampling rule's distribution on the host
-#include "backend/cpu/cpu_pool.h"
 #include "engine/sequence.h"
 
 namespace fg {
@@ -91,12 +89,9 @@ class Sampler {
   Buffer ids_device_;   // [max_rows] i32
   Buffer ids_host_;     // [max_rows] i32 pinned
   std::vector<SamplingRow> rows_;
-  // Sampled verification: the rule's distribution of each verified row ([rows, vocab]), computed
-  // for all of a step's verified rows at once on a pool made at the first such step (a row costs
-  // about a millisecond at 128k logits), with a scratch per worker.
-  std::vector<float> dist_;
-  std::unique_ptr<cpu::WorkerPool> host_pool_;
-  std::vector<CpuSampleScratch> host_scratch_;
+  // Sampled verification: the rule's distribution of each verified row ([rows, vocab] f32), from
+  // Backend::sample, on the device and pinned on the host.
+  Buffer dist_device_, dist_host_;
   // Token masks of constrained rows (engine/token_constraint.h), pinned and on the device.
   Buffer mask_host_, mask_device_, mask_rows_host_, mask_rows_device_;
   // Backend::logprobs: the rows that ask (pinned and on the device), and its outputs for up to

@@ -80,7 +80,7 @@ class CpuBackend : public Backend {
   void attention(const AttentionPlan& plan, const Tensor& q, const KvCacheLayer& cache, const AttentionBatch& batch,
                  const AttentionParams& params, Tensor& out, Tensor* lse) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
-  void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) override;
+  void sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out, Tensor* dist = nullptr) override;
   void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override;
   void logprobs(const Tensor& logits, const Tensor& rows, const Tensor& tokens, int n, Tensor& stats, Tensor& top_ids,
                 Tensor& top_lp) override;

@@ -295,7 +295,7 @@ void CpuBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tensor
   }
 }
 
-void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {
+void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out, Tensor* dist) {
   cpu::check_view("sample", "logits", logits, DType::kF32, 2);
   cpu::check_view("sample", "out", out, DType::kI32, 1);
   const int64_t m = logits.shape[0], vocab = logits.shape[1];
@@ -304,12 +304,26 @@ void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
   cpu::check_dim("sample", "out", out, 0, m);
   if (m == 0) return;
   FG_CHECK(vocab > 0, "sample: logits " + logits.describe() + " have no vocab");
+  int64_t dists = 0;
+  if (dist != nullptr) {
+    cpu::check_view("sample", "dist", *dist, DType::kF32, 2);
+    cpu::check_dim("sample", "dist", *dist, 1, vocab);
+    dists = dist->shape[0];
+    for (const SamplingRow& r : rows)
+      FG_CHECK(r.dist_row < dists,
+               "sample: distribution row " + std::to_string(r.dist_row) + " of " + std::to_string(dists));
+  }
   int32_t* o = out.ptr<int32_t>();
   auto sample_rows = [&](int64_t i0, int64_t i1, int worker) {
-    for (int64_t i = i0; i < i1; ++i)
-      o[i] = cpu_sample_row(cpu::row<float>(logits, i), vocab, rows[size_t(i)], sample_scratch_[size_t(worker)]);
+    for (int64_t i = i0; i < i1; ++i) {
+      const SamplingRow& r = rows[size_t(i)];
+      CpuSampleScratch& scratch = sample_scratch_[size_t(worker)];
+      o[i] = cpu_sample_row(cpu::row<float>(logits, i), vocab, r, scratch);
+      if (dist != nullptr && r.dist_row >= 0)
+        cpu_sampling_distribution(cpu::row<float>(logits, i), vocab, r, scratch, cpu::row<float>(*dist, r.dist_row));
+    }
   };
-  if (m > 1 && m * vocab >= kParallelSampleLogits) {
+  if (m > 1 && (m * vocab >= kParallelSampleLogits || dists > 0)) {
     pool_.parallel_for(m, 1, sample_rows);
   } else {
     sample_rows(0, m, 0);

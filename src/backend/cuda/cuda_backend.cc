@@ -926,7 +926,7 @@ void CudaBackend::logprobs(const Tensor& logits, const Tensor& rows, const Tenso
   launch_logprobs(p, stream_);
 }
 
-void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out) {
+void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows, Tensor& out, Tensor* dist) {
   check_on_device(logits, "sample logits");
   check_on_device(out, "sample out");
   FG_CHECK(logits.ndim == 2 && logits.dtype == DType::kF32 && (logits.shape[1] <= 1 || logits.stride[1] == 1),
@@ -936,6 +936,17 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   FG_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.shape[0] == logits.shape[0] &&
                (out.shape[0] <= 1 || out.stride[0] == 1),
            "sample: out must be [m] i32 contiguous: " + out.describe());
+  int64_t dists = 0;
+  if (dist != nullptr) {
+    check_on_device(*dist, "sample dist");
+    FG_CHECK(dist->ndim == 2 && dist->dtype == DType::kF32 && dist->shape[1] == logits.shape[1] &&
+                 (dist->shape[1] <= 1 || dist->stride[1] == 1),
+             "sample: dist must be [r, vocab] f32 with contiguous rows: " + dist->describe());
+    dists = dist->shape[0];
+    for (const SamplingRow& r : rows)
+      FG_CHECK(r.dist_row < dists,
+               "sample: distribution row " + std::to_string(r.dist_row) + " of " + std::to_string(dists));
+  }
   int m = int(rows.size());
   if (m == 0) return;
   ensure_sample_capacity(m);
@@ -943,8 +954,8 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   auto* host = static_cast<SampleRowParams*>(sample_host_.data());
   bool all_greedy = true;
   for (int i = 0; i < m; ++i) {
-    host[i] = SampleRowParams{rows[i].temperature, rows[i].top_k, rows[i].top_p,
-                              rows[i].min_p,       rows[i].seed,  rows[i].counter};
+    host[i] = SampleRowParams{rows[i].temperature, rows[i].top_k,   rows[i].top_p,   rows[i].min_p,
+                              rows[i].seed,        rows[i].counter, rows[i].dist_row};
     all_greedy = all_greedy && !(rows[i].temperature > 0.0f);
   }
   CUDA_CHECK(cudaMemcpyAsync(sample_device_.data(), host, size_t(m) * sizeof(SampleRowParams), cudaMemcpyHostToDevice,
@@ -958,6 +969,10 @@ void CudaBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows
   p.settings = static_cast<const SampleRowParams*>(sample_device_.data());
   p.out = out.ptr<int32_t>();
   p.all_greedy = all_greedy;
+  if (dists > 0) {
+    p.dist = dist->ptr<float>();
+    p.dist_stride = dists <= 1 ? dist->shape[1] : dist->stride[0];
+  }
   launch_sample(p, stream_);
 }
 

@@ -266,6 +266,7 @@ struct SampleRowParams {
   float min_p;
   uint64_t seed;
   uint64_t counter;
+  int32_t dist_row;  // the row of SampleParams::dist that gets this row's distribution (-1: none)
 };
 
 // One token per logits row by the rule of backend/sampling_rule.h.
@@ -277,6 +278,8 @@ struct SampleParams {
   const SampleRowParams* settings = nullptr;  // [rows], device
   int32_t* out = nullptr;                     // [rows] i32
   bool all_greedy = false;                    // every row's temperature <= 0 (an arg-max)
+  float* dist = nullptr;                      // [r, vocab] f32, row stride `dist_stride`
+  int64_t dist_stride = 0;
 };
 void launch_sample(const SampleParams& p, cudaStream_t stream);
 

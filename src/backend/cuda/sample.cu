@@ -567,6 +567,9 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(SampleParams p, 
     sh.x_count = 0;
   }
   int out = -1;
+  // The row's distribution, where asked for: a point mass on `out` unless the rule has one.
+  float* const dist = s.dist_row >= 0 && p.dist != nullptr ? p.dist + int64_t(s.dist_row) * p.dist_stride : nullptr;
+  bool point_mass = true;
 
   if (!(s.temperature > 0.0f)) {
     out = argmax_lowest_id<C>(slice, sh);
@@ -639,6 +642,15 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(SampleParams p, 
         last.found = false;
       }
       if (!last.found) last = descend<C>(slice, st, Stop::kCountAtLeast, kept, sh, phase);
+      if (dist != nullptr) {
+        // Kept: the candidates whose keys are at least the last kept one's (every candidate where
+        // all are kept: last.key 0), each p over the kept mass.
+        const double kept_mass = double(last.mass) * 0x1p-62;
+        for_candidates(slice, st, false, [&](int i, float pi) {
+          if (i >= 0) dist[i] = candidate_key(pi, i) >= last.key ? float(double(pi) / kept_mass) : 0.0f;
+        });
+        point_mass = false;
+      }
       const uint64_t u24 = uint64_t(sample_uniform(s.seed, s.counter) * 16777216.0f);
       const uint64_t target = __umul64hi(last.mass, u24 << 40);  // floor(kept_mass * u)
       const Descent pick = descend<C>(slice, st, Stop::kMassAbove, target, sh, phase);
@@ -648,6 +660,8 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(SampleParams p, 
     }
   }
   if (rank == 0 && threadIdx.x == 0) p.out[row] = out;
+  if (dist != nullptr && point_mass)
+    for (int i = slice.begin + int(threadIdx.x); i < slice.end; i += blockDim.x) dist[i] = i == out ? 1.0f : 0.0f;
   Cluster<C>::sync();  // no CTA leaves while a peer may still read its shared memory
 }
 
@@ -754,25 +768,56 @@ int cluster_sms() {
   return sms;
 }
 
-// Launches sample_kernel<C> with room for a slice's p in shared memory where it fits.
+// The dynamic shared memory sample_kernel<C> gets at this vocabulary: a slice's p where it fits
+// (the kernel is allowed it on first use), else none.
 template <int C>
-void launch_sample_kernel(const SampleParams& p, cudaStream_t stream) {
-  static int optin = [] {
+size_t sample_smem(int vocab) {
+  static const int optin = [] {
     int dev = 0, bytes = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     return bytes;
   }();
   static size_t allowed = 0;  // the dynamic shared memory the kernel was allowed so far
-  const int per = ((p.vocab + C - 1) / C + 3) & ~3;
+  const int per = ((vocab + C - 1) / C + 3) & ~3;
   size_t bytes = size_t(per) * sizeof(float);
   if (bytes + sizeof(Shared) > size_t(optin)) bytes = 0;
   if (bytes > allowed) {
     CUDA_CHECK(cudaFuncSetAttribute(sample_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     allowed = bytes;
   }
-  launch_kernel_clustered(sample_kernel<C>, unsigned(p.rows) * C, kSampleThreads, bytes, stream, unsigned(C), p,
-                          int(bytes > 0));
+  return bytes;
+}
+
+// Whether a cluster of kCluster CTAs with `bytes` of dynamic shared memory each can be resident at
+// all (a partition of the GPU may have fewer SMs to a cluster than that); asked once per size.
+bool clusters_fit(size_t bytes) {
+  static size_t asked = ~size_t(0);
+  static bool fit = false;
+  if (bytes != asked) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kCluster);
+    config.blockDim = dim3(kSampleThreads);
+    config.dynamicSmemBytes = bytes;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kCluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    fit = cudaOccupancyMaxActiveClusters(&clusters, sample_kernel<kCluster>, &config) == cudaSuccess && clusters > 0;
+    if (!fit) (void)cudaGetLastError();
+    asked = bytes;
+  }
+  return fit;
+}
+
+template <int C>
+void launch_sample_kernel(const SampleParams& p, size_t smem, cudaStream_t stream) {
+  launch_kernel_clustered(sample_kernel<C>, unsigned(p.rows) * C, kSampleThreads, smem, stream, unsigned(C), p,
+                          int(smem > 0));
 }
 
 }  // namespace
@@ -780,14 +825,18 @@ void launch_sample_kernel(const SampleParams& p, cudaStream_t stream) {
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   FG_CHECK(p.vocab > 0, "sample: empty vocabulary");
-  // A sampled row is always a cluster's (its sums' order must not depend on the batch); rows of
-  // arg-maxes alone, whose answer does not depend on how the row is split, take a CTA each once
-  // the clusters would not fit on the GPU in one round.
+  // A sampled row is a cluster's wherever clusters can run (its sums' order must not depend on the
+  // batch); rows of arg-maxes alone, whose answer does not depend on how the row is split, take a
+  // CTA each once the clusters would not fit on the GPU in one round.
   const int sms = cluster_sms();
-  if (sms > 0 && !(p.all_greedy && int64_t(p.rows) * kCluster > sms))
-    launch_sample_kernel<kCluster>(p, stream);
-  else
-    launch_sample_kernel<1>(p, stream);
+  if (sms > 0 && !(p.all_greedy && int64_t(p.rows) * kCluster > sms)) {
+    const size_t smem = sample_smem<kCluster>(p.vocab);
+    if (clusters_fit(smem)) {
+      launch_sample_kernel<kCluster>(p, smem, stream);
+      return;
+    }
+  }
+  launch_sample_kernel<1>(p, sample_smem<1>(p.vocab), stream);
 }
 
 }  // namespace fg::cuda

@@ -766,6 +766,63 @@ TEST(BackendParity, SampleMatchesCpuOnRandomLogits) {
   }
 }
 
+// Backend::sample's distributions (speculative decoding verifies sampled drafts against them): the
+// CPU backend's within f32 rounding of the softmax's sum and the kept mass, zero on the same
+// tokens (a near-tie at a top-p or min-p boundary may move one row's cut), a point mass on the
+// arg-max for greedy rows; tokens as without distributions; rows that ask for none leave theirs.
+TEST(BackendParity, SampleDistributionsMatchCpu) {
+  FG_REQUIRE_GPU();
+  std::mt19937_64 rng(17);
+  for (int64_t vocab : {1000, 128256}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    const int m = 24;
+    Twin logits({m, vocab}, DType::kF32);
+    logits.fill_random(rng, -6.0f, 6.0f);
+    std::vector<SamplingRow> rows = sampling_rows(m, rng);
+    for (int i = 0; i < m; ++i) rows[size_t(i)].dist_row = i == 5 ? -1 : m - 1 - i;  // reversed, one without
+    Twin dist({m, vocab}, DType::kF32);
+    dist.set(std::vector<float>(size_t(m * vocab), -7.0f));
+    Twin with({m}, DType::kI32, DType::kI32), without({m}, DType::kI32, DType::kI32);
+    cpu().sample(logits.cpu, rows, with.cpu, &dist.cpu);
+    gpu().sample(logits.gpu, rows, with.gpu, &dist.gpu);
+    gpu().sample(logits.gpu, rows, without.gpu);
+    gpu().synchronize();
+    EXPECT_EQ(with.gpu_values(), without.gpu_values());
+    const std::vector<float> g = dist.gpu_values(), c = dist.cpu_values(), tok = with.gpu_values();
+    int cut_differs = 0;
+    for (int i = 0; i < m; ++i) {
+      const int32_t d = rows[size_t(i)].dist_row;
+      const size_t base = size_t(d < 0 ? m - 1 - i : d) * size_t(vocab);
+      if (d < 0) {
+        EXPECT_TRUE(std::all_of(g.begin() + base, g.begin() + base + vocab, [](float x) { return x == -7.0f; }));
+        continue;
+      }
+      EXPECT_GT(g[base + size_t(tok[size_t(i)])], 0.0f) << "row " << i << ": its token is outside its distribution";
+      bool same_cut = true;
+      double sum = 0.0, worst = 0.0;
+      for (int64_t t = 0; t < vocab; ++t) {
+        const float gv = g[base + size_t(t)], cv = c[base + size_t(t)];
+        same_cut = same_cut && ((gv > 0.0f) == (cv > 0.0f));
+        sum += gv;
+        worst = std::max(worst, std::fabs(double(gv) - double(cv)) / std::max(double(cv), 1e-30));
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-4) << "row " << i;
+      if (rows[size_t(i)].temperature <= 0.0f) {
+        EXPECT_EQ(g[base + size_t(tok[size_t(i)])], 1.0f) << "greedy row " << i;
+        EXPECT_TRUE(same_cut) << "greedy row " << i;
+        continue;
+      }
+      if (!same_cut) {
+        ++cut_differs;
+        continue;
+      }
+      EXPECT_LT(worst, 1e-5) << "row " << i << ": T " << rows[size_t(i)].temperature << " top_k "
+                             << rows[size_t(i)].top_k << " top_p " << rows[size_t(i)].top_p;
+    }
+    EXPECT_LE(cut_differs, 1) << "of " << m << " rows";
+  }
+}
+
 // Every logit equal over a large vocabulary: the descents' candidates share p, so only the id bits
 // of the keys separate them and a descent narrows to at most the gathered list's size late (after
 // six of its eight passes); a few rows with a small vocabulary gather after the first pass.

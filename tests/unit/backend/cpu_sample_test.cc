@@ -371,6 +371,44 @@ TEST(CpuSample, DistributionIsWhatTheRowDrawsFrom) {
   EXPECT_EQ(dist[size_t(cpu_sample_row(logits.data(), vocab, greedy, scratch))], 1.0f) << "greedy: a point mass";
 }
 
+// Backend::sample with distributions: the rows that name a row of `dist` get exactly
+// cpu_sampling_distribution's (a point mass for the greedy one), the other rows of `dist` stay as
+// they were, and the tokens are the ones sampled without distributions.
+TEST(CpuSample, SampleWritesTheAskedRowsDistributions) {
+  auto be = make_cpu_backend();
+  const int64_t vocab = 777;
+  std::vector<float> logits = test::random_floats(size_t(4 * vocab), 5, -3.0f, 3.0f);
+  std::vector<SamplingRow> rows(4);
+  rows[0] = SamplingRow{{1.0f, 0, 0.9f, 0.0f}, 3, 1};
+  rows[1] = SamplingRow{{0.7f, 20, 1.0f, 0.0f}, 3, 2};
+  rows[2] = SamplingRow{{1.0f, 0, 1.0f, 0.0f}, 3, 3};  // asks for no distribution
+  rows[3] = SamplingRow{};                             // greedy
+  rows[0].dist_row = 2;
+  rows[1].dist_row = 0;
+  rows[3].dist_row = 1;
+  Tensor l = Tensor::contiguous(logits.data(), DType::kF32, Device::kCpu, {4, vocab});
+  std::vector<float> dist(size_t(4 * vocab), -7.0f);  // row 3 of dist is nobody's
+  Tensor d = Tensor::contiguous(dist.data(), DType::kF32, Device::kCpu, {4, vocab});
+  std::vector<int32_t> with(4, -1), without(4, -1);
+  Tensor w = test::view_of(with), wo = test::view_of(without);
+  be->sample(l, rows, w, &d);
+  be->sample(l, rows, wo);
+  EXPECT_EQ(with, without);
+  CpuSampleScratch scratch;
+  std::vector<float> expect(static_cast<size_t>(vocab));
+  for (int i : {0, 1, 3}) {
+    cpu_sampling_distribution(logits.data() + i * vocab, vocab, rows[size_t(i)], scratch, expect.data());
+    const float* got = dist.data() + rows[size_t(i)].dist_row * vocab;
+    EXPECT_TRUE(std::equal(expect.begin(), expect.end(), got)) << "row " << i;
+    EXPECT_GT(got[with[size_t(i)]], 0.0f) << "row " << i << "'s token is outside its distribution";
+  }
+  EXPECT_EQ(dist[size_t(vocab) + size_t(with[3])], 1.0f);
+  EXPECT_TRUE(std::all_of(dist.begin() + 3 * vocab, dist.end(), [](float x) { return x == -7.0f; }));
+  // A row naming a distribution row past the block is refused.
+  rows[2].dist_row = 4;
+  EXPECT_DEATH(be->sample(l, rows, w, &d), "distribution row 4 of 4");
+}
+
 TEST(CpuSample, MaskLogitsClearsExactlyTheMaskedTokens) {
   auto be = make_cpu_backend();
   const int64_t m = 3, vocab = 70;  // 3 mask words, the last one partial
