@@ -1,6 +1,6 @@
 // cpu_sample_bench: one row of the sampling rule on the host (backend/cpu/cpu_sample.cc), as the
-// CPU backend samples and as speculative decoding verifies sampled requests on the host
-// (cpu_sampling_distribution for each verified row): time per row at Llama 3's vocabulary for
+// CPU backend samples and gives the distributions speculative decoding verifies sampled requests
+// against (cpu_sampling_distribution for each verified row): time per row at Llama 3's vocabulary for
 // rows shaped like a language model's (a few dozen logits 7-12 above a broad bulk) and for a
 // broad row (normal logits), under the usual settings. Never part of the test suite.
 //

@@ -96,8 +96,8 @@ class CpuBackend : public Backend {
 // and host-side callers). logits: [vocab] f32, contiguous. Returns the chosen token id.
 int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch);
 // The distribution cpu_sample_row draws from: dist [vocab] gets p / (kept mass) for the tokens the
-// rule keeps and 0 elsewhere (a point mass on the argmax for greedy rows). Speculative decoding's
-// rejection sampling verifies drafts against it.
+// rule keeps and 0 elsewhere (a point mass on the argmax for greedy rows): CpuBackend::sample's
+// distributions, which speculative decoding's rejection sampling verifies drafts against.
 void cpu_sampling_distribution(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
                                float* dist);
 
