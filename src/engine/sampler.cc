@@ -210,7 +210,7 @@ Status Sampler::sample(Tensor& logits, std::span<const SampleGroup> groups, std:
 
   int32_t r0 = 0;
   int64_t lp0 = 0;   // the group's first entry in lp_rows_
-  size_t dist0 = 0;  // the group's first row in dist_
+  size_t dist0 = 0;  // the group's first row in dist_host_
   for (const SampleGroup& g : groups) {
     const Sequence& s = *g.seq;
     SampleOutcome o;
