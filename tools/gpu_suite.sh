@@ -134,6 +134,10 @@ run_all() {
   # "Speculative decoding").
   step spec_step 150 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory $KV60 \
     --skip b,c,d --step-batches 32 --json "$OUT/raw/spec_step.json"
+  # Batch-1 n-gram speculation of sampled requests (temperature 1: verification by rejection
+  # sampling against the backend's distributions) on and off.
+  step spec_sampled 120 $T/spec_bench --config $CFG --backend cuda --kv-cache-memory $KV60 \
+    --skip a,b,d --temperature 1 --json "$OUT/raw/spec_sampled.json"
   # A switch of the CUDA backend off and on (AB_VAR=0 / 1), alternated AB_ROUNDS times (default 2)
   # in one call: batch-1 decode and offline throughput, the spec_bench steps of batch 1 and 32,
   # batch-1 decode with FP8 weights and an fp8 KV cache,

@@ -4,8 +4,9 @@
 //      decode step of the same batch, through the same graph path the engine uses;
 //  (b) draft: a decode step of the draft model's shape (--draft-config) against the target's, and
 //      the acceptance rate at which drafting k tokens breaks even;
-//  (c) batch 1 end to end: greedy generation with n-gram speculation on and off (dummy-weight
-//      models loop under greedy decoding, which lookup catches), tokens/s and acceptance;
+//  (c) batch 1 end to end: generation with n-gram speculation on and off (dummy-weight models
+//      loop under greedy decoding, which lookup catches), tokens/s and acceptance; --temperature T
+//      samples instead (seeded), which times sampled verification;
 //  (d) under load: offline throughput with speculation on and off (the back-off must keep it).
 //
 //   spec_bench --config bench/configs/llama-3.1-8b --draft-config bench/configs/llama-3.2-1b
@@ -50,7 +51,8 @@ struct Args {
   int load_requests = 512;
   int load_prompt = 512;
   int load_output = 256;
-  std::string skip;  // comma list of a, b, c, d
+  float temperature = 0.0f;  // (c), (d): the requests' sampling temperature (0: greedy)
+  std::string skip;          // comma list of a, b, c, d
   std::vector<int> step_batches = {1, 32};
   int step_only_q = 0;  // > 0: (a) times only steps of this many query tokens per sequence (profiling)
   std::string json_path;
@@ -152,6 +154,8 @@ int main(int argc, char** argv) {
   app.add_option("--load-requests", a.load_requests, "(d): requests (512)");
   app.add_option("--load-prompt", a.load_prompt, "(d): prompt tokens per request (512)");
   app.add_option("--load-output", a.load_output, "(d): output tokens per request (256)");
+  app.add_option("--temperature", a.temperature, "(c), (d): sampling temperature of the requests (0: greedy)")
+      ->check(CLI::Range(0.0f, 100.0f));
   app.add_option("--skip", a.skip, "comma list of parts to skip: a,b,c,d");
   app.add_option("--step-batches", a.step_batches, "(a): batch sizes (1 32)");
   app.add_option("--step-only-q", a.step_only_q, "(a): time only steps of this query length (for a profiler)");
@@ -213,7 +217,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) {
       fg::Request r;
       for (int j = 0; j < len; ++j) r.prompt_ids.push_back(int32_t(rng() % uint32_t(target->vocab_size())));
-      r.params.temperature = 0.0f;
+      r.params.temperature = a.temperature;
+      r.params.seed = uint64_t(i) + 1;
       r.params.max_new_tokens = out_len;
       r.params.ignore_eos = true;
       rs.push_back(r);
@@ -225,11 +230,12 @@ int main(int argc, char** argv) {
     const E2e off = run_engine(*target, fg::SpecMethod::kOff, a.k, rs, 256);
     const E2e on = run_engine(*target, fg::SpecMethod::kNgram, a.k, rs, 256);
     std::printf(
-        "\n(c) batch 1, %d greedy tokens: off %.1f tok/s (%.0f steps), n-gram %.1f tok/s (%.0f steps), "
+        "\n(c) batch 1, %d tokens at temperature %g: off %.1f tok/s (%.0f steps), n-gram %.1f tok/s (%.0f steps), "
         "speedup %.2fx at %.1f%% acceptance\n",
-        a.e2e_tokens, off.tokens / off.seconds, off.steps, on.tokens / on.seconds, on.steps,
+        a.e2e_tokens, a.temperature, off.tokens / off.seconds, off.steps, on.tokens / on.seconds, on.steps,
         (on.tokens / on.seconds) / (off.tokens / off.seconds), 100.0 * on.acceptance);
-    out["batch1"] = {{"off_tok_s", off.tokens / off.seconds},
+    out["batch1"] = {{"temperature", a.temperature},
+                     {"off_tok_s", off.tokens / off.seconds},
                      {"ngram_tok_s", on.tokens / on.seconds},
                      {"speedup", (on.tokens / on.seconds) / (off.tokens / off.seconds)},
                      {"acceptance", on.acceptance}};
