@@ -93,8 +93,10 @@ class CpuBackend : public Backend {
 };
 
 // The sampling rule of backend/sampling_rule.h applied to one row of logits (exposed for tests
-// and host-side callers). logits: [vocab] f32, contiguous. Returns the chosen token id.
-int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch);
+// and host-side callers). logits: [vocab] f32, contiguous. Returns the chosen token id; dist, when
+// given ([vocab]), gets cpu_sampling_distribution's values from the same pass.
+int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
+                       float* dist = nullptr);
 // The distribution cpu_sample_row draws from: dist [vocab] gets p / (kept mass) for the tokens the
 // rule keeps and 0 elsewhere (a point mass on the argmax for greedy rows): CpuBackend::sample's
 // distributions, which speculative decoding's rejection sampling verifies drafts against.

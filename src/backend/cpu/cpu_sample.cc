@@ -184,14 +184,37 @@ bool kept_candidates(const float* logits, int64_t vocab, const SamplingRow& row,
   return true;
 }
 
+// Rule steps 1-3 for a row: false where it has no distribution (greedy, or no finite logit), and
+// dist (when given, [vocab]) then gets a point mass on the argmax; else the kept candidates, and
+// dist gets p / (kept mass) for them and 0 elsewhere.
+bool kept_with_distribution(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
+                            LazyOrder& order, Kept& kept, float* dist) {
+  FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
+  const bool has = row.temperature > 0.0f && kept_candidates(logits, vocab, row, scratch, order, kept);
+  if (dist == nullptr) return has;
+  std::fill(dist, dist + vocab, 0.0f);
+  if (!has) {
+    dist[argmax(logits, vocab)] = 1.0f;
+    return false;
+  }
+  // Each kept candidate's share depends on it alone, so a row that keeps every survivor (top_p 1,
+  // no top_k below the survivors: the API's defaults) takes them as the ids stand, without the
+  // sort the rule's order would cost (15 ms a row of 128k logits).
+  const float* p = scratch.probs.data();
+  for (int64_t i = 0; i < kept.keep; ++i) {
+    const int32_t id = kept.keep == order.size() ? order.ids()[i] : order.at(i);
+    dist[id] = float(double(p[id]) / kept.mass);
+  }
+  return true;
+}
+
 }  // namespace
 
-int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch) {
-  FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
-  if (row.temperature <= 0.0f) return argmax(logits, vocab);
+int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
+                       float* dist) {
   LazyOrder order(nullptr, 0, nullptr);
   Kept kept;
-  if (!kept_candidates(logits, vocab, row, scratch, order, kept)) return argmax(logits, vocab);
+  if (!kept_with_distribution(logits, vocab, row, scratch, order, kept, dist)) return argmax(logits, vocab);
   const float* p = scratch.probs.data();
   // Rule step 4: walk the kept candidates in order until the cumulative p exceeds u * kept mass.
   const double target = double(sample_uniform(row.seed, row.counter)) * kept.mass;
@@ -207,22 +230,9 @@ int32_t cpu_sample_row(const float* logits, int64_t vocab, const SamplingRow& ro
 
 void cpu_sampling_distribution(const float* logits, int64_t vocab, const SamplingRow& row, CpuSampleScratch& scratch,
                                float* dist) {
-  FG_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "sample: vocab " + std::to_string(vocab));
-  std::fill(dist, dist + vocab, 0.0f);
   LazyOrder order(nullptr, 0, nullptr);
   Kept kept;
-  if (row.temperature <= 0.0f || !kept_candidates(logits, vocab, row, scratch, order, kept)) {
-    dist[argmax(logits, vocab)] = 1.0f;
-    return;
-  }
-  // Each kept candidate's share depends on it alone, so a row that keeps every survivor (top_p 1,
-  // no top_k below the survivors: the API's defaults) takes them as the ids stand, without the
-  // sort the rule's order would cost (15 ms a row of 128k logits).
-  const float* p = scratch.probs.data();
-  for (int64_t i = 0; i < kept.keep; ++i) {
-    const int32_t id = kept.keep == order.size() ? order.ids()[i] : order.at(i);
-    dist[id] = float(double(p[id]) / kept.mass);
-  }
+  (void)kept_with_distribution(logits, vocab, row, scratch, order, kept, dist);
 }
 
 void CpuBackend::mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) {
@@ -317,10 +327,9 @@ void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
   auto sample_rows = [&](int64_t i0, int64_t i1, int worker) {
     for (int64_t i = i0; i < i1; ++i) {
       const SamplingRow& r = rows[size_t(i)];
-      CpuSampleScratch& scratch = sample_scratch_[size_t(worker)];
-      o[i] = cpu_sample_row(cpu::row<float>(logits, i), vocab, r, scratch);
-      if (dist != nullptr && r.dist_row >= 0)
-        cpu_sampling_distribution(cpu::row<float>(logits, i), vocab, r, scratch, cpu::row<float>(*dist, r.dist_row));
+      // The row's distribution from the same kept set its token is drawn from.
+      float* d = dist != nullptr && r.dist_row >= 0 ? cpu::row<float>(*dist, r.dist_row) : nullptr;
+      o[i] = cpu_sample_row(cpu::row<float>(logits, i), vocab, r, sample_scratch_[size_t(worker)], d);
     }
   };
   if (m > 1 && (m * vocab >= kParallelSampleLogits || dists > 0)) {
