@@ -185,11 +185,12 @@ run_all() {
   # Where a batch-1 decode step's time goes: Nsight Compute kernel times of graph-replayed decode
   # steps (graph nodes; 1,000 launches after 3,000, about three steps), summed per kernel; the sum
   # against engine_bench's step time is the launch gaps between kernels.
-  # NCU_CFG: another config (e.g. bench/configs/qwen3-30b-a3b; NCU_LAUNCHES: launches per step).
+  # NCU_CFG: another config (e.g. bench/configs/qwen3-30b-a3b; NCU_LAUNCHES: launches per step);
+  # NCU_ARGS: more engine_bench options (e.g. "--decode-batch 32").
   step decode_ncu 240 sh -c "ncu --clock-control none --csv --metrics gpu__time_duration.sum \
     --graph-profiling node --launch-skip 3000 --launch-count ${NCU_LAUNCHES:-1000} $T/engine_bench \
     --config ${NCU_CFG:-$CFG} --backend cuda --kv-cache-memory 20GiB --skip-throughput --decode-tokens 40 \
-    > $OUT/raw/decode_ncu.csv && python3 tools/ncu_summary.py $OUT/raw/decode_ncu.csv"
+    ${NCU_ARGS:-} > $OUT/raw/decode_ncu.csv && python3 tools/ncu_summary.py $OUT/raw/decode_ncu.csv"
   # Where small-batch decode attention's time goes (issue #16 item 2: B1 kv 8k/32k and B8 kv8k at
   # 1.1x cuDNN's time): each row's kernels as one call launches them (main and merge), their
   # durations, and speed of light, memory workload, warp states and scheduler (two launches after

@@ -9,12 +9,14 @@ namespace fg::cuda {
 
 namespace {
 
+using gemv::allow_gemv_smem;
 using gemv::DenseKind;
 using gemv::factor_rows;
 using gemv::Fp8Kind;
 using gemv::gemv_kernel;
 using gemv::kWarps;
 using gemv::QkvRopeKind;
+using gemv::ring_bytes;
 
 // The __CUDA_ARCH__ of the code the device runs (SASS built for it, or PTX of an older target
 // compiled by the driver): whether a Kind's mma path was compiled in.
@@ -35,12 +37,24 @@ int running_code_arch() {
   return ok ? arch : 0;
 }
 
-template <class Kernel, class Params>
-void launch_tiles(Kernel kernel, size_t smem, cudaStream_t stream, const Params& p) {  // a CTA per 16 weight rows
-  launch_kernel(kernel, unsigned((p.n + 15) / 16), kWarps * 32, smem, stream, p);
+// A CTA per 16 weight rows; `table`: the factor table's bytes (Kind::kChunkScales).
+template <class Kind, int kTiles, class Params>
+void launch_tiles(size_t table, cudaStream_t stream, const Params& p) {
+  launch_kernel(gemv_kernel<Kind, kTiles>, unsigned((p.n + 15) / 16), kWarps * 32, ring_bytes<Kind, kTiles>() + table,
+                stream, p);
 }
 
 }  // namespace
+
+void init_gemv_kernels() {
+  auto each_act = [&]<class T>() {
+    allow_gemv_smem<DenseKind<T, float>, 1>(0);
+    allow_gemv_smem<DenseKind<T, T>, 1>(0);
+    allow_gemv_smem<QkvRopeKind<T>, 1>(0);
+  };
+  each_act.template operator()<__nv_bfloat16>();
+  each_act.template operator()<__half>();
+}
 
 bool gemv_supported() {
   return running_code_arch() >= gemv::kDenseMinArch;
@@ -62,9 +76,9 @@ void launch_gemv(const GemvParams& p, DType in, DType out, cudaStream_t stream) 
            "gemv: needs 1 <= m <= 8, k % 8 == 0 and 16-byte aligned rows of x and w");
   dispatch_act(in, [&]<class T>() {
     if (out == DType::kF32)
-      launch_tiles(gemv_kernel<DenseKind<T, float>, 1>, 0, stream, p);
+      launch_tiles<DenseKind<T, float>, 1>(0, stream, p);
     else
-      launch_tiles(gemv_kernel<DenseKind<T, T>, 1>, 0, stream, p);
+      launch_tiles<DenseKind<T, T>, 1>(0, stream, p);
   });
 }
 
@@ -80,7 +94,7 @@ void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream) {
   FG_CHECK(gemv_rope_fits(p, std::numeric_limits<int64_t>::max()),
            "gemv_rope: needs gemv_fits, m <= 8, whole neox rotation of head_dim % 16 == 0, "
            "the KV write and n = (num_q_heads + 2 num_kv_heads) * head_dim");
-  dispatch_act(act, [&]<class T>() { launch_tiles(gemv_kernel<QkvRopeKind<T>, 1>, 0, stream, p); });
+  dispatch_act(act, [&]<class T>() { launch_tiles<QkvRopeKind<T>, 1>(0, stream, p); });
 }
 
 void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
@@ -92,13 +106,13 @@ void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
     if (p.w_scale_stride > 0) {
       const size_t table = size_t(p.m <= 8 ? factor_rows<1>(p.k) * 8 : factor_rows<2>(p.k) * 16) * sizeof(float);
       if (p.m <= 8)
-        launch_tiles(gemv_kernel<Fp8Kind<O, true>, 1>, table, stream, p);
+        launch_tiles<Fp8Kind<O, true>, 1>(table, stream, p);
       else
-        launch_tiles(gemv_kernel<Fp8Kind<O, true>, 2>, table, stream, p);
+        launch_tiles<Fp8Kind<O, true>, 2>(table, stream, p);
     } else if (p.m <= 8) {
-      launch_tiles(gemv_kernel<Fp8Kind<O, false>, 1>, 0, stream, p);
+      launch_tiles<Fp8Kind<O, false>, 1>(0, stream, p);
     } else {
-      launch_tiles(gemv_kernel<Fp8Kind<O, false>, 2>, 0, stream, p);
+      launch_tiles<Fp8Kind<O, false>, 2>(0, stream, p);
     }
   });
 }

@@ -1,6 +1,7 @@
 // The GEMMs for decode-sized products (gemv.cu, one kernel template): the product is a stream of
-// the weights, read with 16-byte loads one group of chunks ahead of tensor-core products (the
-// weights as the 16-row mma operand, the tokens as the 8-column one), and the first weights load
+// the weights, read with 16-byte loads ahead of tensor-core products (bf16/f16 through a ring of
+// groups in shared memory, e4m3 one group ahead in registers: gemv_kernel.cuh; the weights as the
+// 16-row mma operand, the tokens as the 8-column one), and the first weights load
 // before the kernel waits for the one that writes x (launch.cuh), so a decode step's projections
 // do not pay a ramp per call. Warps add their partial sums in a fixed order: a token's row is the
 // same bits whatever m (up to the kernel's limit) it is computed in. Host-callable.
@@ -50,6 +51,8 @@ bool gemv_fits(const GemvParams& p, int64_t max_weight_bytes = kGemvMaxWeightByt
 // On the current device: the code it runs has the kernel's tensor-core path (sm_80 or newer for
 // bf16/f16, sm_89 or newer for e4m3).
 bool gemv_supported();
+// Sets the kernels' shared-memory limits on the current device; before any launch_gemv* there.
+void init_gemv_kernels();
 bool gemv_fp8_supported();
 
 // in: bf16 or f16; out: in or f32. Needs gemv_fits(p) and gemv_supported().

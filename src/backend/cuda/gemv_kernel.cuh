@@ -7,11 +7,19 @@
 // + 8 and of token g of each 8-token tile. A dot product may visit k in any order, so those 16
 // bytes feed two tensor-core products (bytes 0-7 the first, 8-15 the second: the k slots {2t, 2t +
 // 1, 2t + 8, 2t + 9} of an m16n8k16 bf16/f16 mma, {4t..4t + 3, 16 + 4t..16 + 4t + 3} of an
-// m16n8k32 e4m3 one) in A (weights, row-major) and B (tokens, column-major) alike. A warp loads its
-// next group of chunks while it multiplies the current one (two register buffers), so its loads
-// never drain between groups; where the weights do not depend on the kernel before (Kind::kRouted
-// false) the first group's weights load before the kernel waits for it (launch.cuh). Warps add
-// their partial sums in a fixed order: a token's row is the same bits whatever the other rows.
+// m16n8k32 e4m3 one) in A (weights, row-major) and B (tokens, column-major) alike. The tokens,
+// small and in the L2, load one group of chunks ahead into registers. The weights either
+//  - stream through a ring of kStages groups in shared memory (Kind::kWeightRing: the bf16/f16
+//    dense kinds), kStages - 1 groups ahead of the one a warp multiplies, by cp.async marked
+//    evict-first in the L2; a lane reads back only the cells its own copies wrote, so its
+//    wait_group is the only synchronization. Bytes in flight cost no registers: the register path
+//    holds one group ahead, which is what limited the qkv and o products' stream (docs/perf.md);
+//  - or load one group ahead into registers (two buffers): the e4m3 and routed kinds, whose
+//    products of k = 4,096 e4m3 or 2,048 bf16 are two groups a warp, measured slower through the
+//    ring.
+// Where the weights do not depend on the kernel before (Kind::kRouted false) the first groups'
+// weights load before the kernel waits for it (launch.cuh). Warps add their partial sums in a fixed
+// order: a token's row is the same bits whatever the other rows.
 //
 // A Kind names the operands: Params, the CTA's slice of the problem (Cta: its rows of x, its
 // weights; begin() finds it and may end the CTA), the rows' addresses, the mma and the epilogue.
@@ -28,10 +36,18 @@ constexpr int kWarps = 8;
 // Kind::mma).
 constexpr int kDenseMinArch = 800;
 constexpr int kFp8MinArch = 890;
-// Chunks of one group: 4 with one token tile, 2 with two, which keeps registers at 128 and so two
-// CTAs on each SM.
+// Chunks of one group: 4 with one token tile, 2 with two (the tokens' fragments of a group stay in
+// registers).
 template <int kTiles>
 constexpr int kUnroll = 4 / kTiles;
+// Groups in the weight ring: 16-byte cells [warp][stage][cell][lane], two cells (rows g and g + 8)
+// per chunk; 96 KB at one token tile, so two CTAs share an SM.
+constexpr int kStages = 3;
+template <class Kind, int kTiles>
+constexpr size_t ring_bytes() {
+  constexpr size_t kLaneBytes = size_t(kStages) * 2 * kUnroll<kTiles> * 16;  // a lane's cells
+  return Kind::kWeightRing ? kWarps * 32 * kLaneBytes : 0;
+}
 
 // A plain product's slice for every CTA: the whole of x (m rows) against the whole of w.
 template <class P>
@@ -42,6 +58,8 @@ struct WholeProduct {
   };
   static constexpr bool kRouted = false;
   static constexpr int kMinBlocks = 0;  // CTAs per SM for __launch_bounds__ (0: the compiler's choice)
+  // The weights through the shared-memory ring (else one group ahead in registers).
+  static constexpr bool kWeightRing = false;
   __device__ static bool begin(const Params& p, Cta& cta) {
     cta.m = p.m;
     return true;
@@ -52,6 +70,7 @@ struct WholeProduct {
 template <class T, class O>
 struct DenseKind : WholeProduct<GemvParams> {
   static constexpr bool kChunkScales = false;
+  static constexpr bool kWeightRing = true;
   __device__ static const char* x_row(const Params& p, const Cta&, int64_t token) {
     return static_cast<const char*>(p.x) + token * p.ldx * int64_t(sizeof(T));
   }
@@ -214,11 +233,13 @@ __host__ __device__ constexpr int factor_rows(int64_t k) {
   return int((chunks + int64_t(kWarps) * kUnroll<kTiles> + 1) / 2);
 }
 
-// kTiles token tiles of 8: at most 8 * kTiles rows of x per CTA (Kind::begin's cta.m).
+// kTiles token tiles of 8: at most 8 * kTiles rows of x per CTA (Kind::begin's cta.m). Dynamic
+// shared memory: ring_bytes<Kind, kTiles>(), then Kind::kChunkScales' factor table.
 template <class Kind, int kTiles>
 __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typename Kind::Params p) {
   __shared__ float partial[kWarps][kTiles][32][4];
   __shared__ float epilogue_table[epilogue_floats<Kind>()];  // PairEpilogue kinds
+  extern __shared__ __align__(16) unsigned char gemv_smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   typename Kind::Cta cta;
   if constexpr (Kind::kRouted) {  // which weights and rows: known once the kernel before is done
@@ -234,40 +255,58 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
   const char* w_hi = Kind::w_row(p, cta, hi_ok ? row_hi : 0);
   const int64_t k_bytes = Kind::k_bytes(p);
   float acc[kTiles][4] = {};
-  const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kUnroll<kTiles>;
-  struct Group {
-    uint4 wl[kUnroll<kTiles>], wh[kUnroll<kTiles>], xv[kUnroll<kTiles>][kTiles];
+  constexpr int kU = kUnroll<kTiles>;
+  const int64_t chunks = (k_bytes + 63) / 64, step = int64_t(kWarps) * kU;
+  struct WFrag {
+    uint4 wl[kU], wh[kU];
   };
+  struct XFrag {
+    uint4 xv[kU][kTiles];
+  };
+  // This lane's cell of (stage, cell) in the warp's ring.
+  const uint32_t ring = smem_u32(gemv_smem) + uint32_t((warp * kStages * 2 * kU) * 32 + lane) * 16u;
+  auto cell = [&](int stage, int c) { return ring + uint32_t((stage * 2 * kU + c) * 32) * 16u; };
   // Kind::kChunkScales: the factors of each 128-column group for the CTA's kTiles * 8 token slots.
-  extern __shared__ float factors[];
+  float* factors = reinterpret_cast<float*>(gemv_smem + ring_bytes<Kind, kTiles>());
   constexpr int kCols = kTiles * 8;
-  auto load_w = [&](Group& grp, int64_t c0) {
+  auto chunk0 = [&](int gi) { return int64_t(warp) + gi * step; };
+  // The weights are read once: evict-first in the L2 (as __ldcs marks them on the register path).
+  uint64_t policy = 0;
+  if constexpr (Kind::kWeightRing) policy = l2_evict_first_policy();
+  auto issue_w = [&](int stage, int64_t c0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll<kTiles>; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
       const bool in_k = off < k_bytes;  // k_bytes % 16 == 0: a lane's 16 bytes are all in or all out
-      grp.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
-      grp.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
+      cp_async16(cell(stage, 2 * u), in_k && lo_ok ? w_lo + off : w_lo, in_k && lo_ok, policy);
+      cp_async16(cell(stage, 2 * u + 1), in_k && hi_ok ? w_hi + off : w_hi, in_k && hi_ok, policy);
     }
   };
-  auto load_x = [&](Group& grp, int64_t c0) {
+  auto read_w = [&](WFrag& f, int stage) {
 #pragma unroll
-    for (int u = 0; u < kUnroll<kTiles>; ++u) {
+    for (int u = 0; u < kU; ++u) {
+      f.wl[u] = ld_shared16(cell(stage, 2 * u));
+      f.wh[u] = ld_shared16(cell(stage, 2 * u + 1));
+    }
+  };
+  auto load_x = [&](XFrag& f, int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
       const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         const int64_t token = int64_t(i) * 8 + g;
-        grp.xv[u][i] = off < k_bytes && token < cta.m
-                           ? __ldg(reinterpret_cast<const uint4*>(Kind::x_row(p, cta, token) + off))
-                           : make_uint4(0, 0, 0, 0);
+        f.xv[u][i] = off < k_bytes && token < cta.m
+                         ? __ldg(reinterpret_cast<const uint4*>(Kind::x_row(p, cta, token) + off))
+                         : make_uint4(0, 0, 0, 0);
       }
     }
   };
-  auto multiply = [&](const Group& grp, int64_t c0) {
+  auto multiply = [&](const WFrag& w, const XFrag& x, int64_t c0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll<kTiles>; ++u) {
-      const uint32_t a0[4] = {grp.wl[u].x, grp.wh[u].x, grp.wl[u].y, grp.wh[u].y};
-      const uint32_t a1[4] = {grp.wl[u].z, grp.wh[u].z, grp.wl[u].w, grp.wh[u].w};
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t a0[4] = {w.wl[u].x, w.wh[u].x, w.wl[u].y, w.wh[u].y};
+      const uint32_t a1[4] = {w.wl[u].z, w.wh[u].z, w.wl[u].w, w.wh[u].w};
       const int64_t c = c0 + int64_t(u) * kWarps;
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
@@ -277,37 +316,86 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
           f0 = f.x;
           f1 = f.y;
         }
-        Kind::mma(a0, grp.xv[u][i].x, grp.xv[u][i].y, acc[i], f0, f1);
-        Kind::mma(a1, grp.xv[u][i].z, grp.xv[u][i].w, acc[i], f0, f1);
+        Kind::mma(a0, x.xv[u][i].x, x.xv[u][i].y, acc[i], f0, f1);
+        Kind::mma(a1, x.xv[u][i].z, x.xv[u][i].w, acc[i], f0, f1);
       }
     }
   };
-  Group even, odd;
-  int64_t c0 = warp;
-  // The first group's weights (complete before any step) load while the previous kernel, which
-  // writes x, finishes; x and the output wait for it.
-  if (c0 < chunks) load_w(even, c0);
-  if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, n0, epilogue_table);
-  pdl_enter();
-  if (c0 < chunks) load_x(even, c0);
-  if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
-    Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
-    __syncthreads();
-  }
-  while (c0 < chunks) {
-    if (c0 + step < chunks) {
-      load_w(odd, c0 + step);
-      load_x(odd, c0 + step);
+  XFrag xa, xb;
+  if constexpr (Kind::kWeightRing) {
+    // This warp's groups: chunks warp + step * gi + kWarps * u, u < kU (k < 2^37 bytes: int).
+    const int groups = warp < chunks ? (int(chunks) - warp + int(step) - 1) / int(step) : 0;
+    // The first kStages - 1 groups' weights (complete before any step) load while the previous
+    // kernel, which writes x, finishes; x and the output wait for it. One commit per group, empty
+    // ones too, so that wait_group's count always names the group to be multiplied next.
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < groups) issue_w(s, chunk0(s));
+      cp_async_commit();
     }
-    multiply(even, c0);
-    c0 += step;
-    if (c0 >= chunks) break;
-    if (c0 + step < chunks) {
-      load_w(even, c0 + step);
-      load_x(even, c0 + step);
+    if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, n0, epilogue_table);
+    pdl_enter();
+    if (groups > 0) load_x(xa, chunk0(0));
+    if constexpr (Kind::kChunkScales) {  // while the first groups' loads are in flight
+      Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
+      __syncthreads();
     }
-    multiply(odd, c0);
-    c0 += step;
+    int read_stage = 0, write_stage = kStages - 1;
+    // Group gi: the weights of group gi + kStages - 1 into the stage group gi - 1 left and the
+    // next group's tokens (both in flight before this one's wait), then gi's weights from the
+    // ring and its products.
+    auto run_group = [&](int gi, const XFrag& cur, XFrag& next) {
+      if (gi + kStages - 1 < groups) issue_w(write_stage, chunk0(gi + kStages - 1));
+      cp_async_commit();
+      if (gi + 1 < groups) load_x(next, chunk0(gi + 1));
+      cp_async_wait<kStages - 1>();
+      WFrag w;
+      read_w(w, read_stage);
+      multiply(w, cur, chunk0(gi));
+      read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
+      write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
+    };
+    for (int gi = 0; gi < groups; gi += 2) {
+      run_group(gi, xa, xb);
+      if (gi + 1 < groups) run_group(gi + 1, xb, xa);
+    }
+  } else {
+    // Two register buffers: the next group's weights and tokens load while the current one is
+    // multiplied; the first group's weights before the wait (where they do not depend on it).
+    auto load_w = [&](WFrag& f, int64_t c0) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
+        const bool in_k = off < k_bytes;
+        f.wl[u] = in_k && lo_ok ? __ldcs(reinterpret_cast<const uint4*>(w_lo + off)) : make_uint4(0, 0, 0, 0);
+        f.wh[u] = in_k && hi_ok ? __ldcs(reinterpret_cast<const uint4*>(w_hi + off)) : make_uint4(0, 0, 0, 0);
+      }
+    };
+    WFrag wa, wb;
+    int64_t c0 = warp;
+    if (c0 < chunks) load_w(wa, c0);
+    if constexpr (PairEpilogue<Kind>) Kind::prepare(p, cta, n0, epilogue_table);
+    pdl_enter();
+    if (c0 < chunks) load_x(xa, c0);
+    if constexpr (Kind::kChunkScales) {  // while the first group's loads are in flight
+      Kind::fill_factors(p, n0, factors, kCols, factor_rows<kTiles>(p.k));
+      __syncthreads();
+    }
+    while (c0 < chunks) {
+      if (c0 + step < chunks) {
+        load_w(wb, c0 + step);
+        load_x(xb, c0 + step);
+      }
+      multiply(wa, xa, c0);
+      c0 += step;
+      if (c0 >= chunks) break;
+      if (c0 + step < chunks) {
+        load_w(wa, c0 + step);
+        load_x(xa, c0 + step);
+      }
+      multiply(wb, xb, c0);
+      c0 += step;
+    }
   }
 #pragma unroll
   for (int i = 0; i < kTiles; ++i)
@@ -339,6 +427,14 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
       Kind::store(p, cta, token, j, sum);
     }
   }
+}
+
+// Lets gemv_kernel<Kind, kTiles> take its ring and up to `table` bytes of factors (more than the
+// default 48 KB of dynamic shared memory); on the current device, before its first launch.
+template <class Kind, int kTiles>
+void allow_gemv_smem(size_t table) {
+  CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<Kind, kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(ring_bytes<Kind, kTiles>() + table)));
 }
 
 }  // namespace fg::cuda::gemv

@@ -161,13 +161,6 @@ __global__ void __launch_bounds__(kSortThreads) moe_route_small_kernel(MoeRouteP
 // ---------------------------------------------------------------------------------------------
 // Grouped GEMM
 
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
@@ -294,7 +287,8 @@ struct MoeKind : gemv::DenseKind<__nv_bfloat16, __nv_bfloat16> {
     const char* w;  // the expert's [n, k] weights
   };
   static constexpr bool kRouted = true;
-  static constexpr int kMinBlocks = 2;  // 134 registers unbounded
+  static constexpr int kMinBlocks = 2;        // 134 registers unbounded
+  static constexpr bool kWeightRing = false;  // (measured slower through the ring: docs/perf.md)
   __device__ static bool begin(const Params& p, Cta& cta) {
     const CtaTile tile = cta_tile<kBm>(p);
     if (tile.expert < 0) return false;
