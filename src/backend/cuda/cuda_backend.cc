@@ -103,13 +103,13 @@ CudaBackend::CudaBackend(int device_index, const BackendOptions& options) : devi
   gemm_ = std::make_unique<GemmLt>(options_.batch_invariant ? GemmLt::Mode::kBatchInvariant : GemmLt::Mode::kHeuristic);
   moe_wgmma_ctas_ = init_moe_kernels();
   if (const char* env = std::getenv("FG_MOE_WGMMA"); env != nullptr && std::string(env) == "0") moe_wgmma_ctas_ = 0;
-  init_gemv_kernels();
   gemv_fp8_ = gemv_fp8_supported();
   fp8_channel_ = gemm_->has_fp8_scaling(false);
   fp8_blocks_ = gemm_->has_fp8_scaling(true);
   {
     const char* env = std::getenv("FG_GEMV");
     gemv_ = gemv_supported() && !(env != nullptr && std::string(env) == "0");
+    if (gemv_) init_gemv_kernels();
     if (const char* mb = std::getenv("FG_GEMV_MAX_MB"); mb != nullptr && std::atoll(mb) > 0)
       gemv_max_weight_bytes_ = std::atoll(mb) << 20;
   }

@@ -51,7 +51,8 @@ bool gemv_fits(const GemvParams& p, int64_t max_weight_bytes = kGemvMaxWeightByt
 // On the current device: the code it runs has the kernel's tensor-core path (sm_80 or newer for
 // bf16/f16, sm_89 or newer for e4m3).
 bool gemv_supported();
-// Sets the kernels' shared-memory limits on the current device; before any launch_gemv* there.
+// Sets the bf16/f16 kernels' shared-memory limits on the current device (gemv_supported()); before
+// any launch_gemv or launch_gemv_rope there.
 void init_gemv_kernels();
 bool gemv_fp8_supported();
 
