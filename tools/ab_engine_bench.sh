@@ -7,6 +7,11 @@
 # Each round runs, for new then old: engine_bench (ENGINE_ARGS, default batch-1 decode and offline
 # throughput) and, when ATTN_ONLY is set, attention_bench --only "$ATTN_ONLY" (with
 # --engine-graphs when ATTN_GRAPHS=1). OLD: the old tools' folder.
+# CASES: engine_bench runs instead of the one ENGINE_ARGS run, separated by ';', each a line of
+# the summary (a case's own --config / --kv-cache-memory replace the defaults), e.g.
+#   CASES="--skip-throughput; --skip-throughput --decode-batch 8;
+#          --skip-throughput --quantization fp8 --kv-cache-dtype fp8 --kv-cache-memory 40GiB;
+#          --config bench/configs/qwen3-30b-a3b --skip-throughput --kv-cache-memory 8GiB"
 set -u
 OLD=${OLD:-.devold/.device/tools}
 ROUNDS=${ROUNDS:-2}
@@ -21,6 +26,16 @@ kv=80GiB
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 [ "${mem:-0}" -lt 100000 ] && kv=52GiB
 read -r -a engine_args <<<"${ENGINE_ARGS:-}"
+# One engine_bench run of tools folder $1, label $2, arguments $3 (a case): its median / throughput
+# lines, or with a case one line of them.
+engine_run() {
+  local t=$1 label=$2 args=() extra=()
+  read -r -a args <<<"$3"
+  [[ " $3 " == *" --config "* ]] || extra+=(--config "$CFG")
+  [[ " $3 " == *" --kv-cache-memory "* ]] || extra+=(--kv-cache-memory "$kv")
+  "$t/engine_bench" "${extra[@]}" --backend cuda "${args[@]}" --json "${OUT:-.}/engine_$label.json" 2>&1 |
+    grep -E "median|output tokens/s|ms per step|floor"
+}
 for i in $(seq "$ROUNDS"); do
   for v in new old; do
     t=.device/tools
@@ -32,7 +47,13 @@ for i in $(seq "$ROUNDS"); do
       "$t/attention_bench" --only "$ATTN_ONLY" "${graphs[@]}" --json "${OUT:-.}/attn_$v$i.json" 2>&1 |
         grep -E "^(decode|prefill|spec|mixed)|ceilings"
     fi
-    "$t/engine_bench" --config "$CFG" --backend cuda --kv-cache-memory "$kv" "${engine_args[@]}" \
-      --json "${OUT:-.}/engine_$v$i.json" 2>&1 | grep -E "median|output tokens/s|ms per step|floor"
+    if [ -z "${CASES:-}" ]; then
+      engine_run "$t" "$v$i" "${engine_args[*]}"
+      continue
+    fi
+    IFS=';' read -r -a cases <<<"$(tr '\n' ' ' <<<"$CASES")"
+    for c in "${!cases[@]}"; do
+      echo "-- $v $i case $c:${cases[$c]}: $(engine_run "$t" "$v${i}_$c" "${cases[$c]}" | grep median | tr -s ' ')"
+    done
   done
 done
