@@ -36,6 +36,8 @@ engine_run() {
   "$t/engine_bench" "${extra[@]}" --backend cuda "${args[@]}" --json "${OUT:-.}/engine_$label.json" 2>&1 |
     grep -E "median|output tokens/s|ms per step|floor"
 }
+cases=()
+[ -n "${CASES:-}" ] && IFS=';' read -r -a cases <<<"$(tr '\n' ' ' <<<"$CASES")"
 for i in $(seq "$ROUNDS"); do
   for v in new old; do
     t=.device/tools
@@ -47,11 +49,10 @@ for i in $(seq "$ROUNDS"); do
       "$t/attention_bench" --only "$ATTN_ONLY" "${graphs[@]}" --json "${OUT:-.}/attn_$v$i.json" 2>&1 |
         grep -E "^(decode|prefill|spec|mixed)|ceilings"
     fi
-    if [ -z "${CASES:-}" ]; then
+    if [ ${#cases[@]} -eq 0 ]; then
       engine_run "$t" "$v$i" "${engine_args[*]}"
       continue
     fi
-    IFS=';' read -r -a cases <<<"$(tr '\n' ' ' <<<"$CASES")"
     for c in "${!cases[@]}"; do
       echo "-- $v $i case $c:${cases[$c]}: $(engine_run "$t" "$v${i}_$c" "${cases[$c]}" | grep median | tr -s ' ')"
     done

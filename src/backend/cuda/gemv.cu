@@ -48,9 +48,9 @@ void launch_tiles(size_t table, cudaStream_t stream, const Params& p) {
 
 void init_gemv_kernels() {
   auto each_act = [&]<class T>() {
-    allow_gemv_smem<DenseKind<T, float>, 1>(0);
-    allow_gemv_smem<DenseKind<T, T>, 1>(0);
-    allow_gemv_smem<QkvRopeKind<T>, 1>(0);
+    allow_gemv_smem<DenseKind<T, float>, 1>();
+    allow_gemv_smem<DenseKind<T, T>, 1>();
+    allow_gemv_smem<QkvRopeKind<T>, 1>();
   };
   each_act.template operator()<__nv_bfloat16>();
   each_act.template operator()<__half>();

@@ -14,9 +14,9 @@
 //    evict-first in the L2; a lane reads back only the cells its own copies wrote, so its
 //    wait_group is the only synchronization. Bytes in flight cost no registers: the register path
 //    holds one group ahead, which is what limited the qkv and o products' stream (docs/perf.md);
-//  - or load one group ahead into registers (two buffers): the e4m3 and routed kinds, whose
-//    products of k = 4,096 e4m3 or 2,048 bf16 are two groups a warp, measured slower through the
-//    ring.
+//  - or load one group ahead into registers (two buffers): the e4m3 and routed kinds, measured
+//    1-9 % slower through the ring (most of their products, k = 4,096 e4m3 or 2,048 bf16, are two
+//    groups a warp; the cause is not isolated).
 // Where the weights do not depend on the kernel before (Kind::kRouted false) the first groups'
 // weights load before the kernel waits for it (launch.cuh). Warps add their partial sums in a fixed
 // order: a token's row is the same bits whatever the other rows.
@@ -263,32 +263,9 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
   struct XFrag {
     uint4 xv[kU][kTiles];
   };
-  // This lane's cell of (stage, cell) in the warp's ring.
-  const uint32_t ring = smem_u32(gemv_smem) + uint32_t((warp * kStages * 2 * kU) * 32 + lane) * 16u;
-  auto cell = [&](int stage, int c) { return ring + uint32_t((stage * 2 * kU + c) * 32) * 16u; };
   // Kind::kChunkScales: the factors of each 128-column group for the CTA's kTiles * 8 token slots.
   float* factors = reinterpret_cast<float*>(gemv_smem + ring_bytes<Kind, kTiles>());
   constexpr int kCols = kTiles * 8;
-  auto chunk0 = [&](int gi) { return int64_t(warp) + gi * step; };
-  // The weights are read once: evict-first in the L2 (as __ldcs marks them on the register path).
-  uint64_t policy = 0;
-  if constexpr (Kind::kWeightRing) policy = l2_evict_first_policy();
-  auto issue_w = [&](int stage, int64_t c0) {
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
-      const bool in_k = off < k_bytes;  // k_bytes % 16 == 0: a lane's 16 bytes are all in or all out
-      cp_async16(cell(stage, 2 * u), in_k && lo_ok ? w_lo + off : w_lo, in_k && lo_ok, policy);
-      cp_async16(cell(stage, 2 * u + 1), in_k && hi_ok ? w_hi + off : w_hi, in_k && hi_ok, policy);
-    }
-  };
-  auto read_w = [&](WFrag& f, int stage) {
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      f.wl[u] = ld_shared16(cell(stage, 2 * u));
-      f.wh[u] = ld_shared16(cell(stage, 2 * u + 1));
-    }
-  };
   auto load_x = [&](XFrag& f, int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -325,6 +302,28 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
   if constexpr (Kind::kWeightRing) {
     // This warp's groups: chunks warp + step * gi + kWarps * u, u < kU (k < 2^37 bytes: int).
     const int groups = warp < chunks ? (int(chunks) - warp + int(step) - 1) / int(step) : 0;
+    auto chunk0 = [&](int gi) { return int64_t(warp) + gi * step; };
+    // This lane's cell of (stage, cell) in the warp's ring.
+    const uint32_t ring = smem_u32(gemv_smem) + uint32_t((warp * kStages * 2 * kU) * 32 + lane) * 16u;
+    auto cell = [&](int stage, int c) { return ring + uint32_t((stage * 2 * kU + c) * 32) * 16u; };
+    // The weights are read once: evict-first in the L2 (as __ldcs marks them on the register path).
+    const uint64_t policy = l2_evict_first_policy();
+    auto issue_w = [&](int stage, int64_t c0) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t off = (c0 + int64_t(u) * kWarps) * 64 + t * 16;
+        const bool in_k = off < k_bytes;  // k_bytes % 16 == 0: a lane's 16 bytes are all in or all out
+        cp_async16(cell(stage, 2 * u), in_k && lo_ok ? w_lo + off : w_lo, in_k && lo_ok, policy);
+        cp_async16(cell(stage, 2 * u + 1), in_k && hi_ok ? w_hi + off : w_hi, in_k && hi_ok, policy);
+      }
+    };
+    auto read_w = [&](WFrag& f, int stage) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        f.wl[u] = ld_shared16(cell(stage, 2 * u));
+        f.wh[u] = ld_shared16(cell(stage, 2 * u + 1));
+      }
+    };
     // The first kStages - 1 groups' weights (complete before any step) load while the previous
     // kernel, which writes x, finishes; x and the output wait for it. One commit per group, empty
     // ones too, so that wait_group's count always names the group to be multiplied next.
@@ -429,12 +428,12 @@ __global__ void __launch_bounds__(kWarps * 32, Kind::kMinBlocks) gemv_kernel(typ
   }
 }
 
-// Lets gemv_kernel<Kind, kTiles> take its ring and up to `table` bytes of factors (more than the
-// default 48 KB of dynamic shared memory); on the current device, before its first launch.
+// Lets gemv_kernel<Kind, kTiles> (a Kind::kWeightRing kind) take its ring, more than the default
+// 48 KB of dynamic shared memory; on the current device, before its first launch.
 template <class Kind, int kTiles>
-void allow_gemv_smem(size_t table) {
+void allow_gemv_smem() {
   CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<Kind, kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(ring_bytes<Kind, kTiles>() + table)));
+                                  int(ring_bytes<Kind, kTiles>())));
 }
 
 }  // namespace fg::cuda::gemv
