@@ -12,8 +12,8 @@
 //    m64n64k16 wgmma with both operands in shared memory, the online softmax on the S
 //    accumulators in registers (scale folded into the exponent, FlashAttention-2 rescaling), then
 //    O += P V as m64nDk16 wgmma with P from registers and V read MN-major (transposed) from
-//    shared memory. Two overlaps: within a warpgroup, S of block b + 1 is issued ahead of P V of
-//    block b so the softmax of b + 1 runs while P V of b is on the tensor cores; between the two
+//    shared memory. Within a warpgroup, S of block b + 1 is issued ahead of P V of block b (but
+//    ptxas moves the wait for P V ahead of the softmax: see the loop); between the two
 //    warpgroups, named barriers make them take turns issuing (ping-pong), so one's softmax
 //    runs under the other's MMAs. A consumer releases a stage (mbarrier arrive) once its P V is done.
 // Shared memory (head_dim 128): 2 x 32 KB Q + 4 x 32 KB K/V stages + barriers = 192 KB. At
@@ -306,9 +306,11 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     auto pp_wait = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory"); };
     auto pp_pass = [&] { asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory"); };
     // Pipeline: S of block b + 1 is issued before P V of block b, so wait_group 1 returns with S
-    // done and P V still running, and the softmax of block b + 1 overlaps it. O is rescaled by
-    // block b + 1's factors once P V of block b is done. The last block's P V is peeled off so
-    // no wgmma sits under a branch.
+    // done and P V still running. In the SASS ptxas puts the wait_group 0 below at the start of the
+    // softmax's basic block, so the softmax of block b + 1 runs after P V of block b, not under it;
+    // a never-taken branch that kept it below the softmax measured no faster (docs/perf.md,
+    // twenty-first session). O is rescaled by block b + 1's factors once P V of block b is done.
+    // The last block's P V is peeled off so no wgmma sits under a branch.
     if (g.n_blocks > 0) {
       wait_full(stage, phase);
       reg_fence(s);
