@@ -615,7 +615,7 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, MoeRo
 }
 
 bool CudaBackend::supports_fp8_gemm() const {
-  return true;  // our decode kernel at m <= 16, cuBLASLt's scaled FP8 GEMMs above, else the plain kernel
+  return true;  // our decode kernel for decode-sized products, cuBLASLt's scaled FP8 GEMMs above, else the plain kernel
 }
 
 void CudaBackend::quantize_rows_fp8(const Tensor& x, Tensor& codes, Tensor& scales) {
@@ -705,9 +705,8 @@ void CudaBackend::gemm_fp8(const Tensor& x, const Tensor& x_scales, const Tensor
   // Decode-sized products stream the weights through our mma kernel (cuBLASLt's small-m FP8
   // kernels read them at a fraction of the bandwidth: docs/perf.md); batch-invariant mode keeps
   // one algorithm for every m.
-  if (gemv_fp8_ && !options_.batch_invariant && x.shape[0] <= kGemvFp8MaxRows &&
-      (!blocks || x.shape[1] <= kGemvFp8MaxBlockK) && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(w.data) % 16 == 0) {
+  if (gemv_fp8_ && !options_.batch_invariant && gemv_fp8_fits(x.shape[0], w.shape[0], x.shape[1], blocks) &&
+      reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0) {
     launch_gemv_fp8(params, out.dtype, stream_);
     return;
   }

@@ -97,23 +97,51 @@ void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream) {
   dispatch_act(act, [&]<class T>() { launch_tiles<QkvRopeKind<T>, 1>(0, stream, p); });
 }
 
+namespace {
+
+// The token tiles of 8 rows a launch of m rows uses.
+int fp8_tiles(int64_t m) {
+  return m <= 8 ? 1 : m <= 16 ? 2 : 4;
+}
+
+// Bytes of the factor table of m rows of k columns with 128-block scales.
+size_t fp8_factor_table_bytes(int64_t m, int64_t k) {
+  const int tiles = fp8_tiles(m);
+  const int64_t rows = tiles == 1 ? factor_rows<1>(k) : tiles == 2 ? factor_rows<2>(k) : factor_rows<4>(k);
+  return size_t(rows * 8 * tiles) * sizeof(float);
+}
+
+}  // namespace
+
+bool gemv_fp8_fits(int64_t m, int64_t n, int64_t k, bool blocks) {
+  // The table is dynamic shared memory beside the kernel's static partial sums (4 KiB a tile):
+  // 48 KiB in all without an opt-in.
+  const size_t table_limit = (size_t(48) << 10) - size_t(fp8_tiles(m)) * (4 << 10) - 64;
+  return m >= 1 && m <= kGemvFp8MaxRows && (m <= 16 || n * k <= kGemvMaxWeightBytes) && k > 0 && k % 16 == 0 &&
+         (!blocks || fp8_factor_table_bytes(m, k) <= table_limit);
+}
+
 void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return;
-  FG_CHECK(p.m <= kGemvFp8MaxRows && p.k % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
-               reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && (p.w_scale_stride == 0 || p.k <= kGemvFp8MaxBlockK),
-           "gemv_fp8: m <= 16, k % 16 == 0 (k <= 65536 with 128-block scales) and 16-byte aligned operands");
+  FG_CHECK(gemv_fp8_fits(p.m, p.n, p.k, p.w_scale_stride > 0) && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+               reinterpret_cast<uintptr_t>(p.w) % 16 == 0,
+           "gemv_fp8: m <= 32 (above 16, weights of at most 64 MiB), k % 16 == 0 (with 128-block scales, a "
+           "factor table within 48 KiB) and 16-byte aligned operands");
   dispatch_act(out, [&]<class O>() {
-    if (p.w_scale_stride > 0) {
-      const size_t table = size_t(p.m <= 8 ? factor_rows<1>(p.k) * 8 : factor_rows<2>(p.k) * 16) * sizeof(float);
+    // One, two or four token tiles of 8 rows.
+    auto tiles = [&]<bool kBlocks>() {
+      const size_t table = kBlocks ? fp8_factor_table_bytes(p.m, p.k) : 0;
       if (p.m <= 8)
-        launch_tiles<Fp8Kind<O, true>, 1>(table, stream, p);
+        launch_tiles<Fp8Kind<O, kBlocks>, 1>(table, stream, p);
+      else if (p.m <= 16)
+        launch_tiles<Fp8Kind<O, kBlocks>, 2>(table, stream, p);
       else
-        launch_tiles<Fp8Kind<O, true>, 2>(table, stream, p);
-    } else if (p.m <= 8) {
-      launch_tiles<Fp8Kind<O, false>, 1>(0, stream, p);
-    } else {
-      launch_tiles<Fp8Kind<O, false>, 2>(0, stream, p);
-    }
+        launch_tiles<Fp8Kind<O, kBlocks>, 4>(table, stream, p);
+    };
+    if (p.w_scale_stride > 0)
+      tiles.template operator()<true>();
+    else
+      tiles.template operator()<false>();
   });
 }
 

@@ -70,11 +70,15 @@ struct GemvRopeParams : GemvParams {
 bool gemv_rope_fits(const GemvRopeParams& p, int64_t max_weight_bytes = kGemvMaxWeightBytes);
 void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream);
 
-// x, w contiguous with k % 16 == 0 and 16-byte aligned; m <= kGemvFp8MaxRows; with 128-block
-// scales k <= kGemvFp8MaxBlockK; out as launch_gemm_fp8_fallback. Needs gemv_fp8_supported().
-constexpr int64_t kGemvFp8MaxRows = 16;
-// With 128-block scales: the CTA's table of (token, group) factors in shared memory, 32 KiB at most.
-constexpr int64_t kGemvFp8MaxBlockK = 65536;
+// Whether launch_gemv_fp8 takes m rows against n weight rows of k columns: m <= kGemvFp8MaxRows
+// (above 16 rows only weights of at most kGemvMaxWeightBytes: larger ones, Llama-3.1-8B's gate_up,
+// stream faster through cuBLASLt there, docs/perf.md), k % 16 == 0, and with 128-block scales
+// (blocks) a CTA's table of (token, group) factors within the 48 KiB of shared memory a kernel
+// gets by default (k up to 177,920 at m <= 8, 80,768 at m <= 16, 32,128 at m <= 32).
+constexpr int64_t kGemvFp8MaxRows = 32;
+bool gemv_fp8_fits(int64_t m, int64_t n, int64_t k, bool blocks);
+// x, w contiguous and 16-byte aligned, gemv_fp8_fits(m, n, k, w_scale_stride > 0); out as
+// launch_gemm_fp8_fallback. Needs gemv_fp8_supported().
 void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream);
 
 }  // namespace fg::cuda

@@ -1,7 +1,7 @@
 // Device code of the decode-sized GEMMs (gemv.h), one kernel template for bf16/f16 and e4m3
 // operands and for the grouped expert GEMM (moe.cu), included by those .cu files only.
 //
-// A CTA computes 16 outputs (weight rows n0 .. n0 + 15) for every token of its row tile (8 or 16
+// A CTA computes 16 outputs (weight rows n0 .. n0 + 15) for every token of its row tile (8, 16 or 32
 // tokens); its warps split k in chunks of 64 bytes (chunk c to warp c % kWarps). In a chunk, lane
 // (g = lane / 4, t = lane % 4) loads the 16 bytes at offset 16 t of weight rows n0 + g and n0 + g
 // + 8 and of token g of each 8-token tile. A dot product may visit k in any order, so those 16
@@ -36,8 +36,8 @@ constexpr int kWarps = 8;
 // Kind::mma).
 constexpr int kDenseMinArch = 800;
 constexpr int kFp8MinArch = 890;
-// Chunks of one group: 4 with one token tile, 2 with two (the tokens' fragments of a group stay in
-// registers).
+// Chunks of one group: 4 with one token tile, 2 with two, 1 with four (the tokens' fragments of a
+// group stay in registers).
 template <int kTiles>
 constexpr int kUnroll = 4 / kTiles;
 // Groups in the weight ring: 16-byte cells [warp][stage][cell][lane], two cells (rows g and g + 8)
