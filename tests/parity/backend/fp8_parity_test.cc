@@ -112,13 +112,14 @@ TEST(BackendParity, Fp8GemmWithinAccumulationAndActivationRoundingBounds) {
     int64_t m, n, k;
   };
   // m <= 32 runs the decode kernel (gemv.h: launch_gemv_fp8): one, two or four token tiles, k
-  // ending inside a 64-byte chunk, n not a multiple of its 16-row CTAs.
+  // ending inside a 64-byte chunk, n not a multiple of its 16-row CTAs; {32, 40, 32128} is the
+  // largest k whose 128-block factor table fits the kernel's shared memory at four tiles.
   // Each case with per-channel and with 128-block scales (groups and blocks partial where k or n is
   // not a multiple of 128; such shapes may go to the plain kernel when cuBLASLt declines them).
-  for (const Case c :
-       {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384}, Case{300, 512, 1024},
-        Case{3, 48, 48}, Case{16, 1000, 4096}, Case{9, 40, 1040}, Case{17, 520, 2048}, Case{1, 4096, 4096},
-        Case{8, 1536, 1024}, Case{257, 768, 1536}, Case{24, 200, 1040}, Case{32, 1000, 4096}, Case{33, 136, 512}})
+  for (const Case c : {Case{1, 64, 64}, Case{5, 96, 160}, Case{64, 256, 512}, Case{130, 1000, 384},
+                       Case{300, 512, 1024}, Case{3, 48, 48}, Case{16, 1000, 4096}, Case{9, 40, 1040},
+                       Case{17, 520, 2048}, Case{1, 4096, 4096}, Case{8, 1536, 1024}, Case{257, 768, 1536},
+                       Case{24, 200, 1040}, Case{32, 1000, 4096}, Case{33, 136, 512}, Case{32, 40, 32128}})
     for (const bool blocks : {false, true}) {
       SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k) +
                    (blocks ? ", 128-blocks" : ", per channel"));
