@@ -99,7 +99,7 @@ void launch_gemv_rope(const GemvRopeParams& p, DType act, cudaStream_t stream) {
 
 namespace {
 
-// The token tiles of 8 rows a launch of m rows uses.
+// The token tiles of 8 rows a launch of m rows uses (the table's size and the launch both follow it).
 int fp8_tiles(int64_t m) {
   return m <= 8 ? 1 : m <= 16 ? 2 : 4;
 }
@@ -128,15 +128,13 @@ void launch_gemv_fp8(const GemmFp8Params& p, DType out, cudaStream_t stream) {
            "gemv_fp8: m <= 32 (above 16, weights of at most 64 MiB), k % 16 == 0 (with 128-block scales, a "
            "factor table within 48 KiB) and 16-byte aligned operands");
   dispatch_act(out, [&]<class O>() {
-    // One, two or four token tiles of 8 rows.
     auto tiles = [&]<bool kBlocks>() {
       const size_t table = kBlocks ? fp8_factor_table_bytes(p.m, p.k) : 0;
-      if (p.m <= 8)
-        launch_tiles<Fp8Kind<O, kBlocks>, 1>(table, stream, p);
-      else if (p.m <= 16)
-        launch_tiles<Fp8Kind<O, kBlocks>, 2>(table, stream, p);
-      else
-        launch_tiles<Fp8Kind<O, kBlocks>, 4>(table, stream, p);
+      switch (fp8_tiles(p.m)) {
+        case 1: return launch_tiles<Fp8Kind<O, kBlocks>, 1>(table, stream, p);
+        case 2: return launch_tiles<Fp8Kind<O, kBlocks>, 2>(table, stream, p);
+        default: return launch_tiles<Fp8Kind<O, kBlocks>, 4>(table, stream, p);
+      }
     };
     if (p.w_scale_stride > 0)
       tiles.template operator()<true>();
