@@ -17,7 +17,7 @@
 //  - or load one group ahead into registers (two buffers): the e4m3 and routed kinds, measured
 //    1-9 % slower through the ring (most of their products, k = 4,096 e4m3 or 2,048 bf16, are two
 //    groups a warp; the cause is not isolated), e4m3 at four token tiles too (3 or 5 stages: the
-//    24-32-row products 5-10 % slower; docs/perf.md, twenty-second session).
+//    24-32-row products up to 11 % slower, the FP8 step at 32 rows 1.7 %; docs/perf.md).
 // Where the weights do not depend on the kernel before (Kind::kRouted false) the first groups'
 // weights load before the kernel waits for it (launch.cuh). Warps add their partial sums in a fixed
 // order: a token's row is the same bits whatever the other rows.
