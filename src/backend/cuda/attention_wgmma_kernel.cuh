@@ -45,7 +45,7 @@ constexpr int kWgConsumers = 256;
 
 template <int D>
 struct WgmmaSmem {
-  static constexpr int kStages = D <= 128 ? 4 : 2;  // K/V ring depth
+  static constexpr int kStages = D <= 128 ? 4 : 2;  // K/V ring depth (a fifth stage: no gain, perf.md)
   static constexpr int kQBufs = D <= 128 ? 2 : 1;   // Q buffers
   static constexpr int kQBytes = kWgRows * D * 2;   // one Q buffer
   static constexpr int kQPanel = kWgRows * 128;     // bytes per 64-column panel of Q
@@ -57,6 +57,7 @@ struct WgmmaSmem {
   static constexpr int kNumBars = 2 * kStages + 2 * kQBufs;  // full[S], empty[S], q_full[Q], q_empty[Q]
   // + 1 KB so the kernel can align the base to the 1024 bytes the swizzle atoms need.
   static constexpr int kBytes = kBarOffset + kNumBars * 8 + 1024;
+  static_assert(kBytes <= 232448, "within the shared memory an sm_90 block may opt into");
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -154,18 +155,39 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
       } else {
         const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + c;
         const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + c;
+        const int j0 = g.block_begin + b * kWgBn;
+        // The rows' page-table reads and offsets of the first kEarly passes (every pass up to
+        // head_dim 128; at 256, within the producer's 40 registers, a quarter) before the wait for the
+        // stage to be free: their latency runs while the consumers finish with it.
+        constexpr int kPasses = kWgBn / kRowsPerPass;
+        constexpr int kEarly = D <= 128 ? kPasses : kPasses / 4;
+        // A row past the tile reads the last key's entry (its copy is a zero fill): no branch
+        // around the reads, so they issue back to back (with `j < tile_hi ? ... : 0` ptxas put
+        // each under a branch, one dependent table read after another).
+        auto row_chunk = [&](int pass) -> uint32_t {
+          const int j = min(j0 + r0 + pass * kRowsPerPass, g.tile_hi - 1);
+          return kv_row_chunk(p, __ldg(bt + page_index(p, j)), j);
+        };
+        uint32_t early[kEarly];
+#pragma unroll
+        for (int pass = 0; pass < kEarly; ++pass) early[pass] = row_chunk(pass);
         mbar_wait(empty_bar, phase ^ 1);
         const uint32_t k_dst = base + L::kKvOffset + stage * L::kStageBytes + panel * L::kKvPanel;
         const uint32_t v_dst = k_dst + L::kKvBytes;
-        const int j0 = g.block_begin + b * kWgBn;
-#pragma unroll
-        for (int pass = 0; pass < kWgBn / kRowsPerPass; ++pass) {
+        auto copy_row = [&](int pass, uint32_t off) {
           const int r = r0 + pass * kRowsPerPass;
-          const int j = j0 + r;
-          const bool valid = j < g.tile_hi;
-          const uint32_t off = valid ? kv_row_chunk(p, __ldg(bt + page_index(p, j)), j) : 0;
+          const bool valid = j0 + r < g.tile_hi;
           cp_async16(k_dst + r * 128 + row_off(pass), kbase + off, valid);
           cp_async16(v_dst + r * 128 + row_off(pass), vbase + off, valid);
+        };
+#pragma unroll
+        for (int pass = 0; pass < kEarly; ++pass) {
+          copy_row(pass, early[pass]);
+        }
+        // The rest (head_dim 256) four passes at a time: their reads batched within the registers.
+#pragma unroll 4
+        for (int pass = kEarly; pass < kPasses; ++pass) {
+          copy_row(pass, row_chunk(pass));
         }
         mbar_arrive_cp_async(full_bar);
       }
