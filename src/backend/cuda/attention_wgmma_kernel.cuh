@@ -85,13 +85,14 @@ __device__ __forceinline__ void wg_load_fp8_block(const KernelParams& p, const T
     uint4 kr[kBatch], vr[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
+      // As the act-dtype path: a row past the tile reads the last key's row and stores zeros, so
+      // the table reads issue back to back rather than one per branch.
       const int j = j0 + r0 + (p0 + i) * kRowsPerPass;
-      kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
-      if (j < g.tile_hi) {
-        const uint32_t off = kv_row_chunk(p, __ldg(bt + page_index(p, j)), j);
-        kr[i] = __ldg(kbase + off);
-        vr[i] = __ldg(vbase + off);
-      }
+      const int jc = min(j, g.tile_hi - 1);
+      const uint32_t off = kv_row_chunk(p, __ldg(bt + page_index(p, jc)), jc);
+      kr[i] = __ldg(kbase + off);
+      vr[i] = __ldg(vbase + off);
+      if (j >= g.tile_hi) kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
     }
     if (p0 == 0) mbar_wait(empty_bar, empty_parity);
 #pragma unroll
