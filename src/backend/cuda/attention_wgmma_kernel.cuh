@@ -373,6 +373,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
         reg_fence(o);
         keep(pa);
         mbar_arrive(empty_bar(cur));
+        // Always rescaled: skipping it for warps whose rows kept their max (a lazy max, P up to
+        // 2^8) put a branch over O's multiplies, and ptxas then serialized every wgmma (C7513):
+        // 1x16k 493 -> 378 TFLOP/s (docs/perf.md, twenty-third session).
 #pragma unroll
         for (int i = 0; i < kDi; ++i) {
           o[i][0] *= alpha0;
