@@ -62,6 +62,14 @@ struct WgmmaSmem {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// The chunk offset (kv_row_chunk) of key j's row, or of the tile's last key's row when j is past
+// it (the caller zero-fills that row): no branch around the table read, so a block's reads issue
+// back to back (under `j < tile_hi ? ... : 0` ptxas put each under a branch, one after another).
+__device__ __forceinline__ uint32_t wg_row_chunk(const KernelParams& p, const int* bt, int j, int tile_hi) {
+  j = min(j, tile_hi - 1);
+  return kv_row_chunk(p, __ldg(bt + page_index(p, j)), j);
+}
+
 // fp8 pages: K/V block b of a tile into `stage` as bf16, as load_block's cp.async would have
 // laid out the act-dtype rows. Thread tid handles 16-byte e4m3 chunk tid % (D / 16) of rows
 // tid / (D / 16) + k * (128 / (D / 16)). The rows are loaded into registers kBatch passes at a
@@ -85,11 +93,8 @@ __device__ __forceinline__ void wg_load_fp8_block(const KernelParams& p, const T
     uint4 kr[kBatch], vr[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      // As the act-dtype path: a row past the tile reads the last key's row and stores zeros, so
-      // the table reads issue back to back rather than one per branch.
       const int j = j0 + r0 + (p0 + i) * kRowsPerPass;
-      const int jc = min(j, g.tile_hi - 1);
-      const uint32_t off = kv_row_chunk(p, __ldg(bt + page_index(p, jc)), jc);
+      const uint32_t off = wg_row_chunk(p, bt, j, g.tile_hi);
       kr[i] = __ldg(kbase + off);
       vr[i] = __ldg(vbase + off);
       if (j >= g.tile_hi) kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
@@ -162,13 +167,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
         // stage to be free: their latency runs while the consumers finish with it.
         constexpr int kPasses = kWgBn / kRowsPerPass;
         constexpr int kEarly = D <= 128 ? kPasses : kPasses / 4;
-        // A row past the tile reads the last key's entry (its copy is a zero fill): no branch
-        // around the reads, so they issue back to back (with `j < tile_hi ? ... : 0` ptxas put
-        // each under a branch, one dependent table read after another).
-        auto row_chunk = [&](int pass) -> uint32_t {
-          const int j = min(j0 + r0 + pass * kRowsPerPass, g.tile_hi - 1);
-          return kv_row_chunk(p, __ldg(bt + page_index(p, j)), j);
-        };
+        auto row_chunk = [&](int pass) { return wg_row_chunk(p, bt, j0 + r0 + pass * kRowsPerPass, g.tile_hi); };
         uint32_t early[kEarly];
 #pragma unroll
         for (int pass = 0; pass < kEarly; ++pass) early[pass] = row_chunk(pass);
