@@ -78,6 +78,9 @@ def main():
     body.append(gen("wgmma_ss_n64", 64, False, 0,
                     "D (64 x 64) = A (64 x 16, K-major descriptor) * B (16 x 64, K-major descriptor); "
                     "scale_d 0 overwrites D."))
+    body.append(gen("wgmma_ss_n128", 128, False, 0,
+                    "D (64 x 128) = A (64 x 16, K-major descriptor) * B (16 x 128, K-major descriptor); "
+                    "scale_d 0 overwrites D."))
     body.append(gen("wgmma_ss_n256", 256, False, 0,
                     "D (64 x 256) = A (64 x 16, K-major descriptor) * B (16 x 256, K-major descriptor); "
                     "scale_d 0 overwrites D."))

@@ -54,7 +54,7 @@ void set_smem_attr(bool wgmma) {
 #if defined(FG_WGMMA)
   if (wgmma)
     FG_ATTN_CUDA(cudaFuncSetAttribute(attn::attention_wgmma_kernel<T, KV, D>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, attn::WgmmaSmem<D>::kBytes));
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, attn::WgmmaSmem<KV, D>::kBytes));
 #else
   (void)wgmma;
 #endif
@@ -482,8 +482,8 @@ void launch(const attn::KernelParams& kp, bool wgmma, int prefill_grid, int main
             cudaStream_t stream) {
   if (prefill_grid > 0 && wgmma) {
 #if defined(FG_WGMMA)
-    launch_kernel(attn::attention_wgmma_kernel<T, KV, D>, prefill_grid, attn::kWgThreads, attn::WgmmaSmem<D>::kBytes,
-                  stream, kp);
+    launch_kernel(attn::attention_wgmma_kernel<T, KV, D>, prefill_grid, attn::kWgThreads,
+                  attn::WgmmaSmem<KV, D>::kBytes, stream, kp);
 #endif
   } else if (prefill_grid > 0) {
     if constexpr (std::is_same_v<T, KV> && attn::has_wide_tiles(D)) {

@@ -4,22 +4,27 @@
 //
 // One CTA per SM, persistent over the prefill work units (item, kv head), 384 threads:
 //  - warpgroup 0, the producer: gathers each tile's Q (128 packed rows, as attention_kernel.cuh
-//    packs them) and its K/V blocks of 64 keys through the block table (any page size) with
-//    16-byte cp.async into 128-byte-swizzled shared memory; each copy batch signals an mbarrier
-//    when it lands (cp.async.mbarrier.arrive.noinc). Q is double-buffered (to head_dim 128), a tile's first K/V
-//    block is fetched before its Q, so the ring (WgmmaSmem::kStages) keeps filling across tiles;
+//    packs them) and its K/V blocks of WgmmaSmem::kBn keys (128 for act-dtype pages at head_dim
+//    128, else 64) through the block table (any page size) with 16-byte cp.async into
+//    128-byte-swizzled shared memory; each copy batch signals an mbarrier when it lands
+//    (cp.async.mbarrier.arrive.noinc). A tile's first K/V block is fetched before its Q, so the
+//    ring (WgmmaSmem::kStages) keeps filling across tiles; Q is double-buffered where shared memory
+//    allows (64-key blocks below head_dim 256);
 //  - warpgroups 1 and 2, the consumers: 64 rows each. Per key block: S = Q K^T as a chain of
-//    m64n64k16 wgmma with both operands in shared memory, the online softmax on the S
-//    accumulators in registers (scale folded into the exponent, FlashAttention-2 rescaling), then
-//    O += P V as m64nDk16 wgmma with P from registers and V read MN-major (transposed) from
-//    shared memory. Within a warpgroup, S of block b + 1 is issued ahead of P V of block b (but
-//    ptxas moves the wait for P V ahead of the softmax: see the loop); between the two
-//    warpgroups, named barriers make them take turns issuing (ping-pong), so one's softmax
-//    runs under the other's MMAs. A consumer releases a stage (mbarrier arrive) once its P V is done.
-// Shared memory (head_dim 128): 2 x 32 KB Q + 4 x 32 KB K/V stages + barriers = 192 KB. At
-// head_dim 256 (the only prefill kernel of that size: has_wide_tiles) one 64 KB Q buffer and two
-// 64 KB stages (192 KB), O as m64n256 (128 registers per consumer thread), and the producer gives
-// registers to the consumers (setmaxnreg 40 / 232).
+//    m64nBk16 wgmma (B = the block's keys) with both operands in shared memory, the online
+//    softmax on the S accumulators in registers (scale folded into the exponent, FlashAttention-2
+//    rescaling), then O += P V as m64nDk16 wgmma with P from registers and V read MN-major
+//    (transposed) from shared memory. Within a warpgroup, S of block b + 1 is issued ahead of P V
+//    of block b (but ptxas moves the wait for P V ahead of the softmax: see the loop); between
+//    the two warpgroups, named barriers make them take turns issuing (ping-pong), so one's
+//    softmax runs under the other's MMAs. A consumer releases a stage (mbarrier arrive) once its
+//    P V is done.
+// Shared memory (head_dim 128): act-dtype pages one 32 KB Q buffer + 3 x 64 KB K/V stages
+// (224 KB), fp8 pages 2 x 32 KB Q + 4 x 32 KB stages (192 KB). At head_dim 256 (the only prefill
+// kernel of that size: has_wide_tiles) one 64 KB Q buffer and two 64 KB stages (192 KB), O as
+// m64n256 (128 registers per consumer thread). Where the consumers need more than the 168
+// registers the launch bounds leave (128-key blocks, head_dim 256) the producer gives them some
+// (setmaxnreg, WgmmaSmem).
 // Layout of every operand tile: 64-column panels (D / 64 of them); in a panel, row r at r * 128
 // bytes, 16-byte chunk c of the row at ((c ^ (r & 7)) * 16): the hardware's 128-byte swizzle, so
 // descriptors use swizzle mode 1 with 1024-byte 8-row groups (SBO) and panels 1024-aligned.
@@ -36,21 +41,30 @@
 
 namespace fg::cuda::attn {
 
-constexpr int kWgRows = 128;  // packed rows per tile (tile kind kRows128)
-// 64-key blocks: 128-key blocks (S as m64n128k16, 3 stages, one Q buffer, setmaxnreg 40/232)
-// measured 329 against 361 TFLOP/s at 1 x 16k on the H200.
-constexpr int kWgBn = 64;        // keys per block
+constexpr int kWgRows = 128;     // packed rows per tile (tile kind kRows128)
 constexpr int kWgThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kWgConsumers = 256;
 
-template <int D>
+// Per head size and KV dtype: keys per K/V block (kBn), the K/V ring's depth, Q buffers, and the
+// registers the producer warpgroup gives the consumers (setmaxnreg; 0: none, every thread keeps
+// the 168 the launch bounds leave). Act-dtype pages at head_dim 128 take 128-key blocks: half the
+// per-key cost of what runs once a block (O's rescale, the row max's shuffles, barriers and
+// descriptors); S (64 f32), O (64) and two P sets (32 + 32) need the consumers at 216 registers,
+// and the producer's 56 hold a whole block's row offsets. fp8 pages keep 64-key blocks: their
+// producer converts rows in registers, and within 56 it measured ~25 % slower at 128 keys
+// (docs/perf.md, twenty-fourth session).
+template <typename KV, int D>
 struct WgmmaSmem {
-  static constexpr int kStages = D <= 128 ? 4 : 2;  // K/V ring depth (a fifth stage: no gain, perf.md)
-  static constexpr int kQBufs = D <= 128 ? 2 : 1;   // Q buffers
-  static constexpr int kQBytes = kWgRows * D * 2;   // one Q buffer
-  static constexpr int kQPanel = kWgRows * 128;     // bytes per 64-column panel of Q
-  static constexpr int kKvBytes = kWgBn * D * 2;    // one K (or V) block
-  static constexpr int kKvPanel = kWgBn * 128;
+  static constexpr int kBn = D == 128 && !kv_is_fp8<KV>() ? 128 : 64;
+  static constexpr int kStages = kBn == 128 ? 3 : D <= 128 ? 4 : 2;  // K/V ring depth
+  static constexpr int kQBufs = kBn == 128 || D == 256 ? 1 : 2;      // Q buffers
+  static constexpr int kProducerRegs = kBn == 128 ? 56 : D == 256 ? 40 : 0;
+  static constexpr int kConsumerRegs = kBn == 128 ? 216 : D == 256 ? 232 : 0;
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 168 * 384, "the registers the launch bounds leave");
+  static constexpr int kQBytes = kWgRows * D * 2;  // one Q buffer
+  static constexpr int kQPanel = kWgRows * 128;    // bytes per 64-column panel of Q
+  static constexpr int kKvBytes = kBn * D * 2;     // one K (or V) block
+  static constexpr int kKvPanel = kBn * 128;
   static constexpr int kStageBytes = 2 * kKvBytes;  // K then V
   static constexpr int kKvOffset = kQBufs * kQBytes;
   static constexpr int kBarOffset = kKvOffset + kStages * kStageBytes;
@@ -79,15 +93,15 @@ template <typename T, int D>
 __device__ __forceinline__ void wg_load_fp8_block(const KernelParams& p, const TileGeom& g, const int* bt,
                                                   const uint4* kbase, const uint4* vbase, int b, uint32_t empty_bar,
                                                   uint32_t empty_parity, uint32_t full_bar, uint32_t k_stage) {
-  using L = WgmmaSmem<D>;
+  using L = WgmmaSmem<__nv_fp8_e4m3, D>;
   constexpr int kChunks8 = D / 16;              // 16-byte e4m3 chunks per row
   constexpr int kRowsPerPass = 128 / kChunks8;  // 32 (head_dim 64), 16 (128) or 8 (256)
-  constexpr int kPasses = kWgBn / kRowsPerPass;
-  constexpr int kBatch = D <= 128 ? kPasses : 2;
+  constexpr int kPasses = L::kBn / kRowsPerPass;
+  constexpr int kBatch = L::kProducerRegs == 0 ? kPasses : 2;
   static_assert(kPasses % kBatch == 0, "batches cover the block");
   const int c = threadIdx.x % kChunks8;
   const int r0 = threadIdx.x / kChunks8;
-  const int j0 = g.block_begin + b * kWgBn;
+  const int j0 = g.block_begin + b * L::kBn;
 #pragma unroll 1
   for (int p0 = 0; p0 < kPasses; p0 += kBatch) {
     uint4 kr[kBatch], vr[kBatch];
@@ -122,7 +136,7 @@ __device__ __forceinline__ void wg_load_fp8_block(const KernelParams& p, const T
 
 template <typename T, typename KV, int D>
 __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base, int first, int num_units) {
-  using L = WgmmaSmem<D>;
+  using L = WgmmaSmem<KV, D>;
   constexpr int kStages = L::kStages;
   constexpr int kChunks = D / 8;               // 16-byte chunks per row
   constexpr int kRowsPerPass = 128 / kChunks;  // 16 (head_dim 64), 8 (128) or 4 (256)
@@ -148,7 +162,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
     const int item = kv_heads_div(p, u);
     const WorkItem it = p.items[first + item];
     const int kvh = u - item * p.num_kv_heads;
-    const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
+    const TileGeom g = tile_geom(p, it, kWgRows, L::kBn);
 
     const int* bt = p.block_table + int64_t(it.seq) * p.bt_stride;
     auto load_block = [&](int b) {  // K/V block b -> the next ring stage
@@ -161,12 +175,12 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
       } else {
         const uint4* kbase = kv_head_base<T>(p, p.k, kvh) + c;
         const uint4* vbase = kv_head_base<T>(p, p.v, kvh) + c;
-        const int j0 = g.block_begin + b * kWgBn;
-        // The rows' page-table reads and offsets of the first kEarly passes (every pass up to
-        // head_dim 128; at 256, within the producer's 40 registers, a quarter) before the wait for the
-        // stage to be free: their latency runs while the consumers finish with it.
-        constexpr int kPasses = kWgBn / kRowsPerPass;
-        constexpr int kEarly = D <= 128 ? kPasses : kPasses / 4;
+        const int j0 = g.block_begin + b * L::kBn;
+        // The rows' page-table reads and offsets of the first kEarly passes (all of them, except
+        // within the 40 registers of head_dim 256: a quarter) before the wait for the stage to be
+        // free: their latency runs while the consumers finish with it.
+        constexpr int kPasses = L::kBn / kRowsPerPass;
+        constexpr int kEarly = L::kProducerRegs == 40 ? kPasses / 4 : kPasses;
         auto row_chunk = [&](int pass) { return wg_row_chunk(p, bt, j0 + r0 + pass * kRowsPerPass, g.tile_hi); };
         uint32_t early[kEarly];
 #pragma unroll
@@ -216,12 +230,13 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
 
 template <typename T, typename KV, int D>
 __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base, int first, int num_units) {
-  using L = WgmmaSmem<D>;
+  using L = WgmmaSmem<KV, D>;
   constexpr int kStages = L::kStages;
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-  constexpr int kDi = D / 8;       // O n-tiles
-  constexpr int kNi = kWgBn / 8;   // S n-tiles
-  constexpr int kPk = kWgBn / 16;  // k-steps of P V
+  constexpr int kDi = D / 8;  // O n-tiles
+  constexpr int kBn = L::kBn;
+  constexpr int kNi = kBn / 8;   // S n-tiles
+  constexpr int kPk = kBn / 16;  // k-steps of P V
   const int ctid = threadIdx.x - 128;
   const int wg = ctid >> 7;  // consumer warpgroup: rows 64 wg .. 64 wg + 63
   const int warp = (ctid >> 5) & 3;
@@ -247,7 +262,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     const int item = kv_heads_div(p, u);
     const WorkItem it = p.items[first + item];
     const int kvh = u - item * p.num_kv_heads;
-    const TileGeom g = tile_geom(p, it, kWgRows, kWgBn);
+    const TileGeom g = tile_geom(p, it, kWgRows, kBn);
     const int qb = local % L::kQBufs;
     const uint32_t q_empty = bars + 8 * (2 * kStages + L::kQBufs + qb);
     mbar_wait(bars + 8 * (2 * kStages + qb), (local / L::kQBufs) & 1);  // q_full
@@ -272,7 +287,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
       mbar_wait(full_bar(st), ph);
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     };
-    // S = Q K^T of the block in `st` (64 x 64 per warpgroup), both operands from shared memory.
+    // S = Q K^T of the block in `st` (64 x kBn per warpgroup), both operands from shared memory.
     auto issue_s = [&](int st) {
       const uint32_t k_addr = base + L::kKvOffset + st * L::kStageBytes;
 #pragma unroll
@@ -280,7 +295,11 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
         const uint32_t off = (kk & 3) * 32;  // k-step within a 128-byte panel row
         const uint64_t da = wg_desc(q_addr + (kk >> 2) * L::kQPanel + off, 16);
         const uint64_t db = wg_desc(k_addr + (kk >> 2) * L::kKvPanel + off, 16);
-        wgmma_ss_n64<kBf16>(s, da, db, kk > 0 ? 1 : 0);
+        if constexpr (kBn == 128) {
+          wgmma_ss_n128<kBf16>(s, da, db, kk > 0 ? 1 : 0);
+        } else {
+          wgmma_ss_n64<kBf16>(s, da, db, kk > 0 ? 1 : 0);
+        }
       }
     };
     // O += P V of the block in `st`: V MN-major (keys are the k dimension), panels LBO apart.
@@ -301,7 +320,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     // Online softmax of block b (scores in s) for this thread's two rows: updates m and l, packs
     // P into p_out and returns the factors O must be rescaled by before this block's P V.
     auto softmax = [&](int b, uint32_t(&p_out)[kPk][4], float& alpha0, float& alpha1) {
-      const int j0 = g.block_begin + b * kWgBn;
+      const int j0 = g.block_begin + b * kBn;
       if constexpr (kv_is_fp8<KV>()) {
 #pragma unroll
         for (int i = 0; i < kNi; ++i)
@@ -309,7 +328,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
           for (int e = 0; e < 4; ++e) s[i][e] *= k_scale;
       }
       softmax_step(
-          s, p, sc, j0, lane, (j0 + kWgBn - 1 > g.min_hi) || (j0 < g.max_lo),
+          s, p, sc, j0, lane, (j0 + kBn - 1 > g.min_hi) || (j0 < g.max_lo),
           [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
             lo_a = g.row_lo(ta), hi_a = g.row_hi(ta), lo_b = g.row_lo(tb), hi_b = g.row_hi(tb);
           },
@@ -442,7 +461,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __
   pdl_enter();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) char smem_raw[];
-  using L = WgmmaSmem<D>;
+  using L = WgmmaSmem<KV, D>;
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   if (threadIdx.x == 0) {
@@ -460,13 +479,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __
   __syncthreads();
   const int first = p.counts[3];
   const int num_units = p.counts[2] * p.num_kv_heads;
-  // At head_dim 256 a consumer thread holds 128 f32 of O: the producer's warpgroup gives up
-  // registers (128 x 40 + 256 x 232 = 64,512 of the 65,536 the launch bounds leave 384 threads).
+  // The producer's warpgroup gives registers to the consumers where WgmmaSmem says so.
   if (threadIdx.x < 128) {
-    if constexpr (D == 256) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if constexpr (L::kProducerRegs != 0)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(L::kProducerRegs) : "memory");
     wg_producer<T, KV, D>(p, base, first, num_units);
   } else {
-    if constexpr (D == 256) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    if constexpr (L::kConsumerRegs != 0)
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(L::kConsumerRegs) : "memory");
     wg_consumer<T, KV, D>(p, base, first, num_units);
   }
 #endif
