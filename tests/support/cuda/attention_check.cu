@@ -368,6 +368,14 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
   }
   {
     CheckCase c;
+    c.q_lens = {1500, 300};
+    c.kv_lens = {3100, 300};
+    c.page_size = 7;
+    c.dtype = DType::kF16;
+    add_both(c);  // f16 at head_dim 128: the wgmma kernel's 128-key blocks over pages of 7 keys
+  }
+  {
+    CheckCase c;
     c.q_lens = {2000};
     c.kv_lens = {2100};
     c.page_size = 48;
