@@ -372,7 +372,7 @@ int run_attention_checks(int num_random, uint64_t seed, bool verbose) {
     c.kv_lens = {3100, 300};
     c.page_size = 7;
     c.dtype = DType::kF16;
-    add_both(c);  // f16 at head_dim 128: the wgmma kernel's 128-key blocks over pages of 7 keys
+    add(c);  // f16 at head_dim 128 on the wgmma kernel: 128-key blocks over pages of 7 keys
   }
   {
     CheckCase c;
