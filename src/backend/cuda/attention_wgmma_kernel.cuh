@@ -19,6 +19,7 @@
 //    the two warpgroups, named barriers make them take turns issuing (ping-pong), so one's
 //    softmax runs under the other's MMAs. A consumer releases a stage (mbarrier arrive) once its
 //    P V is done.
+// Work units are dealt to the persistent CTAs in a snake (wg_unit), most keys first.
 // Shared memory (head_dim 128): act-dtype pages one 32 KB Q buffer + 3 x 64 KB K/V stages
 // (224 KB), fp8 pages 2 x 32 KB Q + 4 x 32 KB stages (192 KB). At head_dim 256 (the only prefill
 // kernel of that size: has_wide_tiles) one 64 KB Q buffer and two 64 KB stages (192 KB), O as
@@ -82,6 +83,14 @@ struct WgmmaSmem {
 __device__ __forceinline__ uint32_t wg_row_chunk(const KernelParams& p, const int* bt, int j, int tile_hi) {
   j = min(j, tile_hi - 1);
   return kv_row_chunk(p, __ldg(bt + page_index(p, j)), j);
+}
+
+// The work unit a CTA takes in its round `r`: the units (most keys first, as plan() orders them)
+// dealt out in a snake, forward in even rounds and backward in odd ones, so that every CTA's
+// rounds add up to about the same number of keys (a plain stride gives CTA 0 the longest unit of
+// every round). Only the last round is partial: a CTA stops at its first unit past the end.
+__device__ __forceinline__ int wg_unit(int r) {
+  return r * int(gridDim.x) + ((r & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
 }
 
 // fp8 pages: K/V block b of a tile into `stage` as bf16, as load_block's cp.async would have
@@ -158,7 +167,7 @@ __device__ __forceinline__ void wg_producer(const KernelParams& p, uint32_t base
   int stage = 0;
   uint32_t phase = 0;
   int local = 0;
-  for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
+  for (int u = wg_unit(0); u < num_units; u = wg_unit(++local)) {
     const int item = kv_heads_div(p, u);
     const WorkItem it = p.items[first + item];
     const int kvh = u - item * p.num_kv_heads;
@@ -258,7 +267,7 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   float s[kNi][4];
 #pragma unroll
   for (int i = 0; i < kNi; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-  for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++local) {
+  for (int u = wg_unit(0); u < num_units; u = wg_unit(++local)) {
     const int item = kv_heads_div(p, u);
     const WorkItem it = p.items[first + item];
     const int kvh = u - item * p.num_kv_heads;
