@@ -52,8 +52,9 @@ constexpr int kWgConsumers = 256;
 // per-key cost of what runs once a block (O's rescale, the row max's shuffles, barriers and
 // descriptors); S (64 f32), O (64) and two P sets (32 + 32) need the consumers at 216 registers,
 // and the producer's 56 hold a whole block's row offsets. fp8 pages keep 64-key blocks: their
-// producer converts rows in registers, two rows a batch within 40 or 56 of them, and measured
-// 12-30 % slower at 128 keys (docs/perf.md, twenty-fourth session).
+// producer converts rows in registers, and at 128 keys measured 12-30 % slower with two rows a
+// batch (within 40 or 56 registers) and up to 18 % with four (docs/perf.md, twenty-fourth and
+// twenty-fifth sessions).
 template <typename KV, int D>
 struct WgmmaSmem {
   static constexpr int kBn = D == 128 && !kv_is_fp8<KV>() ? 128 : 64;
