@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# One device call to see inside the Hopper prefill kernel, for each carried build
-# (.device-attn/attention_bench and, when present, attention_bench_base): the prefill rows'
-# times, the SASS of the bf16 head_dim-128 kernel (HGMMA / wait counts), and an Nsight Compute
-# report (speed of light, compute and memory workload, warp states, scheduler) of its launch in
-# the 1 x 16k causal row.
-#   bench/attention/ncu_prefill.sh [ROW]    ROW: attention_bench --only filter (default 1x16384)
-# Logs go to $OUT (or device-attn-out/). It never changes the GPU's settings.
+# One device call to see inside the Hopper prefill kernel (bf16 pages, head_dim 128) for each
+# carried build ($BIN/attention_bench and, when present, $BIN/attention_bench_base): the prefill
+# rows' times, the SASS (HGMMA / wait counts), an Nsight Compute report (speed of light, warp
+# states, scheduler) of one launch in the chosen row, and its warp-stall samples per SASS
+# instruction summed by what the instruction does (tools/ncu_stalls.py).
+#   BIN=.device/tools bench/attention/ncu_prefill.sh [ROW...]   ROW: a prefill row (default 1x16384)
+# Logs go to $OUT (or device-attn-out/); the per-instruction CSVs are kept gzipped beside them.
+# It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BIN=.device-attn
+BIN=${BIN:-.device/tools}
 OUT=${OUT:-$(pwd)/device-attn-out}
-ROW=${1:-1x16384}
+ROWS=("$@")
+[ ${#ROWS[@]} -gt 0 ] || ROWS=(1x16384)
 mkdir -p "$OUT"
 LD=${LD_LIBRARY_PATH:-}
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LD="$LD:$d"; done
 export LD_LIBRARY_PATH=$LD
-KERNEL='_ZN2fg4cuda4attn22attention_wgmma_kernelI13__nv_bfloat16Li128EEEvNS1_12KernelParamsE'
+KERNEL='_ZN2fg4cuda4attn22attention_wgmma_kernelI13__nv_bfloat16S3_Li128EEEvNS1_12KernelParamsE'
 for b in attention_bench attention_bench_base; do
   [ -x "$BIN/$b" ] || continue
   echo "== $b"
@@ -23,10 +25,19 @@ for b in attention_bench attention_bench_base; do
   cuobjdump --dump-sass --function "$KERNEL" "$BIN/$b" >"$OUT/sass_$b.txt" 2>&1
   echo "sass: $(grep -c HGMMA "$OUT/sass_$b.txt") HGMMA, $(grep -c 'WARPGROUP.DEPBAR' "$OUT/sass_$b.txt") DEPBAR," \
     "$(grep -c 'WARPGROUP.ARRIVE' "$OUT/sass_$b.txt") ARRIVE, $(grep -c 'LDGSTS' "$OUT/sass_$b.txt") LDGSTS"
-  timeout 150 ncu --kernel-name regex:attention_wgmma --launch-count 1 \
-    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    --section WarpStateStats --section SchedulerStats \
-    "$BIN/$b" --only "$ROW" >"$OUT/ncu_$b.txt" 2>&1
-  echo "ncu rc $?"
-  grep -E "Duration|Throughput|Pipe|Warp Cycles Per Issued|Eligible Warps|L2 Hit|Max Bandwidth|Stall|stall" "$OUT/ncu_$b.txt" | cut -c1-150 | head -30
+  for row in "${ROWS[@]}"; do
+    rep="$OUT/ncu_${b}_$row"
+    # The row's third launch of the kernel (the first two warm up).
+    timeout 200 ncu --kernel-name-base mangled --kernel-name "$KERNEL" --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
+      -f -o "$rep" "$BIN/$b" --only "prefill $row" >"$rep.log" 2>&1
+    echo "ncu $row rc $?"
+    ncu -i "$rep.ncu-rep" --page details >"$rep.txt" 2>&1
+    grep -E "Duration|Throughput|Pipe|Warp Cycles Per Issued|Eligible Warps|Issued Warp|No Eligible" "$rep.txt" | cut -c1-150 | head -20
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.sass.csv" 2>"$rep.sass.err"
+    echo "source page rc $? ($(wc -l <"$rep.sass.csv") lines)"
+    python3 tools/ncu_stalls.py "$rep.sass.csv" | tee "$rep.stalls.txt"
+    gzip -f "$rep.sass.csv"
+    rm -f "$rep.ncu-rep"
+  done
 done
