@@ -464,8 +464,9 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // grid.x: persistent CTAs (at most one per SM); units (prefill item, kv head) dealt to them in a
-// snake (wg_unit), counts[2] items from items[counts[3]] as attention_prefill_kernel. Launched only on sm_90 by a
-// build that includes sm_90a (attention.cu checks both); elsewhere the body is empty.
+// snake (wg_unit), counts[2] items from items[counts[3]] as attention_prefill_kernel. Launched
+// only on sm_90 by a build that includes sm_90a (attention.cu checks both); elsewhere the body is
+// empty.
 template <typename T, typename KV, int D>
 __global__ void __launch_bounds__(kWgThreads, 1) attention_wgmma_kernel(const __grid_constant__ KernelParams p) {
   pdl_enter();
