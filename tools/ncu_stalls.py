@@ -26,7 +26,24 @@ CLASSES = [  # (name, opcode pattern), first match wins
     ("global store", r"^(STG|RED|ATOM)"),
     ("shared memory", r"^(LDS|STS|LDSM)"),
     ("branch", r"^(BRA|BSYNC|BSSY|WARPSYNC|EXIT|RET|CALL|YIELD|NANOSLEEP)"),
+    ("integer and uniform", r"^(I|U|R2UR|S2UR|S2R|LEA|LOP3|SHF|SEL|MOV|PLOP3|CS2R|LDC|VIADD|POPC|FLO|PRMT|P2R|R2P)"),
 ]
+
+
+def waits_on(rows, src):
+    """Indices of the branches that loop on an mbarrier try-wait (`@!Pn BRA` after
+    `SYNCS.PHASECHK... Pn`): their samples are the wait's, counted with the mbarrier."""
+    out, pred = set(), None
+    for i, r in enumerate(rows):
+        text = r[src].strip()
+        m = re.match(r"^SYNCS\.PHASECHK\S*\s+(P\d)", text)
+        if m:
+            pred = m.group(1)
+            continue
+        if pred and re.match(rf"^@!{pred}\s+BRA", text):
+            out.add(i)
+            pred = None
+    return out
 
 
 def opcode(sass):
@@ -41,6 +58,9 @@ def main():
     a = ap.parse_args()
     with open(a.csv, newline="", errors="replace") as f:
         lines = [l for l in f if l.startswith('"')]
+    # The export starts with a "Kernel Name" line; the table's header is the line naming Source.
+    head = next((i for i, l in enumerate(lines) if '"Source"' in l), 0)
+    lines = lines[head:]
     rows = list(csv.DictReader(lines))
     if not rows:
         sys.exit(f"{a.csv}: no rows")
@@ -50,7 +70,12 @@ def main():
     if src is None or total_col is None:
         sys.exit(f"{a.csv}: no Source / 'Warp Stall Sampling (All Samples)' column in {list(cols)[:12]}")
     # Per-reason sample columns, where the export has them (names start with "stall_").
-    reasons = [c for c in cols if c.lower().startswith("stall_") or c.startswith("smsp__pcsamp_warps_issue_stalled")]
+    # (All samples; the export repeats each as "... (Not Issued)".)
+    reasons = [
+        c
+        for c in cols
+        if (c.lower().startswith("stall_") or c.startswith("smsp__pcsamp_warps_issue_stalled")) and "Not Issued" not in c
+    ]
 
     def num(v):
         try:
@@ -59,14 +84,32 @@ def main():
             return 0.0
 
     total = sum(num(r[total_col]) for r in rows) or 1.0
-    by_class = collections.Counter()
-    for r in rows:
-        op = opcode(r[src])
-        name = next((n for n, pat in CLASSES if re.match(pat, op)), "other")
-        by_class[name] += num(r[total_col])
+    mbar_branches = waits_on(rows, src)
+
+    def summarize(title, lo, hi):
+        by_class = collections.Counter()
+        for i in range(lo, hi):
+            op = opcode(rows[i][src])
+            name = (
+                "mbarrier (SYNCS)"
+                if i in mbar_branches
+                else next((n for n, pat in CLASSES if re.match(pat, op)), "other")
+            )
+            by_class[name] += num(rows[i][total_col])
+        part = sum(by_class.values()) or 1.0
+        print(f"{title}: {part:.0f} samples ({100 * part / total:.1f}% of all)")
+        for name, v in by_class.most_common():
+            print(f"  {name:34s} {v:9.0f} {100 * v / part:5.1f}%")
+
     print(f"{len(rows)} SASS instructions, {total:.0f} warp-stall samples")
-    for name, v in by_class.most_common():
-        print(f"  {name:34s} {v:9.0f} {100 * v / total:5.1f}%")
+    # Warp-specialized kernels: the code from the first register release (USETMAXREG.DEALLOC, the
+    # producer's setmaxnreg.dec) on is the producer's; before it, the consumers' and the prologue.
+    split = next((i for i, r in enumerate(rows) if "USETMAXREG.DEALLOC" in r[src]), None)
+    if split is None:
+        summarize("all instructions", 0, len(rows))
+    else:
+        summarize(f"consumers (instructions before #{split})", 0, split)
+        summarize(f"producer (#{split} on)", split, len(rows))
     print(f"top {a.top} instructions:")
     addr = next((c for c in cols if c.strip().lower() in ("address", "# address")), None)
     for i, r in sorted(enumerate(rows), key=lambda x: -num(x[1][total_col]))[: a.top]:
