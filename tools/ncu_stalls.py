@@ -104,6 +104,8 @@ def main():
     print(f"{len(rows)} SASS instructions, {total:.0f} warp-stall samples")
     # Warp-specialized kernels: the code from the first register release (USETMAXREG.DEALLOC, the
     # producer's setmaxnreg.dec) on is the producer's; before it, the consumers' and the prologue.
+    # (ptxas puts the try-wait retry loops of both roles out of line at the end; they hold few
+    # samples, and are counted with the producer.)
     split = next((i for i, r in enumerate(rows) if "USETMAXREG.DEALLOC" in r[src]), None)
     if split is None:
         summarize("all instructions", 0, len(rows))
