@@ -3,6 +3,8 @@
 # so kernel variants are compared on the same card, clock state and neighbours.
 #   bench/attention/ab_builds.sh DIR...   each DIR holds an attention_bench (the first is the baseline)
 #   ROUNDS=3 ONLY="prefill,mixed" (defaults); the raw log goes to $OUT/ab.txt (or device-attn-out/)
+# (tools/ab_engine_bench.sh is the engine-level A/B of two packed trees; this one takes any number
+# of kernel builds and summarizes the attention rows.)
 # It never changes the GPU's settings.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
