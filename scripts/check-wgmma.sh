@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Fails when ptxas serializes the warpgroup MMAs of a Hopper kernel: its advisories C7510-C7520
+# Fails when ptxas serializes the warpgroup MMAs of a Hopper kernel: its C75xx advisories
 # ("wgmma.mma_async instructions are serialized due to ..."), which it prints only with -v and
 # which otherwise pass silently. A serialized kernel makes every MMA wait for the one before it: a
 # branch over O's rescale cost the prefill kernel 23 % (docs/perf.md, twenty-third session), and a
 # P V left in flight across a loop's back edge serialized all nine of its instances (twenty-seventh).
-# Compiles the sm_90a device code of every file with wgmma kernels as the build does. Without nvcc
-# it says so and passes (the build has no CUDA code then).
+# Compiles the sm_90a device code (with the build's defines and optimization) of every .cu file
+# that includes the wgmma headers. Without nvcc it says so and passes (the build has no CUDA code
+# then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -13,7 +14,8 @@ if [ ! -x "$NVCC" ]; then
   echo "check-wgmma: no nvcc, nothing to check"
   exit 0
 fi
-FILES=(src/backend/cuda/attention.cu src/backend/cuda/moe.cu)
+mapfile -t FILES < <(grep -lE 'wgmma_(util|ops)\.cuh|attention_wgmma_kernel\.cuh' src/backend/cuda/*.cu)
+[ ${#FILES[@]} -gt 0 ] || { echo "check-wgmma: no file includes the wgmma headers" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0

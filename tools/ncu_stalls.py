@@ -2,7 +2,8 @@
 """Sums an Nsight Compute source page (`ncu -i REP --page source --csv --print-source sass`) by
 what each SASS instruction does: the warp-stall samples of tensor-core issue and waits, named
 barriers, mbarrier waits, the softmax's arithmetic, loads and stores, and the rest (for a
-warp-specialized kernel, its consumers' and its producer's code apart); then the instructions with the most samples, each with its share and its most frequent stall reasons.
+warp-specialized kernel, its consumers' and its producer's code apart); then the instructions
+with the most samples, each with its share and its most frequent stall reasons.
 Used to see where the Hopper prefill kernel's warps wait (bench/attention/ncu_prefill.sh).
 
   python3 tools/ncu_stalls.py SOURCE.csv [--top N]

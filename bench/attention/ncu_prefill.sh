@@ -29,7 +29,8 @@ for b in attention_bench attention_bench_base; do
     rep="$OUT/ncu_${b}_$row"
     # The row's third launch of the kernel (the first two warm up).
     timeout 200 ncu --clock-control none --kernel-name-base mangled --kernel-name "$KERNEL" \
-      --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
+      --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
       -f -o "$rep" "$BIN/$b" --only "prefill $row" >"$rep.log" 2>&1
     echo "ncu $row rc $?"
     ncu -i "$rep.ncu-rep" --page details >"$rep.txt" 2>&1
