@@ -498,7 +498,8 @@ int main(int argc, char** argv) {
       rows.push_back(bench_batch("prefill-fp8", name, std::vector<int32_t>(n, s), std::vector<int32_t>(n, s), 16,
                                  stream, seed++, true));
   }
-  for (auto [n, s] : std::vector<std::pair<int, int>>{{1, 1024}, {8, 1024}, {1, 4096}, {1, 16384}, {8, 2048}}) {
+  for (auto [n, s] :
+       std::vector<std::pair<int, int>>{{1, 1024}, {16, 512}, {4, 1024}, {8, 1024}, {1, 4096}, {1, 16384}, {8, 2048}}) {
     const std::string name = std::to_string(n) + "x" + std::to_string(s) + " causal page16";
     if (want("prefill", name))
       rows.push_back(

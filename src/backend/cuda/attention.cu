@@ -302,22 +302,15 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   // 1.5 waves of the general kernel's CTAs, else 64-row tiles (e.g. 1 x 1k at GQA 4: 32 x 8 = 256
   // CTAs on 264 slots). The same bound holds for the wgmma prefill kernel (one tile per SM): on
   // the H200 its 1 x 1k took 105 us against 67 us on 64-row general tiles.
-  // The wgmma kernel pays a fixed cost per tile (its pipeline fills and drains once per tile), so
-  // it takes the wide tiles only when they see at least kWgmmaMinExtent keys on average (1 x 1k:
-  // ~500, where it lost; 8 x 2k: ~1000, where it won 1.13x); shorter ones keep the mma.sync kernels.
-  constexpr int64_t kWgmmaMinExtent = 1024;
+  // Where it exists the wgmma kernel takes every batch of wide tiles: measured on an H100 against
+  // the mma.sync prefill kernel down to 16 x 512 (mean causal extent 256 keys), it ties or wins.
   const int resident = s.num_sms * main_ctas_per_sm(head_dim);
-  int64_t wide_tiles = 0, wide_keys = 0;
+  int64_t wide_tiles = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
-    const int q_len = batch.host_cu_seqlens_q[q + 1] - batch.host_cu_seqlens_q[q];
-    const int rows = q_len * group;
-    if (rows > 64) {
-      const int n = ceil_div(rows, 128);
-      wide_tiles += n;
-      wide_keys += int64_t(n) * (batch.host_seqlens_kv[q] - q_len / 2);  // mean causal extent
-    }
+    const int rows = (batch.host_cu_seqlens_q[q + 1] - batch.host_cu_seqlens_q[q]) * group;
+    if (rows > 64) wide_tiles += ceil_div(rows, 128);
   }
-  const bool wgmma = !s.batch_invariant && s.prefill_kernel && s.wgmma && wide_keys >= kWgmmaMinExtent * wide_tiles;
+  const bool wgmma = !s.batch_invariant && s.prefill_kernel && s.wgmma;
   // At head_dim 256 only the wgmma kernel has 128-row tiles (attn::has_wide_tiles). Wide tiles
   // make at least 1.5 waves of CTAs, so the split below never cuts them (it needs less than one).
   const bool use_wide =
