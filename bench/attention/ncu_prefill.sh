@@ -5,6 +5,9 @@
 # states, scheduler) of one launch in the chosen row, and its warp-stall samples per SASS
 # instruction summed by what the instruction does (tools/ncu_stalls.py).
 #   BIN=.device/tools bench/attention/ncu_prefill.sh [ROW...]   ROW: a prefill row (default 1x16384)
+#   NCU_MEMORY=1 ...   instead of the stall profile, each row's memory system: speed of light, L2
+#                      hit rate, L2 read sectors, DRAM bytes and lts__throughput's breakdown (which
+#                      L2 unit is busiest, e.g. the fabric between the two L2 partitions)
 # Logs go to $OUT (or device-attn-out/); the per-instruction CSVs are kept gzipped beside them.
 # It never changes the GPU's settings.
 set -uo pipefail
@@ -18,6 +21,9 @@ LD=${LD_LIBRARY_PATH:-}
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LD="$LD:$d"; done
 export LD_LIBRARY_PATH=$LD
 KERNEL='_ZN2fg4cuda4attn22attention_wgmma_kernelI13__nv_bfloat16S3_Li128EEEvNS1_12KernelParamsE'
+MEM_METRICS=breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum
+MEM_METRICS+=,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum
+MEM_METRICS+=,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum
 for b in attention_bench attention_bench_base; do
   [ -x "$BIN/$b" ] || continue
   echo "== $b"
@@ -26,6 +32,15 @@ for b in attention_bench attention_bench_base; do
   echo "sass: $(grep -c HGMMA "$OUT/sass_$b.txt") HGMMA, $(grep -c 'WARPGROUP.DEPBAR' "$OUT/sass_$b.txt") DEPBAR," \
     "$(grep -c 'WARPGROUP.ARRIVE' "$OUT/sass_$b.txt") ARRIVE, $(grep -c 'LDGSTS' "$OUT/sass_$b.txt") LDGSTS"
   for row in "${ROWS[@]}"; do
+    if [ "${NCU_MEMORY:-0}" = 1 ]; then
+      timeout 120 ncu --clock-control none --kernel-name-base mangled --kernel-name "$KERNEL" \
+        --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --metrics "$MEM_METRICS" \
+        "$BIN/$b" --only "prefill $row" >"$OUT/mem_${b}_$row.txt" 2>&1
+      echo "ncu memory $row rc $?"
+      grep -E "Duration|Throughput|Hit Rate|lts__|dram__" "$OUT/mem_${b}_$row.txt" | sed 's/  */ /g'
+      continue
+    fi
     rep="$OUT/ncu_${b}_$row"
     # The row's third launch of the kernel (the first two warm up).
     timeout 200 ncu --clock-control none --kernel-name-base mangled --kernel-name "$KERNEL" \
