@@ -630,9 +630,9 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FG_ATTN_CUDA(cudaStreamIsCapturing(stream, &capture));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
-  // A recorded graph launches the wgmma kernel wherever it exists: it runs every tile either
-  // prefill kernel can be given (any page size), whatever later plans choose.
-  const bool wgmma = capturing ? !s.batch_invariant && s.prefill_kernel && s.wgmma : s.plan_wgmma;
+  // Whether a plan's tiles go to the wgmma kernel depends on the options only, never on the batch,
+  // so a recorded graph's prefill launch serves every later plan of the same options.
+  const bool wgmma = s.plan_wgmma;
   int prefill_grid = s.num_prefill * hkv;
   if (wgmma) prefill_grid = std::min(prefill_grid, s.num_sms);
   int main_grid = s.num_items * hkv;
