@@ -248,7 +248,10 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   constexpr int kNi = kBn / 8;   // S n-tiles
   constexpr int kPk = kBn / 16;  // k-steps of P V
   const int ctid = threadIdx.x - 128;
-  const int wg = ctid >> 7;  // consumer warpgroup: rows 64 wg .. 64 wg + 63
+  // Consumer warpgroup: rows 64 wg .. 64 wg + 63. Read through a shuffle from lane 0 so the
+  // compiler knows it is the same in every lane: the descriptors derived from it stay in uniform
+  // registers instead of moving there (R2UR) before every wgmma.
+  const int wg = __shfl_sync(0xffffffffu, ctid >> 7, 0);
   const int warp = (ctid >> 5) & 3;
   const int lane = ctid & 31;
   const int G = p.group;
@@ -299,12 +302,13 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     };
     // S = Q K^T of the block in `st` (64 x kBn per warpgroup), both operands from shared memory.
     auto issue_s = [&](int st) {
-      const uint32_t k_addr = base + L::kKvOffset + st * L::kStageBytes;
+      const uint64_t da0 = wg_desc(q_addr, 16);
+      const uint64_t db0 = wg_desc(base + L::kKvOffset + st * L::kStageBytes, 16);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t off = (kk & 3) * 32;  // k-step within a 128-byte panel row
-        const uint64_t da = wg_desc(q_addr + (kk >> 2) * L::kQPanel + off, 16);
-        const uint64_t db = wg_desc(k_addr + (kk >> 2) * L::kKvPanel + off, 16);
+        const uint64_t da = wg_desc_plus(da0, (kk >> 2) * L::kQPanel + off);
+        const uint64_t db = wg_desc_plus(db0, (kk >> 2) * L::kKvPanel + off);
         if constexpr (kBn == 128) {
           wgmma_ss_n128<kBf16>(s, da, db, kk > 0 ? 1 : 0);
         } else {
@@ -314,10 +318,10 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     };
     // O += P V of the block in `st`: V MN-major (keys are the k dimension), panels LBO apart.
     auto issue_pv = [&](int st) {
-      const uint32_t v_addr = base + L::kKvOffset + st * L::kStageBytes + L::kKvBytes;
+      const uint64_t dv0 = wg_desc(base + L::kKvOffset + st * L::kStageBytes + L::kKvBytes, L::kKvPanel);
 #pragma unroll
       for (int kk = 0; kk < kPk; ++kk) {
-        const uint64_t dv = wg_desc(v_addr + kk * 16 * 128, L::kKvPanel);
+        const uint64_t dv = wg_desc_plus(dv0, kk * 16 * 128);
         if constexpr (D == 256) {
           wgmma_rs_n256<kBf16>(o, pa[kk], dv);
         } else if constexpr (D == 128) {

@@ -18,6 +18,12 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
          (uint64_t(1) << 62);
 }
+// The descriptor of the operand `off` bytes past desc's: shared-memory addresses are below 2^18,
+// so the start address field (addr >> 4, the low 14 bits) takes off >> 4 without carrying into
+// the next field, and one 32-bit add of the low word makes it.
+__device__ __forceinline__ uint64_t wg_desc_plus(uint64_t desc, uint32_t off) {
+  return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + (off >> 4));
+}
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
