@@ -20,7 +20,9 @@ mkdir -p "$OUT"
 LD=${LD_LIBRARY_PATH:-}
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LD="$LD:$d"; done
 export LD_LIBRARY_PATH=$LD
-KERNEL='_ZN2fg4cuda4attn22attention_wgmma_kernelI13__nv_bfloat16S3_Li128EEEvNS1_12KernelParamsE'
+# The bf16 head_dim-128 instance, whatever its parameter list (a regex over mangled names).
+KERNEL_RE='_ZN2fg4cuda4attn22attention_wgmma_kernelI13__nv_bfloat16S3_Li128EE'
+KERNEL="regex:$KERNEL_RE"
 MEM_METRICS=breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum
 MEM_METRICS+=,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum
 MEM_METRICS+=,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum
@@ -28,7 +30,8 @@ for b in attention_bench attention_bench_base; do
   [ -x "$BIN/$b" ] || continue
   echo "== $b"
   timeout 60 "$BIN/$b" --only prefill | grep -E "^prefill|prefill tiles"
-  cuobjdump --dump-sass --function "$KERNEL" "$BIN/$b" >"$OUT/sass_$b.txt" 2>&1
+  cuobjdump --dump-sass "$BIN/$b" 2>&1 | awk -v k="$KERNEL_RE" '/Function :/ { p = index($0, k) > 0 } p' \
+    >"$OUT/sass_$b.txt"
   echo "sass: $(grep -c HGMMA "$OUT/sass_$b.txt") HGMMA, $(grep -c 'WARPGROUP.DEPBAR' "$OUT/sass_$b.txt") DEPBAR," \
     "$(grep -c 'WARPGROUP.ARRIVE' "$OUT/sass_$b.txt") ARRIVE, $(grep -c 'LDGSTS' "$OUT/sass_$b.txt") LDGSTS"
   for row in "${ROWS[@]}"; do
