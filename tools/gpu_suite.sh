@@ -13,6 +13,11 @@
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
+#           STEPS=targets tools/gpu_suite.sh run    the open issues' target figures in ~5 minutes
+#                   (docs/perf.md's first table): batch-1 and batch-32 decode against their floors,
+#                   decode, speculative and prefill attention beside PyTorch SDPA's, the batch-32
+#                   verification step; packed by PACK_TESTS="" PACK_TOOLS="engine_bench spec_bench
+#                   attention_bench" tools/gpu_suite.sh pack (never part of a plain run)
 #           STEPS=attn_ncu tools/gpu_suite.sh run    Nsight Compute on small-batch decode attention rows
 #                   (never part of a plain run)
 #           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL;
@@ -103,6 +108,16 @@ run_all() {
   if [ "${mem:-0}" -lt 100000 ]; then KV80=52GiB KV60=48GiB; fi
   SUMMARY=()
   local T=.device/tools CFG=bench/configs/llama-3.1-8b
+  # The targets' figures: steps of their own (named only here, never in a plain run) and two of
+  # the plain run's.
+  if [ "${STEPS:-}" = targets ]; then
+    STEPS="engine_b1 engine_b32 attention_targets spec_step"
+    step engine_b1 90 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --skip-throughput \
+      --json "$OUT/raw/engine_b1.json"
+    step attention_targets 150 sh -c "$T/attention_bench --quick --only decode,spec,prefill \
+      --json $OUT/raw/attention_targets.json && python3 tools/sdpa_peer.py --quick \
+      --ours $OUT/raw/attention_targets.json --json $OUT/raw/sdpa_peer.json"
+  fi
 
   OUT=$OUT/raw step parity 420 tools/gpu_check.sh run .device/bin
   step engine_bench 200 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --json "$OUT/engine.json"
