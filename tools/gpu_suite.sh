@@ -13,8 +13,8 @@
 #   (there) tools/gpu_suite.sh run       (carry .devpack) logs and JSON under $OUT (at most 8 files)
 #           STEPS="parity engine_bench" tools/gpu_suite.sh run    only the named steps
 #           STEPS=soak tools/gpu_suite.sh run    the soak under faults at capacity (never part of a plain run)
-#           STEPS=targets tools/gpu_suite.sh run    the open issues' target figures in ~5 minutes
-#                   (docs/perf.md's first table): batch-1 and batch-32 decode against their floors,
+#           STEPS=targets tools/gpu_suite.sh run    the open issues' target figures in one call
+#                   (docs/perf.md's first table; the steps' limits add up to 8 minutes): batch-1 and batch-32 decode against their floors,
 #                   decode, speculative and prefill attention beside PyTorch SDPA's, the batch-32
 #                   verification step; packed by PACK_TESTS="" PACK_TOOLS="engine_bench spec_bench
 #                   attention_bench" tools/gpu_suite.sh pack (never part of a plain run)
