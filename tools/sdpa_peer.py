@@ -96,11 +96,12 @@ def bench_shape(backend, batch, q_len, kv_len, causal):
 
 def shapes(quick):
     out = []
-    batches = [1, 64] if quick else [1, 8, 64, 256]
-    kvs = [8192] if quick else [1024, 8192, 32768]
-    for b in batches:
-        for kv in kvs:
-            out.append(("decode", f"B{b} kv{kv}", b, 1, kv, True))
+    # --quick: attention_bench --quick's decode shapes (issue #16's B1 kv8k/32k and B8 kv8k, and
+    # one large batch).
+    decode = [(1, 8192), (1, 32768), (8, 8192), (64, 8192)] if quick else [
+        (b, kv) for b in (1, 8, 64, 256) for kv in (1024, 8192, 32768)]
+    for b, kv in decode:
+        out.append(("decode", f"B{b} kv{kv}", b, 1, kv, True))
     for n, s in [(1, 1024), (1, 4096), (1, 16384), (8, 2048)]:
         out.append(("prefill", f"{n}x{s} causal", n, s, s, True))
     for ql in [1, 2, 4, 8]:

@@ -8,6 +8,8 @@
 //   --general-only: plan every tile for the general kernel (no prefill specialisation), to
 //   compare the two builds of the same binary in one device call.
 //   --only SUBSTR[,SUBSTR...]: only the rows whose "group name" contains one of them (e.g. "1x16384").
+//   --quick: decode rows of B1 kv8k/32k, B8 kv8k and B64 kv8k only (tools/sdpa_peer.py --quick
+//   times the same shapes).
 //   --no-wgmma: prefill tiles on the mma.sync prefill kernel even on sm_90 (the Hopper wgmma
 //   kernel is the default there).
 //   --engine-graphs: record each batch row's graph as the engine's decode graphs are recorded
@@ -474,24 +476,29 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   uint64_t seed = 1;
-  const std::vector<int> batches = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 64, 256};
-  const std::vector<int> kvs = quick ? std::vector<int>{8192} : std::vector<int>{1024, 8192, 32768};
+  // Decode (batch, kv) shapes: every batch of 1..256 at 1k/8k/32k keys, or (--quick) the shapes
+  // issue #16 names against cuDNN (B1 kv8k/32k, B8 kv8k) and one large batch.
+  std::vector<std::pair<int, int>> decode_shapes;
+  if (quick) {
+    decode_shapes = {{1, 8192}, {1, 32768}, {8, 8192}, {64, 8192}};
+  } else {
+    for (int b : {1, 8, 64, 256})
+      for (int kv : {1024, 8192, 32768}) decode_shapes.emplace_back(b, kv);
+  }
   for (int page : {16, 1, 256})
-    for (int b : batches)
-      for (int kv : kvs) {
-        const std::string name = "B" + std::to_string(b) + " kv" + std::to_string(kv) + " page" + std::to_string(page);
-        if (want("decode", name))
-          rows.push_back(bench_batch("decode", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), page,
-                                     stream, seed++));
-      }
-  // The same decode batches over an fp8 cache (page 16): half the KV bytes.
-  for (int b : batches)
-    for (int kv : kvs) {
-      const std::string name = "B" + std::to_string(b) + " kv" + std::to_string(kv) + " page16";
-      if (want("decode-fp8", name))
-        rows.push_back(bench_batch("decode-fp8", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), 16,
-                                   stream, seed++, true));
+    for (auto [b, kv] : decode_shapes) {
+      const std::string name = "B" + std::to_string(b) + " kv" + std::to_string(kv) + " page" + std::to_string(page);
+      if (want("decode", name))
+        rows.push_back(
+            bench_batch("decode", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), page, stream, seed++));
     }
+  // The same decode batches over an fp8 cache (page 16): half the KV bytes.
+  for (auto [b, kv] : decode_shapes) {
+    const std::string name = "B" + std::to_string(b) + " kv" + std::to_string(kv) + " page16";
+    if (want("decode-fp8", name))
+      rows.push_back(bench_batch("decode-fp8", name, std::vector<int32_t>(b, 1), std::vector<int32_t>(b, kv), 16,
+                                 stream, seed++, true));
+  }
   for (auto [n, s] : std::vector<std::pair<int, int>>{{1, 4096}, {8, 2048}}) {
     const std::string name = std::to_string(n) + "x" + std::to_string(s) + " causal page16";
     if (want("prefill-fp8", name))
