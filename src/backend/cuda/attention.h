@@ -52,12 +52,13 @@ class AttentionKernel {
   bool wgmma_active() const;
 
   // Batch-invariant mode (BackendOptions::batch_invariant): every tile is a 16-row tile of the
-  // general kernel and no KV range is split, so a query row's reduction order (its keys in blocks
-  // of kBlockN at multiples of kBlockN, each block over the tile's four key warps, merged in warp
-  // order; blocks a row cannot see add exact zeros) is the same whatever else the step holds, how
-  // many tokens its sequence adds in this step, or which graph bucket replays it. (Tile kinds
-  // differ in how keys are spread over warps, and splits depend on the step's total work; prefill
-  // kernels are other kernels.) Off by default; takes effect at the next plan().
+  // general kernel and no KV range is split, so a query row's reduction order (its keys in the
+  // 16-row tile's blocks at multiples of the block size, 64 keys or 128 with fp8 pages at head_dim
+  // 128, each block over the tile's four key warps, merged in warp order; blocks a row cannot see
+  // add exact zeros) is the same whatever else the step holds, how many tokens its sequence adds in
+  // this step, or which graph bucket replays it. (Tile kinds differ in how keys are spread over
+  // warps, and splits depend on the step's total work; prefill kernels are other kernels.) Off by
+  // default; takes effect at the next plan().
   void use_batch_invariant(bool on);
 
   // Before a graph is recorded for batches within `bounds`: plans the widest partition such a

@@ -24,7 +24,7 @@
 namespace fg::cuda::attn {
 
 constexpr int kPfRows = 128;          // packed rows per tile (tile kind kRows128)
-constexpr int kPfBn = 64;             // keys per iteration (== kBlockN, so blocks align with splits)
+constexpr int kPfBn = 64;             // keys per iteration (divides kBlockN, so blocks align with splits)
 constexpr int kPfGroups = kPfBn / 8;  // page-id entries per key block (one per 8 keys)
 constexpr int kPfMinPageSize = 8;
 
