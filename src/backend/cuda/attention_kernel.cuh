@@ -453,8 +453,10 @@ struct TileShapes {
 };
 // fp8 pages at head_dim 128 (converted in registers): the 16-row tile takes 128-key blocks, 32
 // keys a warp, in two 32 KB stages. A decode tile's per-block work (barrier, page-id ring, online
-// softmax's max and rescale) then comes once per 128 keys instead of once per 64; at large batch
-// the tile reads 2-5 % more of the memory's rate than with three 64-key stages.
+// softmax's max and O's rescale) then comes once per 128 keys instead of once per 64: its loop
+// runs ~8 instructions a key instead of ~12. On an H100 large-batch rows ran 2-5 % faster than
+// with three 64-key stages (96 % of the read-only stream), batch 1 at 32k keys 4 % slower; three
+// 128-key stages were no faster anywhere (docs/perf.md, thirty-first session).
 template <>
 struct TileShapes<128, 1> {
   using S16 = TileShape<1, 4, 1, true, 2, 128>;
