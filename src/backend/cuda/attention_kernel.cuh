@@ -334,20 +334,23 @@ __device__ __forceinline__ float fast_tanh(float x) {
 // One online-softmax step over a 16-row fragment of S in the mma.sync / wgmma accumulator
 // layout: this thread holds row a in elements 0, 1 and row b in elements 2, 3 of each n8 tile s[i]
 // (key j0 + 8 i + 2 (lane % 4) + e % 2); the four threads of a quad share a row. Scores enter the
-// exponent as s * sc (sc = scale * log2 e), or softcapped into the log2 domain when
-// p.softcap_log2 != 0 (then sc = 1; the max commutes with sc since scale > 0). With `mask`, keys
-// outside a row's [lo, hi] (bounds(lo_a, hi_a, lo_b, hi_b)) are dropped. Updates the rows' running
-// max m (log2 domain) and sum l (this thread's columns), leaves P in s, and returns the factors
-// the rows of O must be scaled by in alpha_a / alpha_b. Used by both prefill kernels.
+// exponent as s * sc in one FMA (sc = scale * log2 e, times an fp8 cache's K scale), or softcapped
+// into the log2 domain when p.softcap_log2 != 0 (tanh of s * cap_in; then sc = 1; the max commutes
+// with sc since sc > 0). With `mask`, keys outside a row's [lo, hi] (bounds(lo_a, hi_a, lo_b,
+// hi_b)) are dropped. Updates the rows' running max m (log2 domain) and sum l (this thread's
+// columns), leaves P in s, and returns the factors the rows of O must be scaled by in alpha_a /
+// alpha_b. Used by both prefill kernels. (The general kernel scales its scores before the max:
+// through this step, one FMA a score, its fp8 decode tile ran 4-6 % slower at large batch on an
+// H100, with 16 fewer instructions a block; docs/perf.md, thirty-first session.)
 template <int kNi, typename Bounds>
-__device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelParams& p, float sc, int j0, int lane,
-                                             bool mask, const Bounds& bounds, float& m_a, float& m_b, float& l_a,
-                                             float& l_b, float& alpha_a, float& alpha_b) {
+__device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelParams& p, float sc, float cap_in, int j0,
+                                             int lane, bool mask, const Bounds& bounds, float& m_a, float& m_b,
+                                             float& l_a, float& l_b, float& alpha_a, float& alpha_b) {
   if (p.softcap_log2 != 0.f) {
 #pragma unroll
     for (int i = 0; i < kNi; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[i][e] = p.softcap_log2 * fast_tanh(s[i][e] * p.softcap_in);
+      for (int e = 0; e < 4; ++e) s[i][e] = p.softcap_log2 * fast_tanh(s[i][e] * cap_in);
   }
   if (mask) {
     int lo_a, hi_a, lo_b, hi_b;

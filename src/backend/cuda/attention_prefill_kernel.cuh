@@ -182,7 +182,7 @@ __device__ __forceinline__ void prefill_tile(const KernelParams& p, const WorkIt
       const int ia = 2 * mt, ib = 2 * mt + 1;
       float alpha0, alpha1;
       softmax_step(
-          s[mt], p, sc, j0, lane, need_mask,
+          s[mt], p, sc, p.softcap_in, j0, lane, need_mask,
           [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
             const int ta = acc_t(ia), tb = acc_t(ib);
             lo_a = geo.row_lo(ta), hi_a = geo.row_hi(ta), lo_b = geo.row_lo(tb), hi_b = geo.row_hi(tb);

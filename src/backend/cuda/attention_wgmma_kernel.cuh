@@ -257,7 +257,6 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
   const int G = p.group;
   const int row_a = 64 * wg + 16 * warp + (lane >> 2);  // this thread's accumulator rows
   const int row_b = row_a + 8;
-  const float sc = p.softcap_log2 != 0.f ? 1.f : p.scale_log2;  // see softmax_step
   const uint32_t bars = base + L::kBarOffset;
   auto full_bar = [&](int st) { return bars + 8 * st; };
   auto empty_bar = [&](int st) { return bars + 8 * (kStages + st); };
@@ -283,9 +282,11 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     const uint32_t q_addr = base + qb * L::kQBytes + 64 * wg * 128;
     const int ta = min(group_div(p, it.m0 + row_a), it.q_len - 1);
     const int tb = min(group_div(p, it.m0 + row_b), it.q_len - 1);
-    // fp8 pages: S is scaled by the kv head's K scale before the softmax, O by its V scale.
+    // fp8 pages: the kv head's K scale joins softmax_step's score factors, its V scale O's 1 / l.
     const float k_scale = kv_is_fp8<KV>() ? p.k_scale[kvh] : 1.f;
     const float v_scale = kv_is_fp8<KV>() ? p.v_scale[kvh] : 1.f;
+    const float sc = p.softcap_log2 != 0.f ? 1.f : p.scale_log2 * k_scale;  // see softmax_step
+    const float cap_in = p.softcap_in * k_scale;
 
     float o[kDi][4];
 #pragma unroll
@@ -335,14 +336,8 @@ __device__ __forceinline__ void wg_consumer(const KernelParams& p, uint32_t base
     // P into p_out and returns the factors O must be rescaled by before this block's P V.
     auto softmax = [&](int b, uint32_t(&p_out)[kPk][4], float& alpha0, float& alpha1) {
       const int j0 = g.block_begin + b * kBn;
-      if constexpr (kv_is_fp8<KV>()) {
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[i][e] *= k_scale;
-      }
       softmax_step(
-          s, p, sc, j0, lane, (j0 + kBn - 1 > g.min_hi) || (j0 < g.max_lo),
+          s, p, sc, cap_in, j0, lane, (j0 + kBn - 1 > g.min_hi) || (j0 < g.max_lo),
           [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
             lo_a = g.row_lo(ta), hi_a = g.row_hi(ta), lo_b = g.row_lo(tb), hi_b = g.row_hi(tb);
           },
