@@ -33,7 +33,7 @@
 // An fp8 KV cache (KV = __nv_fp8_e4m3): the producer loads each K/V block's e4m3 rows into
 // registers (before it waits for the stage to be free), converts them to bf16 (exact) and stores
 // them swizzled into the same stage layout, then fences them for the async proxy and arrives; the
-// consumers fold the kv head's K scale into S and its V scale into 1 / l.
+// consumers fold the kv head's K scale into the score factor and its V scale into 1 / l.
 // This file must never allocate or synchronize the host.
 #pragma once
 
