@@ -16,9 +16,10 @@
 #           STEPS=targets tools/gpu_suite.sh run    the open issues' target figures in one call
 #                   (docs/perf.md's first table; the steps' limits add up to 8 minutes): batch-1
 #                   and batch-32 decode against their floors, decode (--quick: B1 kv8k/32k, B8
-#                   kv8k, page 1 and 16), speculative and prefill attention beside PyTorch SDPA's,
-#                   the batch-32 verification step; packed by PACK_TESTS="" PACK_TOOLS="engine_bench
-#                   spec_bench attention_bench" tools/gpu_suite.sh pack (never part of a plain run)
+#                   kv8k, B64 kv8k; pages 16, 1 and 256; bf16 and fp8), speculative and prefill
+#                   attention beside PyTorch SDPA's, the batch-32 verification step; packed by
+#                   PACK_TESTS="" PACK_TOOLS="engine_bench spec_bench attention_bench"
+#                   tools/gpu_suite.sh pack (never part of a plain run)
 #           STEPS=attn_ncu tools/gpu_suite.sh run    Nsight Compute on small-batch decode attention rows
 #                   (never part of a plain run)
 #           AB_VAR=FG_GEMV STEPS=ab tools/gpu_suite.sh run    a backend switch off and on (default FG_PDL;
