@@ -336,13 +336,14 @@ __device__ __forceinline__ float fast_tanh(float x) {
 // (key j0 + 8 i + 2 (lane % 4) + e % 2); the four threads of a quad share a row. Scores enter the
 // exponent as s * sc in one FMA (sc = scale * log2 e, times an fp8 cache's K scale), or softcapped
 // into the log2 domain when p.softcap_log2 != 0 (tanh of s * cap_in; then sc = 1; the max commutes
-// with sc since sc > 0). With `mask`, keys outside a row's [lo, hi] (bounds(lo_a, hi_a, lo_b,
-// hi_b)) are dropped. Updates the rows' running max m (log2 domain) and sum l (this thread's
-// columns), leaves P in s, and returns the factors the rows of O must be scaled by in alpha_a /
-// alpha_b. Used by both prefill kernels. (The general kernel scales its scores before the max:
-// through this step, one FMA a score, its fp8 decode tile ran 4-6 % slower at large batch on an
-// H100, with 16 fewer instructions a block; docs/perf.md, thirty-first session.)
-template <int kNi, typename Bounds>
+// with sc since sc > 0). kScaleFirst (the general kernel) multiplies the scores by sc before the
+// max instead, a separate rounded multiply that is never fused into the exponent's subtraction
+// (the FMA form made its fp8 decode tile 4-6 % slower at large batch on an H100, with 16 fewer
+// instructions a block; docs/perf.md, thirty-first session); under softcap it ignores sc. With
+// `mask`, keys outside a row's [lo, hi] (bounds(lo_a, hi_a, lo_b, hi_b)) are dropped. Updates the
+// rows' running max m (log2 domain) and sum l (this thread's columns), leaves P in s, and returns
+// the factors the rows of O must be scaled by in alpha_a / alpha_b.
+template <bool kScaleFirst = false, int kNi, typename Bounds>
 __device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelParams& p, float sc, float cap_in, int j0,
                                              int lane, bool mask, const Bounds& bounds, float& m_a, float& m_b,
                                              float& l_a, float& l_b, float& alpha_a, float& alpha_b) {
@@ -351,6 +352,11 @@ __device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelPar
     for (int i = 0; i < kNi; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[i][e] = p.softcap_log2 * fast_tanh(s[i][e] * cap_in);
+  } else if constexpr (kScaleFirst) {
+#pragma unroll
+    for (int i = 0; i < kNi; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = __fmul_rn(s[i][e], sc);
   }
   if (mask) {
     int lo_a, hi_a, lo_b, hi_b;
@@ -374,7 +380,11 @@ __device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelPar
   mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
   mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
   mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-  const float mn_a = fmaxf(m_a, mx_a * sc), mn_b = fmaxf(m_b, mx_b * sc);
+  if constexpr (!kScaleFirst) {
+    mx_a *= sc;
+    mx_b *= sc;
+  }
+  const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
   const float mu_a = mn_a == -INFINITY ? 0.f : mn_a;  // a row with nothing visible yet
   const float mu_b = mn_b == -INFINITY ? 0.f : mn_b;
   alpha_a = fast_exp2(m_a - mu_a);
@@ -384,10 +394,17 @@ __device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelPar
   float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
   for (int i = 0; i < kNi; ++i) {
-    s[i][0] = fast_exp2(fmaf(s[i][0], sc, -mu_a));
-    s[i][1] = fast_exp2(fmaf(s[i][1], sc, -mu_a));
-    s[i][2] = fast_exp2(fmaf(s[i][2], sc, -mu_b));
-    s[i][3] = fast_exp2(fmaf(s[i][3], sc, -mu_b));
+    if constexpr (kScaleFirst) {
+      s[i][0] = fast_exp2(s[i][0] - mu_a);
+      s[i][1] = fast_exp2(s[i][1] - mu_a);
+      s[i][2] = fast_exp2(s[i][2] - mu_b);
+      s[i][3] = fast_exp2(s[i][3] - mu_b);
+    } else {
+      s[i][0] = fast_exp2(fmaf(s[i][0], sc, -mu_a));
+      s[i][1] = fast_exp2(fmaf(s[i][1], sc, -mu_a));
+      s[i][2] = fast_exp2(fmaf(s[i][2], sc, -mu_b));
+      s[i][3] = fast_exp2(fmaf(s[i][3], sc, -mu_b));
+    }
     sum_a += s[i][0] + s[i][1];
     sum_b += s[i][2] + s[i][3];
   }
@@ -789,59 +806,14 @@ __device__ __forceinline__ void attend_tile(const KernelParams& p, const WorkIte
 #pragma unroll
     for (int mt = 0; mt < kMt; ++mt) {
       const int ia = 2 * mt, ib = 2 * mt + 1;  // rows of elements 0,1 and 2,3
-      float mx0 = -INFINITY, mx1 = -INFINITY;
-      // One uniform branch around the whole loop: a per-element select would issue the tanh
-      // path's instructions (predicated off) for every score even without softcap.
-      if (p.softcap_log2 != 0.f) {
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap_log2 * fast_tanh(s[mt][i][e] * (p.softcap_in * k_scale));
-      } else {
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][i][e] *= p.scale_log2 * k_scale;
-      }
-      if (need_mask) {
-        const int ta = acc_t(ia), tb = acc_t(ib);
-        const int lo_a = geo.row_lo(ta), hi_a = geo.row_hi(ta), lo_b = geo.row_lo(tb), hi_b = geo.row_hi(tb);
-#pragma unroll
-        for (int i = 0; i < kNi; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = j0 + cw * kCols + i * 8 + 2 * (lane & 3) + (e & 1);
-            const bool ok = e < 2 ? (j >= lo_a && j <= hi_a) : (j >= lo_b && j <= hi_b);
-            if (!ok) s[mt][i][e] = -INFINITY;
-          }
-      }
-#pragma unroll
-      for (int i = 0; i < kNi; ++i) {
-        mx0 = fmaxf(mx0, fmaxf(s[mt][i][0], s[mt][i][1]));
-        mx1 = fmaxf(mx1, fmaxf(s[mt][i][2], s[mt][i][3]));
-      }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m_run[ia], mx0), mn1 = fmaxf(m_run[ib], mx1);
-      const float mu0 = mn0 == -INFINITY ? 0.f : mn0;  // a row with nothing visible yet
-      const float mu1 = mn1 == -INFINITY ? 0.f : mn1;
-      const float alpha0 = fast_exp2(m_run[ia] - mu0), alpha1 = fast_exp2(m_run[ib] - mu1);
-      m_run[ia] = mn0;
-      m_run[ib] = mn1;
-      float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-      for (int i = 0; i < kNi; ++i) {
-        s[mt][i][0] = fast_exp2(s[mt][i][0] - mu0);
-        s[mt][i][1] = fast_exp2(s[mt][i][1] - mu0);
-        s[mt][i][2] = fast_exp2(s[mt][i][2] - mu1);
-        s[mt][i][3] = fast_exp2(s[mt][i][3] - mu1);
-        sum0 += s[mt][i][0] + s[mt][i][1];
-        sum1 += s[mt][i][2] + s[mt][i][3];
-      }
-      l_run[ia] = l_run[ia] * alpha0 + sum0;
-      l_run[ib] = l_run[ib] * alpha1 + sum1;
+      float alpha0, alpha1;
+      softmax_step<true>(
+          s[mt], p, p.scale_log2 * k_scale, p.softcap_in * k_scale, j0 + cw * kCols, lane, need_mask,
+          [&](int& lo_a, int& hi_a, int& lo_b, int& hi_b) {
+            const int ta = acc_t(ia), tb = acc_t(ib);
+            lo_a = geo.row_lo(ta), hi_a = geo.row_hi(ta), lo_b = geo.row_lo(tb), hi_b = geo.row_hi(tb);
+          },
+          m_run[ia], m_run[ib], l_run[ia], l_run[ib], alpha0, alpha1);
 #pragma unroll
       for (int i = 0; i < kDi; ++i) {
         o[mt][i][0] *= alpha0;
