@@ -346,7 +346,11 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   int max_extent = 0;
   for (const Tile& t : tiles) max_extent = std::max(max_extent, t.extent);
   if (!s.batch_invariant && !tiles.empty() && int64_t(tiles.size()) * num_kv_heads < resident) {
-    const int64_t per_cta = (total_work * num_kv_heads + resident - 1) / resident;
+    const int64_t work = total_work * num_kv_heads;
+    int64_t per_cta = (work + resident - 1) / resident;
+    // A split of fewer than 2 kMinSplitKeys keys spends much of its life starting, ending and
+    // being merged: then the step aims at one CTA per SM (B1 kv8k: 16 splits a kv head, not 32).
+    if (per_cta < 2 * kMinSplitKeys) per_cta = (work + s.num_sms - 1) / s.num_sms;
     if (per_cta * 9 < int64_t(max_extent) * 8)
       chunk = std::max<int64_t>(kMinSplitKeys, (per_cta + attn::kBlockN - 1) / attn::kBlockN * attn::kBlockN);
   }
