@@ -347,6 +347,8 @@ template <bool kScaleFirst = false, int kNi, typename Bounds>
 __device__ __forceinline__ void softmax_step(float (&s)[kNi][4], const KernelParams& p, float sc, float cap_in, int j0,
                                              int lane, bool mask, const Bounds& bounds, float& m_a, float& m_b,
                                              float& l_a, float& l_b, float& alpha_a, float& alpha_b) {
+  // One uniform branch around the loop: a per-element select would issue the tanh path's
+  // instructions (predicated off) for every score even without softcap.
   if (p.softcap_log2 != 0.f) {
 #pragma unroll
     for (int i = 0; i < kNi; ++i)
