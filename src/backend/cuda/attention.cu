@@ -23,7 +23,6 @@ namespace {
     FG_CHECK(fg_err_ == cudaSuccess, std::string(#expr) + ": " + cudaGetErrorString(fg_err_)); \
   } while (0)
 
-constexpr int kMinSplitKeys = 256;                  // a split reads at least this many keys
 constexpr size_t kPartialFloats = size_t(8) << 20;  // 32 MB of f32 partial outputs
 constexpr int kHeaderInts = 4;                      // counts[0..3] (see KernelParams::counts), ahead of the items
 
@@ -338,21 +337,20 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     }
   }
 
-  // ---- splits: only when the tiles x kv heads leave the SMs under-filled.
-  // No split either when the fair share per CTA is already close to the longest tile: splitting
-  // would only add a short tail split per tile and a merge (e.g. 32 sequences x 8 kv heads on 264
-  // CTA slots cut 4096 keys into 4032 + 64).
-  int chunk = 0;  // 0 = no split
+  // ---- splits (attention_split.h): only when the tiles x kv heads leave the SMs under-filled.
   int max_extent = 0;
   for (const Tile& t : tiles) max_extent = std::max(max_extent, t.extent);
-  if (!s.batch_invariant && !tiles.empty() && int64_t(tiles.size()) * num_kv_heads < resident) {
-    const int64_t work = total_work * num_kv_heads;
-    int64_t per_cta = (work + resident - 1) / resident;
-    // A split of fewer than 2 kMinSplitKeys keys spends much of its life starting, ending and
-    // being merged: then the step aims at one CTA per SM (B1 kv8k: 16 splits a kv head, not 32).
-    if (per_cta < 2 * kMinSplitKeys) per_cta = (work + s.num_sms - 1) / s.num_sms;
-    if (per_cta * 9 < int64_t(max_extent) * 8)
-      chunk = std::max<int64_t>(kMinSplitKeys, (per_cta + attn::kBlockN - 1) / attn::kBlockN * attn::kBlockN);
+  int chunk = 0;  // 0 = no split
+  if (!s.batch_invariant) {
+    attn::SplitStep step;
+    step.total_keys = total_work;
+    step.num_tiles = int64_t(tiles.size());
+    step.max_keys = max_extent;
+    step.num_kv_heads = num_kv_heads;
+    step.head_dim = head_dim;
+    step.num_sms = s.num_sms;
+    step.ctas_per_sm = main_ctas_per_sm(head_dim);
+    chunk = attn::split_chunk(step);
   }
   auto count_splits = [&](const Tile& t, int ch) {
     return ch == 0 ? 1 : std::min(attn::kMaxSplits, std::max(1, ceil_div(t.extent, ch)));
@@ -658,7 +656,7 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
     // needs more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
     if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
-    if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= kMinSplitKeys) merge_grid = 0;
+    if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= attn::kMinSplitKeys) merge_grid = 0;
     // No plan of batch-invariant mode has prefill items or splits.
     if (s.batch_invariant) prefill_grid = merge_grid = 0;
   }

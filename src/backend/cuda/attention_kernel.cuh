@@ -41,13 +41,12 @@
 
 #include <cstdint>
 
+#include "backend/cuda/attention_split.h"
 #include "backend/cuda/launch.cuh"
 
 namespace fg::cuda::attn {
 
-constexpr int kThreads = 128;    // 4 warps per CTA
-constexpr int kBlockN = 128;     // split granularity in keys; the largest per-iteration block of any tile shape
-constexpr int kMaxSplits = 128;  // splits of one tile (a multiple of 32: the merge kernel holds one lse per lane)
+constexpr int kThreads = 128;  // 4 warps per CTA
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -999,7 +998,7 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const __grid_
   pdl_enter();
   constexpr int kPerLane = D / 32;
   constexpr int kLseRegs = kMaxSplits / 32;
-  constexpr int kBatch = D <= 128 ? 16 : 8;         // 64 registers of partial rows per lane
+  constexpr int kBatch = merge_batch(D);            // 64 registers of partial rows per lane
   __shared__ float w_s[kThreads / 32][kMaxSplits];  // each warp's row: the splits' weights
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
