@@ -13,9 +13,9 @@
 //   --no-wgmma: prefill tiles on the mma.sync prefill kernel even on sm_90 (the Hopper wgmma
 //   kernel is the default there).
 //   --engine-graphs: record each batch row's graph as the engine's decode graphs are recorded
-//   (AttentionKernel::begin_capture with the row's bounds: launch widths of the widest plan such
-//   a batch can get), then plan the row's batch and replay; without it the graph holds the row's
-//   own plan's launches.
+//   (AttentionKernel::begin_capture with the row's bounds: launch widths that run any plan of a
+//   batch within them in one round), then plan the row's batch and replay; without it the graph
+//   holds the row's own plan's launches (the two differ by the CTAs past the plan's units).
 // Rows of groups ending in "-fp8" read an fp8 KV cache (e4m3 codes, scales 1): half the KV bytes
 // of the bf16 rows beside them, which is what decode time should follow at large batch.
 // Timing: a CUDA graph of n back-to-back calls, median of 11 replays divided by n; when one KV

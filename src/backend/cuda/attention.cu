@@ -149,7 +149,8 @@ struct AttentionPlanState {
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
   int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
   int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
-  int graph_main_units = 0;  // (tile, kv head) units of the bounds' largest unsplit batch (begin_capture)
+  int graph_main_units = 0;      // (tile, kv head) units of the bounds' largest unsplit batch (begin_capture)
+  attn::SplitGrids graph_split;  // the grids that run any split plan within the bounds (begin_capture)
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -214,13 +215,13 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
                                     cudaStream_t stream) {
   auto& s = *state_;
   FG_CHECK(bounds.num_seqs > 0 && num_kv_heads > 0, "attention begin_capture: empty bounds");
-  // The widest partition a batch within the bounds can get: as many full-length sequences as
-  // still get split-KV (plan() splits only while tiles x kv heads stay under 8/9 of the resident
-  // CTA slots), so the main grid covers about one wave of CTAs and the merge grid one CTA per
-  // split tile. run() also gives the main grid a CTA for every (tile, kv head) of the bounds'
-  // unsplit batches (graph_main_units): a batch of more sequences than the split limit has more
-  // units than the widest split plan, and on fewer CTAs the grid stride would run some of them
-  // after the others (32 sequences x 8 kv heads were 256 units on 232 CTAs: two rounds).
+  // A graph's grids must run every plan within its bounds in one round (every kernel loops over
+  // its units with a grid stride, so a narrower grid is correct but runs the units past it after
+  // the others). run() gives the main grid a CTA for every (tile, kv head) of the bounds'
+  // largest unsplit batch (graph_main_units: 32 sequences x 8 kv heads were 256 units on a
+  // 232-CTA grid, two rounds) and, where a plan can split, graph_split_grids' main and merge
+  // grids (attention_split.h). The recording itself runs the widest split partition: as many
+  // full-length sequences as can still split (tiles x kv heads under 8/9 of the resident slots).
   const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
   // A sequence's tiles at most: 64-row tiles where plan() could also use wider ones.
   const int rows = max_q * (num_q_heads / num_kv_heads);
@@ -229,6 +230,7 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
   FG_CHECK(units < (int64_t(1) << 31), "attention begin_capture: bounds too large for one grid");
   s.graph_main_units = int(units);
   const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(head_dim);
+  s.graph_split = s.batch_invariant ? attn::SplitGrids{} : attn::graph_split_grids(units, max_kv, resident);
   const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
   const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(bounds.num_seqs, split_limit)));
   std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), max_kv);
@@ -250,6 +252,7 @@ void AttentionKernel::end_capture() {
   state_->graph_max_q_len = 0;
   state_->graph_max_kv_len = 0;
   state_->graph_main_units = 0;
+  state_->graph_split = {};
 }
 
 bool AttentionKernel::plan_within(const GraphAttentionShape& b) const {
@@ -315,7 +318,6 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   const bool use_wide =
       (attn::has_wide_tiles(head_dim) || wgmma) && 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
   std::vector<Tile> tiles;
-  int64_t total_work = 0;
   int max_q_len = 0, max_kv_len = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
     const int q_start = batch.host_cu_seqlens_q[q];
@@ -333,28 +335,23 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
       const int t_last = std::min(q_len - 1, (m0 + tr - 1) / group);
       const int extent = kv_len - q_len + t_last + 1;
       tiles.push_back({q, q_start, q_len, kv_len, m0, kind, extent});
-      total_work += int64_t(extent);
     }
   }
 
   // ---- splits (attention_split.h): only when the tiles x kv heads leave the SMs under-filled.
-  int max_extent = 0;
-  for (const Tile& t : tiles) max_extent = std::max(max_extent, t.extent);
   int chunk = 0;  // 0 = no split
   if (!s.batch_invariant) {
+    std::vector<int> extents(tiles.size());
+    for (size_t i = 0; i < tiles.size(); ++i) extents[i] = tiles[i].extent;
     attn::SplitStep step;
-    step.total_keys = total_work;
-    step.num_tiles = int64_t(tiles.size());
-    step.max_keys = max_extent;
+    step.extents = extents;
     step.num_kv_heads = num_kv_heads;
     step.head_dim = head_dim;
     step.num_sms = s.num_sms;
     step.ctas_per_sm = main_ctas_per_sm(head_dim);
     chunk = attn::split_chunk(step);
   }
-  auto count_splits = [&](const Tile& t, int ch) {
-    return ch == 0 ? 1 : std::min(attn::kMaxSplits, std::max(1, ceil_div(t.extent, ch)));
-  };
+  auto count_splits = [&](const Tile& t, int ch) { return attn::splits_of(t.extent, ch); };
   if (chunk > 0) {
     // Grow the chunk until the partial outputs fit the buffer allocated once.
     for (;;) {
@@ -651,8 +648,8 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
                    : s.num_prefill == 0    ? 1
                    : wgmma                 ? s.num_sms
                                            : std::max(prefill_grid, 2 * s.num_sms);
-    main_grid = std::max({main_grid, s.graph_main_units, 1});
-    merge_grid = std::max(merge_grid, 1);
+    main_grid = std::max({main_grid, s.graph_main_units, int(s.graph_split.main), 1});
+    merge_grid = std::max({merge_grid, int(s.graph_split.merge), 1});
     // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
     // needs more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
     if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
