@@ -151,6 +151,7 @@ struct AttentionPlanState {
   int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
   int graph_main_units = 0;      // (tile, kv head) units of the bounds' largest unsplit batch (begin_capture)
   attn::SplitGrids graph_split;  // the grids that run any split plan within the bounds (begin_capture)
+  bool graph_wide = false;       // a plan within the bounds can give the prefill kernel tiles (begin_capture)
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -220,7 +221,7 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
   // the others). run() gives the main grid a CTA for every (tile, kv head) of the bounds'
   // largest unsplit batch (graph_main_units: 32 sequences x 8 kv heads were 256 units on a
   // 232-CTA grid, two rounds) and, where a plan can split, graph_split_grids' main and merge
-  // grids (attention_split.h). The recording itself runs the widest split partition: as many
+  // grids (attention_plan.h). The recording itself runs the widest split partition: as many
   // full-length sequences as can still split (tiles x kv heads under 8/9 of the resident slots).
   const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
   // A sequence's tiles at most: 64-row tiles where plan() could also use wider ones.
@@ -231,6 +232,12 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
   s.graph_main_units = int(units);
   const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(head_dim);
   s.graph_split = s.batch_invariant ? attn::SplitGrids{} : attn::graph_split_grids(units, max_kv, resident);
+  // Whether a plan within the bounds can give the prefill kernel 128-row tiles: rows past 64 in
+  // as many sequences as make them pay (the captured batch, one token a sequence, never does: a
+  // verification graph of 17 tokens at GQA 4 and 64 sequences would otherwise record a one-CTA
+  // prefill launch for 512 tiles).
+  s.graph_wide = !s.batch_invariant && s.prefill_kernel && rows > 64 && (attn::has_wide_tiles(head_dim) || s.wgmma) &&
+                 attn::wide_tiles_pay(int64_t(bounds.num_seqs) * ceil_div(rows, 128), num_kv_heads, resident);
   const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
   const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(bounds.num_seqs, split_limit)));
   std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), max_kv);
@@ -253,6 +260,7 @@ void AttentionKernel::end_capture() {
   state_->graph_max_kv_len = 0;
   state_->graph_main_units = 0;
   state_->graph_split = {};
+  state_->graph_wide = false;
 }
 
 bool AttentionKernel::plan_within(const GraphAttentionShape& b) const {
@@ -299,11 +307,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   struct Tile {
     int seq, q_start, q_len, kv_len, m0, kind, extent;
   };
-  // 128-row tiles do the most math per shared-memory read, but a short prefill cut into them
-  // leaves too few CTAs to balance its causal triangle: use them only when they make at least
-  // 1.5 waves of the general kernel's CTAs, else 64-row tiles (e.g. 1 x 1k at GQA 4: 32 x 8 = 256
-  // CTAs on 264 slots). The same bound holds for the wgmma prefill kernel (one tile per SM): on
-  // the H200 its 1 x 1k took 105 us against 67 us on 64-row general tiles.
+  // 128-row tiles where they pay (attn::wide_tiles_pay), else 64-row ones.
   // Where it exists the wgmma kernel takes every batch of wide tiles: measured on an H100 against
   // the mma.sync prefill kernel down to 16 x 512 (mean causal extent 256 keys), it ties or wins.
   const int resident = s.num_sms * main_ctas_per_sm(head_dim);
@@ -316,7 +320,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   // At head_dim 256 only the wgmma kernel has 128-row tiles (attn::has_wide_tiles). Wide tiles
   // make at least 1.5 waves of CTAs, so the split below never cuts them (it needs less than one).
   const bool use_wide =
-      (attn::has_wide_tiles(head_dim) || wgmma) && 2 * wide_tiles * num_kv_heads >= 3 * int64_t(resident);
+      (attn::has_wide_tiles(head_dim) || wgmma) && attn::wide_tiles_pay(wide_tiles, num_kv_heads, resident);
   std::vector<Tile> tiles;
   int max_q_len = 0, max_kv_len = 0;
   for (int q = 0; q < batch.num_seqs; ++q) {
@@ -338,7 +342,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     }
   }
 
-  // ---- splits (attention_split.h): only when the tiles x kv heads leave the SMs under-filled.
+  // ---- splits (attention_plan.h): only when the tiles x kv heads leave the SMs under-filled.
   int chunk = 0;  // 0 = no split
   if (!s.batch_invariant) {
     std::vector<int> extents(tiles.size());
@@ -644,15 +648,15 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     prefill_grid = 0;
   }
   if (capturing) {
-    prefill_grid = kp.general_runs_prefill ? 0
-                   : s.num_prefill == 0    ? 1
-                   : wgmma                 ? s.num_sms
-                                           : std::max(prefill_grid, 2 * s.num_sms);
+    prefill_grid = kp.general_runs_prefill               ? 0
+                   : s.num_prefill == 0 && !s.graph_wide ? 1
+                   : wgmma                               ? s.num_sms
+                                                         : std::max(prefill_grid, 2 * s.num_sms);
     main_grid = std::max({main_grid, s.graph_main_units, int(s.graph_split.main), 1});
     merge_grid = std::max({merge_grid, int(s.graph_split.merge), 1});
-    // Launches no batch within the graph's bounds can need (see set_graph_bounds): a 128-row tile
-    // needs more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
-    if (s.graph_max_q_len > 0 && s.graph_max_q_len * (hq / hkv) <= 64) prefill_grid = 0;
+    // Launches no batch within the graph's bounds (begin_capture) can need: 128-row tiles need
+    // enough sequences of more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
+    if (s.graph_max_q_len > 0 && !s.graph_wide) prefill_grid = 0;
     if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= attn::kMinSplitKeys) merge_grid = 0;
     // No plan of batch-invariant mode has prefill items or splits.
     if (s.batch_invariant) prefill_grid = merge_grid = 0;

@@ -41,7 +41,7 @@
 
 #include <cstdint>
 
-#include "backend/cuda/attention_split.h"
+#include "backend/cuda/attention_plan.h"
 #include "backend/cuda/launch.cuh"
 
 namespace fg::cuda::attn {

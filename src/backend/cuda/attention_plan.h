@@ -1,7 +1,8 @@
-// Split-KV sizing of the attention plan (attention.cu's plan()): how many keys a split of a tile
-// reads, from the step's row tiles (their key extents) and the device's resident CTA slots. Plain
-// host C++ (no CUDA header), so that CPU tests pin the plans it gives for the shapes docs/perf.md
-// measures.
+// Rules of the attention plan (attention.cu's plan() and begin_capture()) that decide launch
+// widths: when a step's 128-row tiles pay, how many keys a split of a tile reads (from the step's
+// row tiles and the device's resident CTA slots), and which grids a CUDA graph records so that
+// any plan within its bounds runs in one round. Plain host C++ (no CUDA header), so that CPU
+// tests pin the plans they give for the shapes docs/perf.md measures.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +19,16 @@ constexpr int kMinSplitKeys = 256;  // a split reads at least this many keys
 // a tile of more splits waits for one more memory latency per further batch.
 constexpr int merge_batch(int head_dim) {
   return head_dim <= 128 ? 16 : 8;
+}
+
+// Whether a step's 128-row tiles (`wide_tiles` of them, before the kv heads multiply them) pay:
+// they do the most math per shared-memory read, but a short prefill cut into them leaves too few
+// CTAs to balance its causal triangle, so only when they make at least 1.5 waves of the general
+// kernel's CTAs (1 x 1k at GQA 4: 32 x 8 = 256 CTAs on 264 slots takes 64-row tiles). The same
+// bound holds for the wgmma prefill kernel (one tile per SM): on the H200 its 1 x 1k took 105 us
+// against 67 us on 64-row general tiles.
+constexpr bool wide_tiles_pay(int64_t wide_tiles, int num_kv_heads, int64_t resident) {
+  return 2 * wide_tiles * num_kv_heads >= 3 * resident;
 }
 
 struct SplitStep {

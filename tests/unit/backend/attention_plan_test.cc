@@ -1,10 +1,10 @@
-// The CUDA attention plan's split-KV sizing (backend/cuda/attention_split.h), plain host code, on
-// the shapes docs/perf.md measures: Llama-3-8B's 8 kv heads of 128 on 132 SMs (H100 / H200), one
+// The CUDA attention plan's launch-width rules (backend/cuda/attention_plan.h), plain host code:
+// the split-KV sizing on the shapes docs/perf.md measures: Llama-3-8B's 8 kv heads of 128 on 132 SMs (H100 / H200), one
 // decode token per sequence (one 16-row tile each, extent = its KV length). The chunks pinned
 // here are the plans those figures were taken with; a change to the rule shows up here first.
-// Then the property CUDA graphs rely on: every plan of a batch within a graph's bounds fits the
-// grids graph_split_grids gives it.
-#include "backend/cuda/attention_split.h"
+// Then when 128-row tiles pay, and the property CUDA graphs rely on: every plan of a batch within
+// a graph's bounds fits the grids graph_split_grids gives it.
+#include "backend/cuda/attention_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -49,7 +49,7 @@ Units units_for(const std::vector<int>& extents, int chunk) {
   return u;
 }
 
-TEST(AttentionSplit, BatchOneLongContextAimsAtOneCtaPerSmToKeepOneMergeBatch) {
+TEST(AttentionPlan, BatchOneLongContextAimsAtOneCtaPerSmToKeepOneMergeBatch) {
   // Two CTAs per SM would be 32 splits of 256 keys (two merge batches of 16).
   EXPECT_EQ(decode_chunk(1, 8192), 512);
   EXPECT_EQ(splits_of(8192, 512), 16);
@@ -57,19 +57,19 @@ TEST(AttentionSplit, BatchOneLongContextAimsAtOneCtaPerSmToKeepOneMergeBatch) {
   EXPECT_EQ(decode_chunk(1, 6144), 384);  // 16 splits, not 24 of 256
 }
 
-TEST(AttentionSplit, FewSplitsKeepTwoCtasPerSm) {
+TEST(AttentionPlan, FewSplitsKeepTwoCtasPerSm) {
   EXPECT_EQ(decode_chunk(8, 1024), 256);  // 4 splits a sequence, 256 CTAs
   EXPECT_EQ(decode_chunk(1, 1024), 256);
   EXPECT_EQ(decode_chunk(1, 4096), 256);  // 16 splits: one merge batch already
   EXPECT_EQ(decode_chunk(16, 512), 256);
 }
 
-TEST(AttentionSplit, LargeSharesAimAtEveryResidentSlot) {
+TEST(AttentionPlan, LargeSharesAimAtEveryResidentSlot) {
   EXPECT_EQ(decode_chunk(1, 32768), 1024);  // 993 keys a CTA: 32 splits
   EXPECT_EQ(decode_chunk(8, 8192), 2048);   // 4 splits
 }
 
-TEST(AttentionSplit, SplitsFitOneWaveOfResidentCtas) {
+TEST(AttentionPlan, SplitsFitOneWaveOfResidentCtas) {
   // 6 x 2,048 keys: the share (373 keys) rounds to 384, 6 splits a sequence (five of 384 and one
   // of 128) = 288 CTAs on 264 slots; 512 makes 4 splits, 192 CTAs.
   EXPECT_EQ(decode_chunk(6, 2048), 512);
@@ -83,20 +83,30 @@ TEST(AttentionSplit, SplitsFitOneWaveOfResidentCtas) {
     }
 }
 
-TEST(AttentionSplit, NoSplitWhenTilesFillTheSmsOrTheShareIsNearTheLongestTile) {
+TEST(AttentionPlan, NoSplitWhenTilesFillTheSmsOrTheShareIsNearTheLongestTile) {
   EXPECT_EQ(decode_chunk(64, 8192), 0);                // 512 tiles x kv heads >= 264 slots
   EXPECT_EQ(decode_chunk(32, 4096), 0);                // 256 units: 4032 + 64 would be all it gains
   EXPECT_EQ(splits_of(200, decode_chunk(1, 200)), 1);  // the engine's batch-1 decode
 }
 
-TEST(AttentionSplit, HeadDim256UsesItsSmallerMergeBatchAndOneCtaPerSm) {
+TEST(AttentionPlan, HeadDim256UsesItsSmallerMergeBatchAndOneCtaPerSm) {
   // One CTA per SM resident: the aim is one per SM whatever the share.
   EXPECT_EQ(decode_chunk(1, 8192, 256, 1), 512);
   EXPECT_EQ(merge_batch(256), 8);
   EXPECT_EQ(merge_batch(128), 16);
 }
 
-TEST(AttentionSplit, EmptyStepHasNoSplit) {
+TEST(AttentionPlan, WideTilesNeedOneAndAHalfWaves) {
+  EXPECT_FALSE(wide_tiles_pay(32, kKvHeads, kResident));  // 1 x 1k at GQA 4: 256 CTAs on 264 slots
+  EXPECT_TRUE(wide_tiles_pay(50, kKvHeads, kResident));   // 400 CTAs
+  EXPECT_FALSE(wide_tiles_pay(49, kKvHeads, kResident));
+  // A verification graph of 64 sequences x 17 tokens at GQA 4 (68 rows: one wide tile each) can
+  // make them, one of 32 sequences cannot.
+  EXPECT_TRUE(wide_tiles_pay(64, kKvHeads, kResident));
+  EXPECT_FALSE(wide_tiles_pay(32, kKvHeads, kResident));
+}
+
+TEST(AttentionPlan, EmptyStepHasNoSplit) {
   EXPECT_EQ(chunk_for({}), 0);
 }
 
@@ -105,7 +115,7 @@ TEST(AttentionSplit, EmptyStepHasNoSplit) {
 // and merge units of every plan fit the grids recorded for those bounds. Before the grids had
 // these bounds, 28 sequences of 1,000 keys in a 32-sequence bucket of 1,024 keys split into 224
 // merge units against a merge grid of one CTA (recorded from a widest batch that did not split).
-TEST(AttentionSplit, EveryPlanWithinAGraphsBoundsFitsItsGrids) {
+TEST(AttentionPlan, EveryPlanWithinAGraphsBoundsFitsItsGrids) {
   std::mt19937 rng(7);
   for (int bucket : {1, 2, 4, 8, 16, 24, 32, 48}) {
     for (int max_kv : {256, 512, 1024, 2048, 4096, 8192, 32768}) {
@@ -129,7 +139,7 @@ TEST(AttentionSplit, EveryPlanWithinAGraphsBoundsFitsItsGrids) {
   }
 }
 
-TEST(AttentionSplit, GraphGridsStayNarrowWhereNoPlanCanSplitMuch) {
+TEST(AttentionPlan, GraphGridsStayNarrowWhereNoPlanCanSplitMuch) {
   // Batch 1 at up to 512 keys: at most 2 splits a kv head, so 16 CTAs, not a CTA per slot.
   EXPECT_EQ(graph_split_grids(kKvHeads, 512, kResident).main, 16);
   EXPECT_EQ(graph_split_grids(kKvHeads, 256, kResident).main, 0);  // no split below 257 keys
