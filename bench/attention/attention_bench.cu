@@ -329,6 +329,7 @@ Row bench_batch(const std::string& group, const std::string& name, std::vector<i
   if (g_engine_graphs) {
     GraphAttentionShape bounds;
     bounds.num_seqs = int(q_lens.size());
+    bounds.min_num_seqs = bounds.num_seqs;  // as the engine pads its buckets
     bounds.max_q_len = *std::max_element(q_lens.begin(), q_lens.end());
     bounds.max_kv_len = *std::max_element(kv_lens.begin(), kv_lens.end());
     bounds.page_size = page_size;

@@ -159,9 +159,10 @@ class Graph {
 // The largest attention batches a recorded graph will be replayed for. Backends whose attention
 // launch widths are fixed at record time ask the graph's plan for the widths such batches need.
 struct GraphAttentionShape {
-  int num_seqs = 0;    // sequences per replay, at most
-  int max_q_len = 1;   // new tokens of any of them, at most
-  int max_kv_len = 0;  // kv length of any of them, at most
+  int num_seqs = 0;      // sequences per replay, at most
+  int min_num_seqs = 0;  // ... and at least (a decode graph's batches are padded to num_seqs)
+  int max_q_len = 1;     // new tokens of any of them, at most
+  int max_kv_len = 0;    // kv length of any of them, at most
   int page_size = 0;
 };
 

@@ -149,6 +149,7 @@ Result<Tensor> Model::forward_graph(const StepMetadata& step, KvCache& cache) {
       run_layers(t, cache);
       GraphAttentionShape bounds;
       bounds.num_seqs = b;
+      bounds.min_num_seqs = b;  // pad_decode_rows fills the bucket
       bounds.max_q_len = width;
       bounds.max_kv_len = int(std::min<int64_t>(int64_t(pages) * page_size, INT32_MAX));
       bounds.page_size = page_size;

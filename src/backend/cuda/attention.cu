@@ -120,6 +120,18 @@ int current_device_sms() {
 
 }  // namespace
 
+// What a graph recorded for some bounds launches beyond its recording's own plan, so that every
+// plan within the bounds runs in one round (every kernel loops over its units with a grid stride:
+// a narrower grid is correct but runs the units past it after the others) and none lacks a launch
+// it needs (graph_launches).
+struct GraphLaunches {
+  int64_t main_units = 0;  // (tile, kv head) units of the bounds' largest batch: 32 sequences x 8 kv
+                           // heads were 256 units on a 232-CTA grid before, two rounds
+  attn::SplitGrids split;  // main and merge grids of any split plan within the bounds; zeros where
+                           // none can split (no merge launch)
+  bool wide = false;       // a plan within the bounds can give the prefill kernel 128-row tiles
+};
+
 struct AttentionPlanState {
   int num_sms = 0;
   int smem_optin = 0;  // shared memory bytes a block may opt into on this device
@@ -149,12 +161,37 @@ struct AttentionPlanState {
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
   int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
   int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
-  int graph_main_units = 0;      // (tile, kv head) units of the bounds' largest unsplit batch (begin_capture)
-  attn::SplitGrids graph_split;  // the grids that run any split plan within the bounds (begin_capture)
-  bool graph_wide = false;       // a plan within the bounds can give the prefill kernel tiles (begin_capture)
+  GraphLaunches graph;                                             // begin_capture's launches
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
+
+namespace {
+
+// The launches a graph recorded for bounds `b` makes (GraphLaunches), at hq q heads, hkv kv heads
+// and head_dim d.
+GraphLaunches graph_launches(const AttentionPlanState& s, const GraphAttentionShape& b, int hq, int hkv, int d) {
+  GraphLaunches g;
+  const int max_q = std::max(1, b.max_q_len), max_kv = std::max(max_q, b.max_kv_len);
+  // A sequence's tiles at most: 64-row tiles where plan() could also use wider ones.
+  const int rows = max_q * (hq / hkv);
+  const int64_t tiles_per_seq = ceil_div(rows, attn::tile_rows(tile_kind_for(rows, s.batch_invariant, false)));
+  g.main_units = int64_t(b.num_seqs) * tiles_per_seq * hkv;
+  FG_CHECK(g.main_units < (int64_t(1) << 31), "attention graph bounds: too many units for one grid");
+  const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(d);
+  // Every sequence of a replayed batch makes at least one tile (the engine pads its buckets to
+  // num_seqs sequences).
+  if (!s.batch_invariant)
+    g.split = attn::graph_split_grids(g.main_units, int64_t(b.min_num_seqs) * hkv, max_kv, resident);
+  // 128-row tiles for the prefill kernel: rows past 64 in as many sequences as make them pay (the
+  // recorded batch, one token a sequence, never makes them: a verification graph of 17 tokens at
+  // GQA 4 and 64 sequences recorded a one-CTA prefill launch for its 512 tiles before).
+  g.wide = !s.batch_invariant && s.prefill_kernel && rows > 64 && (attn::has_wide_tiles(d) || s.wgmma) &&
+           attn::wide_tiles_pay(int64_t(b.num_seqs) * ceil_div(rows, 128), hkv, resident);
+  return g;
+}
+
+}  // namespace
 
 size_t AttentionKernel::workspace_bytes(int max_total_q, int max_num_seqs) {
   return WorkspaceLayout(max_total_q, max_num_seqs, current_device_sms()).bytes;
@@ -216,28 +253,11 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
                                     cudaStream_t stream) {
   auto& s = *state_;
   FG_CHECK(bounds.num_seqs > 0 && num_kv_heads > 0, "attention begin_capture: empty bounds");
-  // A graph's grids must run every plan within its bounds in one round (every kernel loops over
-  // its units with a grid stride, so a narrower grid is correct but runs the units past it after
-  // the others). run() gives the main grid a CTA for every (tile, kv head) of the bounds'
-  // largest unsplit batch (graph_main_units: 32 sequences x 8 kv heads were 256 units on a
-  // 232-CTA grid, two rounds) and, where a plan can split, graph_split_grids' main and merge
-  // grids (attention_plan.h). The recording itself runs the widest split partition: as many
-  // full-length sequences as can still split (tiles x kv heads under 8/9 of the resident slots).
   const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
-  // A sequence's tiles at most: 64-row tiles where plan() could also use wider ones.
-  const int rows = max_q * (num_q_heads / num_kv_heads);
-  const int64_t tiles_per_seq = ceil_div(rows, attn::tile_rows(tile_kind_for(rows, s.batch_invariant, false)));
-  const int64_t units = int64_t(bounds.num_seqs) * tiles_per_seq * num_kv_heads;
-  FG_CHECK(units < (int64_t(1) << 31), "attention begin_capture: bounds too large for one grid");
-  s.graph_main_units = int(units);
+  s.graph = graph_launches(s, bounds, num_q_heads, num_kv_heads, head_dim);
+  // The recording itself runs the widest split partition: as many full-length sequences as can
+  // still split (tiles x kv heads under 8/9 of the resident slots).
   const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(head_dim);
-  s.graph_split = s.batch_invariant ? attn::SplitGrids{} : attn::graph_split_grids(units, max_kv, resident);
-  // Whether a plan within the bounds can give the prefill kernel 128-row tiles: rows past 64 in
-  // as many sequences as make them pay (the captured batch, one token a sequence, never does: a
-  // verification graph of 17 tokens at GQA 4 and 64 sequences would otherwise record a one-CTA
-  // prefill launch for 512 tiles).
-  s.graph_wide = !s.batch_invariant && s.prefill_kernel && rows > 64 && (attn::has_wide_tiles(head_dim) || s.wgmma) &&
-                 attn::wide_tiles_pay(int64_t(bounds.num_seqs) * ceil_div(rows, 128), num_kv_heads, resident);
   const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
   const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(bounds.num_seqs, split_limit)));
   std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), max_kv);
@@ -258,15 +278,18 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
 void AttentionKernel::end_capture() {
   state_->graph_max_q_len = 0;
   state_->graph_max_kv_len = 0;
-  state_->graph_main_units = 0;
-  state_->graph_split = {};
-  state_->graph_wide = false;
+  state_->graph = {};
 }
 
 bool AttentionKernel::plan_within(const GraphAttentionShape& b) const {
   const auto& s = *state_;
-  return s.planned && s.plan_num_seqs <= b.num_seqs && s.plan_max_q_len <= std::max(1, b.max_q_len) &&
-         s.plan_max_kv_len <= std::max(1, b.max_kv_len) && s.page_size == b.page_size;
+  if (!s.planned || s.plan_num_seqs > b.num_seqs || s.plan_num_seqs < b.min_num_seqs ||
+      s.plan_max_q_len > std::max(1, b.max_q_len) || s.plan_max_kv_len > std::max(1, b.max_kv_len) ||
+      s.page_size != b.page_size)
+    return false;
+  // The launches the graph left out because no batch within its bounds needs them.
+  const GraphLaunches g = graph_launches(s, b, s.num_q_heads, s.num_kv_heads, s.head_dim);
+  return (s.num_merges == 0 || g.split.merge > 0) && (s.num_prefill == 0 || g.wide);
 }
 
 void AttentionKernel::use_wgmma(bool on) {
@@ -649,15 +672,15 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
   }
   if (capturing) {
     prefill_grid = kp.general_runs_prefill               ? 0
-                   : s.num_prefill == 0 && !s.graph_wide ? 1
+                   : s.num_prefill == 0 && !s.graph.wide ? 1
                    : wgmma                               ? s.num_sms
                                                          : std::max(prefill_grid, 2 * s.num_sms);
-    main_grid = std::max({main_grid, s.graph_main_units, int(s.graph_split.main), 1});
-    merge_grid = std::max({merge_grid, int(s.graph_split.merge), 1});
-    // Launches no batch within the graph's bounds (begin_capture) can need: 128-row tiles need
-    // enough sequences of more than 64 packed rows; a split needs a tile longer than kMinSplitKeys.
-    if (s.graph_max_q_len > 0 && !s.graph_wide) prefill_grid = 0;
-    if (s.graph_max_q_len > 0 && s.graph_max_kv_len <= attn::kMinSplitKeys) merge_grid = 0;
+    main_grid = std::max({main_grid, int(s.graph.main_units), int(s.graph.split.main), 1});
+    merge_grid = std::max({merge_grid, int(s.graph.split.merge), 1});
+    // Launches no batch within the graph's bounds (begin_capture) can need (plan_within checks
+    // each replayed plan against them).
+    if (s.graph_max_q_len > 0 && !s.graph.wide) prefill_grid = 0;
+    if (s.graph_max_q_len > 0 && s.graph.split.merge == 0) merge_grid = 0;
     // No plan of batch-invariant mode has prefill items or splits.
     if (s.batch_invariant) prefill_grid = merge_grid = 0;
   }

@@ -61,16 +61,18 @@ class AttentionKernel {
   // default; takes effect at the next plan().
   void use_batch_invariant(bool on);
 
-  // Before a graph is recorded for batches within `bounds`: plans the widest partition such a
-  // batch can get (launch widths are fixed at record time and taken from the current plan: about
-  // one wave of CTAs, one merge CTA per split tile) and makes run() record only the launches such
-  // batches can need: no prefill kernel when max_q_len x group packs at most 64 rows (no 128-row
-  // tile can occur), no merge when max_kv_len is too short to be split. end_capture() lifts the
-  // bounds. Only launch widths depend on this, never results.
+  // Before a graph is recorded for batches within `bounds`: makes run() record launch widths that
+  // run any plan of such a batch in one round (a CTA per (tile, kv head) of the largest one; where
+  // a plan can split, a CTA per resident slot and the merge CTAs its splits can need:
+  // attention_plan.h) and only the launches such batches can need (no prefill kernel unless
+  // enough of them can make 128-row tiles, no merge unless one can split: too short a max_kv_len,
+  // or min_num_seqs filling the resident slots), and plans the widest split partition for the
+  // recording. end_capture() lifts the bounds. Only launch widths depend on this, never results.
   void begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
                      cudaStream_t stream);
   void end_capture();
-  // Whether the current plan's batch is within `bounds` (checked before a graph replays).
+  // Whether the current plan's batch is within `bounds` and needs no launch a graph recorded for
+  // them leaves out (checked before a graph replays).
   bool plan_within(const GraphAttentionShape& bounds) const;
 
   // Once per layer. Shapes as Backend::attention. act dtype bf16 or f16. Launches the prefill

@@ -100,16 +100,18 @@ inline int split_chunk(const SplitStep& s) {
 // its bounds runs in one round (the kernels loop over their units with a grid stride, so a
 // narrower grid is correct but runs the units past it after the others: a merge grid of one CTA,
 // recorded from a widest batch that did not split, would run a later plan's 224 merge units one
-// after another). `units`: (row tile, kv head) units of the bounds' largest batch; `max_kv`: the bounds'
-// longest KV. A split plan fits one wave (split_chunk), cuts no tile into more than
-// ceil(max_kv / kMinSplitKeys) splits, and each split tile has at least two: so at most
-// min(resident, units x that) main units and resident / 2 merge units. 0: no plan can split.
+// after another). `units` / `min_units`: (row tile, kv head) units of the bounds' largest batch /
+// of its smallest (every sequence makes a tile); `max_kv`: the bounds' longest KV. A split plan
+// fits one wave (split_chunk), cuts no tile into more than ceil(max_kv / kMinSplitKeys) splits,
+// and each split tile has at least two: so at most min(resident, units x that) main units and
+// resident / 2 merge units. Zeros where no plan can split (a batch whose tiles fill the resident
+// slots never splits: the engine's decode buckets of 33 sequences and more at 8 kv heads).
 struct SplitGrids {
   int64_t main = 0;
   int64_t merge = 0;
 };
-inline SplitGrids graph_split_grids(int64_t units, int max_kv, int64_t resident) {
-  if (max_kv <= kMinSplitKeys || units <= 0) return {};
+inline SplitGrids graph_split_grids(int64_t units, int64_t min_units, int max_kv, int64_t resident) {
+  if (max_kv <= kMinSplitKeys || units <= 0 || min_units >= resident) return {};
   const int64_t per_tile = std::min<int64_t>(kMaxSplits, (int64_t(max_kv) + kMinSplitKeys - 1) / kMinSplitKeys);
   return {std::min(resident, units * per_tile), std::min(units, resident / 2)};
 }

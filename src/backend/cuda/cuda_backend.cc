@@ -1004,7 +1004,7 @@ class CudaGraph final : public Graph {
 std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& record, AttentionPlan& plan,
                                                   const GraphAttentionShape& bounds) {
   // The attention kernels loop over the plan's work items (counts read from device memory), but
-  // their grid sizes are fixed when recorded: the plan sizes them for the widest batch within the
+  // their grid sizes are fixed when recorded: the plan sizes them for every batch within the
   // bounds and records only the launches such batches need.
   CudaAttentionPlan& p = cuda_plan(plan);
   const AttentionPlanShape& sh = plan.shape();

@@ -117,9 +117,10 @@ TEST(AttentionPlan, EmptyStepHasNoSplit) {
 // merge units against a merge grid of one CTA (recorded from a widest batch that did not split).
 TEST(AttentionPlan, EveryPlanWithinAGraphsBoundsFitsItsGrids) {
   std::mt19937 rng(7);
-  for (int bucket : {1, 2, 4, 8, 16, 24, 32, 48}) {
+  for (int bucket : {1, 2, 4, 8, 16, 24, 32, 33, 48, 64}) {
     for (int max_kv : {256, 512, 1024, 2048, 4096, 8192, 32768}) {
-      const SplitGrids grids = graph_split_grids(int64_t(bucket) * kKvHeads, max_kv, kResident);
+      const int64_t units = int64_t(bucket) * kKvHeads;
+      const SplitGrids grids = graph_split_grids(units, units, max_kv, kResident);
       const int64_t main_grid = std::max<int64_t>(grids.main, int64_t(bucket) * kKvHeads);
       for (int trial = 0; trial < 300; ++trial) {
         const int real = 1 + int(rng() % uint32_t(bucket));
@@ -140,12 +141,18 @@ TEST(AttentionPlan, EveryPlanWithinAGraphsBoundsFitsItsGrids) {
 }
 
 TEST(AttentionPlan, GraphGridsStayNarrowWhereNoPlanCanSplitMuch) {
+  constexpr int64_t kOne = kKvHeads;  // one sequence's units
   // Batch 1 at up to 512 keys: at most 2 splits a kv head, so 16 CTAs, not a CTA per slot.
-  EXPECT_EQ(graph_split_grids(kKvHeads, 512, kResident).main, 16);
-  EXPECT_EQ(graph_split_grids(kKvHeads, 256, kResident).main, 0);  // no split below 257 keys
-  EXPECT_EQ(graph_split_grids(kKvHeads, 8192, kResident).main, 256);
-  EXPECT_EQ(graph_split_grids(32 * kKvHeads, 1024, kResident).main, kResident);
-  EXPECT_EQ(graph_split_grids(32 * kKvHeads, 1024, kResident).merge, kResident / 2);
+  EXPECT_EQ(graph_split_grids(kOne, kOne, 512, kResident).main, 16);
+  EXPECT_EQ(graph_split_grids(kOne, kOne, 256, kResident).main, 0);  // no split below 257 keys
+  EXPECT_EQ(graph_split_grids(kOne, kOne, 8192, kResident).main, 256);
+  EXPECT_EQ(graph_split_grids(32 * kOne, 32 * kOne, 1024, kResident).main, kResident);
+  EXPECT_EQ(graph_split_grids(32 * kOne, 32 * kOne, 1024, kResident).merge, kResident / 2);
+  // 33 sequences padded fill the 264 slots: no replay splits, no merge launch. Bounds that allow
+  // fewer sequences can still split.
+  EXPECT_EQ(graph_split_grids(33 * kOne, 33 * kOne, 8192, kResident).merge, 0);
+  EXPECT_EQ(graph_split_grids(64 * kOne, 64 * kOne, 8192, kResident).main, 0);
+  EXPECT_EQ(graph_split_grids(64 * kOne, kOne, 8192, kResident).merge, kResident / 2);
 }
 
 }  // namespace
