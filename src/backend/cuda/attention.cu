@@ -184,8 +184,9 @@ GraphLaunches graph_launches(const AttentionPlanState& s, const GraphAttentionSh
   if (!s.batch_invariant)
     g.split = attn::graph_split_grids(g.main_units, int64_t(b.min_num_seqs) * hkv, max_kv, resident);
   // 128-row tiles for the prefill kernel: rows past 64 in as many sequences as make them pay (the
-  // recorded batch, one token a sequence, never makes them: a verification graph of 17 tokens at
-  // GQA 4 and 64 sequences recorded a one-CTA prefill launch for its 512 tiles before).
+  // recorded batch, one token a sequence, never makes them, so its own plan does not say: a
+  // verification graph of 17 tokens at GQA 4 and 64 sequences would get a one-CTA prefill launch
+  // for its 512 tiles).
   g.wide = !s.batch_invariant && s.prefill_kernel && rows > 64 && (attn::has_wide_tiles(d) || s.wgmma) &&
            attn::wide_tiles_pay(int64_t(b.num_seqs) * ceil_div(rows, 128), hkv, resident);
   return g;

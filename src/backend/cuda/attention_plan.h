@@ -57,9 +57,10 @@ constexpr int splits_of(int extent, int chunk) {
 //    one batch either way, the CTAs of the two-per-SM aim overlap their latencies better (B8 kv1k
 //    at page 1: 4 splits of 256 keys, 6 % faster than 2 of 512 on an H100; docs/perf.md).
 //  - The splits fit one wave: the chunk is the smallest multiple of kBlockN from there up with
-//    which every split of every tile and kv head has a resident slot (a tile's last split is partial, so the share
-//    alone can overshoot: 6 sequences of 2,048 keys at 384 a split were 288 CTAs, the last 24 waiting for a slot). So
-//    a CUDA graph whose main grid has a CTA per resident slot runs any plan in one round.
+//    which every split of every tile and kv head has a resident slot (a tile's last split is
+//    partial, so the share alone can overshoot: 6 sequences of 2,048 keys at 384 a split were
+//    288 CTAs, the last 24 waiting for a slot). So a CUDA graph whose main grid has a CTA per
+//    resident slot runs any plan in one round.
 inline int split_chunk(const SplitStep& s) {
   const int64_t resident = int64_t(s.num_sms) * s.ctas_per_sm;
   const auto tiles = int64_t(s.extents.size());
