@@ -4,6 +4,7 @@
 // run() only reads the plan, so CUDA graphs captured around run() stay valid across plans.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,8 +161,7 @@ struct AttentionPlanState {
   bool batch_invariant = false;  // 16-row tiles only, no splits, no prefill kernel (use_batch_invariant)
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
   int plan_max_q_len = 0, plan_max_kv_len = 0, plan_num_seqs = 0;  // of the current plan's batch
-  int graph_max_q_len = 0, graph_max_kv_len = 0;                   // begin_capture's bounds (0: none)
-  GraphLaunches graph;                                             // begin_capture's launches
+  std::optional<GraphLaunches> graph;  // between begin_capture and end_capture: the launches for its bounds
 
   size_t meta_bytes() const { return kHeaderInts * sizeof(int) + size_t(item_capacity) * sizeof(attn::WorkItem); }
 };
@@ -254,32 +254,24 @@ void AttentionKernel::begin_capture(const GraphAttentionShape& bounds, int num_q
                                     cudaStream_t stream) {
   auto& s = *state_;
   FG_CHECK(bounds.num_seqs > 0 && num_kv_heads > 0, "attention begin_capture: empty bounds");
-  const int max_q = std::max(1, bounds.max_q_len), max_kv = std::max(max_q, bounds.max_kv_len);
+  // The recording runs whatever plan this leaves; launch widths come from the bounds alone
+  // (run()), so it plans the smallest batch, one token against one key, for callers that record
+  // before planning any.
+  const int32_t cu[2] = {0, 1}, kv[1] = {1};
+  AttentionBatch one;
+  one.num_seqs = 1;
+  one.total_q = 1;
+  one.max_q_len = 1;
+  one.max_kv_len = 1;
+  one.page_size = bounds.page_size;
+  one.host_cu_seqlens_q = cu;
+  one.host_seqlens_kv = kv;
+  plan(one, num_q_heads, num_kv_heads, head_dim, stream);
   s.graph = graph_launches(s, bounds, num_q_heads, num_kv_heads, head_dim);
-  // The recording itself runs the widest split partition: as many full-length sequences as can
-  // still split (tiles x kv heads under 8/9 of the resident slots).
-  const int64_t resident = int64_t(s.num_sms) * main_ctas_per_sm(head_dim);
-  const int64_t split_limit = (8 * resident - 1) / (9 * int64_t(num_kv_heads));
-  const int seqs = int(std::max<int64_t>(1, std::min<int64_t>(bounds.num_seqs, split_limit)));
-  std::vector<int32_t> cu(size_t(seqs) + 1), kv(size_t(seqs), max_kv);
-  for (int i = 0; i <= seqs; ++i) cu[size_t(i)] = i;
-  AttentionBatch widest;
-  widest.num_seqs = seqs;
-  widest.total_q = seqs;
-  widest.max_q_len = 1;
-  widest.max_kv_len = max_kv;
-  widest.page_size = bounds.page_size;
-  widest.host_cu_seqlens_q = cu;
-  widest.host_seqlens_kv = kv;
-  plan(widest, num_q_heads, num_kv_heads, head_dim, stream);
-  s.graph_max_q_len = max_q;
-  s.graph_max_kv_len = max_kv;
 }
 
 void AttentionKernel::end_capture() {
-  state_->graph_max_q_len = 0;
-  state_->graph_max_kv_len = 0;
-  state_->graph = {};
+  state_->graph.reset();
 }
 
 bool AttentionKernel::plan_within(const GraphAttentionShape& b) const {
@@ -379,14 +371,13 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
     step.ctas_per_sm = main_ctas_per_sm(head_dim);
     chunk = attn::split_chunk(step);
   }
-  auto count_splits = [&](const Tile& t, int ch) { return attn::splits_of(t.extent, ch); };
   if (chunk > 0) {
     // Grow the chunk until the partial outputs fit the buffer allocated once.
     for (;;) {
       size_t floats = 0;
       int merges = 0;
       for (const Tile& t : tiles) {
-        const int n = count_splits(t, chunk);
+        const int n = attn::splits_of(t.extent, chunk);
         if (n > 1) {
           floats += size_t(n) * num_kv_heads * attn::tile_rows(t.kind) * head_dim;
           ++merges;
@@ -416,7 +407,7 @@ void AttentionKernel::plan(const AttentionBatch& batch, int num_q_heads, int num
   const bool prefill_pages =
       wgmma || (!s.batch_invariant && s.prefill_kernel && attn::prefill_page_size_ok(batch.page_size));
   for (const Tile& t : tiles) {
-    const int n = count_splits(t, chunk);
+    const int n = attn::splits_of(t.extent, chunk);
     const int rows = attn::tile_rows(t.kind);
     FG_CHECK(attn::has_wide_tiles(head_dim) || t.kind != attn::kRows128 || (n == 1 && wgmma),
              "attention plan: a 128-row tile at head_dim 256 that the wgmma kernel does not take");
@@ -672,16 +663,18 @@ void AttentionKernel::run(const Tensor& q, const KvCacheLayer& cache, const Atte
     prefill_grid = 0;
   }
   if (capturing) {
-    prefill_grid = kp.general_runs_prefill               ? 0
-                   : s.num_prefill == 0 && !s.graph.wide ? 1
-                   : wgmma                               ? s.num_sms
-                                                         : std::max(prefill_grid, 2 * s.num_sms);
-    main_grid = std::max({main_grid, int(s.graph.main_units), int(s.graph.split.main), 1});
-    merge_grid = std::max({merge_grid, int(s.graph.split.merge), 1});
-    // Launches no batch within the graph's bounds (begin_capture) can need (plan_within checks
-    // each replayed plan against them).
-    if (s.graph_max_q_len > 0 && !s.graph.wide) prefill_grid = 0;
-    if (s.graph_max_q_len > 0 && s.graph.split.merge == 0) merge_grid = 0;
+    // With begin_capture's bounds, the launches any plan within them needs (GraphLaunches); without
+    // (a graph of this plan alone), its own, at least one CTA each.
+    const GraphLaunches g = s.graph.value_or(GraphLaunches{});
+    prefill_grid = kp.general_runs_prefill         ? 0
+                   : s.num_prefill == 0 && !g.wide ? 1
+                   : wgmma                         ? s.num_sms
+                                                   : std::max(prefill_grid, 2 * s.num_sms);
+    main_grid = std::max({main_grid, int(g.main_units), int(g.split.main), 1});
+    merge_grid = std::max({merge_grid, int(g.split.merge), 1});
+    // Launches no batch within the bounds can need (plan_within checks each replayed plan).
+    if (s.graph && !g.wide) prefill_grid = 0;
+    if (s.graph && g.split.merge == 0) merge_grid = 0;
     // No plan of batch-invariant mode has prefill items or splits.
     if (s.batch_invariant) prefill_grid = merge_grid = 0;
   }

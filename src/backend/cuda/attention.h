@@ -66,8 +66,9 @@ class AttentionKernel {
   // a plan can split, a CTA per resident slot and the merge CTAs its splits can need:
   // attention_plan.h) and only the launches such batches can need (no prefill kernel unless
   // enough of them can make 128-row tiles, no merge unless one can split: too short a max_kv_len,
-  // or min_num_seqs filling the resident slots), and plans the widest split partition for the
-  // recording. end_capture() lifts the bounds. Only launch widths depend on this, never results.
+  // or min_num_seqs filling the resident slots), and plans a one-token batch for the recording
+  // (the widths do not depend on the plan it records). end_capture() lifts the bounds. Only launch
+  // widths depend on this, never results.
   void begin_capture(const GraphAttentionShape& bounds, int num_q_heads, int num_kv_heads, int head_dim,
                      cudaStream_t stream);
   void end_capture();

@@ -76,7 +76,7 @@ inline int split_chunk(const SplitStep& s) {
     return std::max<int64_t>(kMinSplitKeys, (per_cta + kBlockN - 1) / kBlockN * kBlockN);
   };
   int64_t per_cta = (work + resident - 1) / resident;
-  if (per_cta < 2 * kMinSplitKeys && (max_keys + chunk_of(per_cta) - 1) / chunk_of(per_cta) > merge_batch(s.head_dim))
+  if (per_cta < 2 * kMinSplitKeys && splits_of(max_keys, int(chunk_of(per_cta))) > merge_batch(s.head_dim))
     per_cta = (work + s.num_sms - 1) / s.num_sms;
   if (per_cta * 9 >= int64_t(max_keys) * 8) return 0;
   auto ctas = [&](int c) {
