@@ -127,9 +127,10 @@ run_all() {
   # decode with sampling (temperature 1, top-p 0.9) at batch 1 and 32 beside the greedy runs.
   step engine_b32 90 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --skip-throughput \
     --decode-batch 32 --json "$OUT/raw/engine_b32.json"
-  # Mid-batch decode at mid contexts, where decode graphs replay split-KV plans (docs/perf.md,
-  # thirty-third session: their merges once ran on a one-CTA grid): 12 sequences of 384-512 keys
-  # (the 16-sequence bucket) and 28 of 768-896 (the 32 bucket).
+  # Mid-batch decode at mid contexts, where decode graphs replay split-KV plans: 12 sequences of
+  # 384-512 keys (the 16-sequence bucket; its merges once ran on a one-CTA grid, 1.86x the floor
+  # before and 1.17x after on an H100, docs/perf.md thirty-fourth session) and 28 of 768-896 (the
+  # 32 bucket; predicted to serialize too, measured unchanged: kept as a check of that bucket).
   step engine_mid:b12 90 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --skip-throughput \
     --decode-batch 12 --decode-prompt-len 384 --json "$OUT/raw/engine_mid_b12.json"
   step engine_mid:b28 90 $T/engine_bench --config $CFG --backend cuda --kv-cache-memory $KV80 --skip-throughput \
